@@ -1,0 +1,36 @@
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test test-all bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed-base: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+$(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[bench]'
+	touch $@
+
+demo: $(VENV)/.installed-base
+	$(BIN)/python -m memlab demo
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q
+
+test-all: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q -m ''
+
+bench: $(VENV)/.installed-bench
+	$(BIN)/python -m pytest benchmarks -q --benchmark-only --benchmark-json=benchmarks/results.json -p no:cacheprovider -o addopts=''
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,19 @@
+"""memlab: research and run memory surfacing for LLM agents."""
+
+from memlab.clock import Clock, ManualClock, SystemClock
+from memlab.errors import (BudgetTooSmall, DuplicateItemError, SessionPinWorkspaceConflict,
+                           UnknownItemError)
+from memlab.memory import Memory
+from memlab.model import Edge, MemoryItem, SurfacingDecision, SurfacingStrategy
+from memlab.store import MemoryStore
+from memlab.surfacing.config import DEFAULT, RECIPES, SEED_COMPAT, SurfacingConfig, get_recipe
+from memlab.surfacing.context import ContextRecord
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Memory", "MemoryStore", "ManualClock", "SystemClock", "Clock",
+    "SurfacingDecision", "SurfacingStrategy", "BudgetTooSmall", "SessionPinWorkspaceConflict",
+    "UnknownItemError", "DuplicateItemError", "Edge", "MemoryItem", "ContextRecord",
+    "SurfacingConfig", "SEED_COMPAT", "DEFAULT", "RECIPES", "get_recipe", "__version__",
+]

@@ -1,0 +1,379 @@
+"""The :class:`Memory` facade: the public entry point (SPEC §10). It validates and wires; the
+algorithms live in :mod:`memlab.store`, :mod:`memlab.signals` and :mod:`memlab.surfacing`."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from memlab.clock import Clock, SystemClock
+from memlab.errors import UnknownItemError
+from memlab.model import Edge, SurfacingDecision, SurfacingStrategy, validate_id
+from memlab.signals.activation import ACTIVATION_MODELS
+from memlab.store import MemoryStore, NewItem
+from memlab.surfacing.config import DEFAULT, SurfacingConfig, get_recipe
+from memlab.surfacing.context import ContextRecord, assemble
+from memlab.surfacing.router import ENTITY_DETECTORS, ROUTER_RULES
+from memlab.surfacing.strategies import GRAPH_PLUGINS, STRATEGIES
+from memlab.text import tokenize
+
+__all__ = ["Memory", "SURFACING_MODES"]
+
+SURFACING_MODES = ("legacy", "router")
+
+
+def _check_config(config: Any) -> SurfacingConfig:
+    if isinstance(config, str):
+        config = get_recipe(config)
+    if not isinstance(config, SurfacingConfig):
+        raise ValueError(f"config must be a SurfacingConfig or a recipe name, got {config!r}")
+    checks = [("activation_model", config.activation_model, ACTIVATION_MODELS),
+              ("entity_detector", config.entity_detector, ENTITY_DETECTORS),
+              ("spreading", config.spreading, GRAPH_PLUGINS["spreading"]),
+              ("ppr", config.ppr, GRAPH_PLUGINS["ppr"])]
+    checks += [("router_rules", rule, ROUTER_RULES) for rule in config.router_rules]
+    checks += [("strategies", impl, STRATEGIES) for _, impl in config.strategies]
+    for name, value, registry in checks:
+        if value is not None and value not in registry:
+            raise ValueError(f"{name} names {value!r}, which is not registered; "
+                             f"registered: {sorted(registry)}")
+    return config
+
+
+class Memory:
+    """A view of one workspace of a :class:`MemoryStore`, with surfacing.
+
+    Parameters
+    ----------
+    store : MemoryStore, optional
+        The store to use; a new private one when omitted. Share one store between facades to give
+        several workspaces (or surfaces) the same data.
+    workspace_id : str
+        The workspace this facade reads and writes (``"default"``).
+    surfacing_mode : {"legacy", "router"}
+        ``"legacy"``: the seed's M1a scoring (relevance × recency × activation with floor).
+        ``"router"``: the router, strategies, pins' boosts, freshness and centrality.
+    clock : Clock, optional
+        The time source of every time-dependent rule (``SystemClock()`` by default).
+    config : SurfacingConfig or str
+        Configuration or recipe name (``"default"``, ``"seed_compat"``); memlab's ``DEFAULT``.
+    seed : int
+        Seeds the decision-id generator, so replays are reproducible.
+    on_record : callable, optional
+        Called with every :class:`~memlab.surfacing.context.ContextRecord` (the harness's hook).
+
+    Examples
+    --------
+    >>> from datetime import datetime, timezone
+    >>> from memlab import ManualClock
+    >>> mem = Memory(surfacing_mode="router", clock=ManualClock(datetime(2024, 1, 1, tzinfo=timezone.utc)))
+    >>> jwt = mem.add("We picked JWT for the auth service because sessions did not scale")
+    >>> _ = mem.add("Lunch on Friday is pizza")
+    >>> ctx = mem.get_working_context("s1", "Why did we pick JWT?", k=5)
+    >>> ctx["strategy_used"], [item["item_id"] for item in ctx["items"]] == [jwt]
+    ('deep:multi-hop', True)
+    >>> mem.last_surfacing_decision.reasons
+    ('keyword:why',)
+    """
+
+    def __init__(self, store: MemoryStore | None = None, workspace_id: str = "default",
+                 surfacing_mode: str = "legacy", clock: Clock | None = None,
+                 config: SurfacingConfig | str = DEFAULT, seed: int = 0,
+                 on_record: Callable[[ContextRecord], None] | None = None) -> None:
+        if surfacing_mode not in SURFACING_MODES:
+            raise ValueError(f"surfacing_mode must be one of {SURFACING_MODES}, "
+                             f"got {surfacing_mode!r}")
+        if store is not None and not isinstance(store, MemoryStore):
+            raise ValueError(f"store must be a MemoryStore, got {type(store).__name__}")
+        validate_id(workspace_id, "workspace_id")
+        if clock is not None and not callable(getattr(clock, "now", None)):
+            raise ValueError(f"clock must have a now() method, got {clock!r}")
+        if on_record is not None and not callable(on_record):
+            raise ValueError(f"on_record must be callable, got {on_record!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an int, got {seed!r}")
+        self.config = _check_config(config)
+        self.store = store if store is not None else MemoryStore()
+        self.workspace_id = workspace_id
+        self.surfacing_mode = surfacing_mode
+        self.clock = clock if clock is not None else SystemClock()
+        self.on_record = on_record
+        self._rng = random.Random(seed)
+        self.last_surfacing_decision: SurfacingDecision | None = None
+        self.last_context_record: ContextRecord | None = None
+        self.store.workspace(workspace_id)
+
+    def __repr__(self) -> str:
+        return (f"Memory(workspace_id={self.workspace_id!r}, surfacing_mode="
+                f"{self.surfacing_mode!r}, config={self.config.name!r}, items={len(self)})")
+
+    def __len__(self) -> int:
+        return len(self._ws)
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id in self._ws.index_of
+
+    @property
+    def _ws(self):
+        return self.store.workspace(self.workspace_id)
+
+    # ------------------------------------------------------------------ writing
+    def add(self, content: str, memory_type: str = "semantic", metadata: dict | None = None,
+            item_id: str | None = None, created_at=None) -> str:
+        """Store one item and return its id.
+
+        Raises
+        ------
+        ValueError
+            Empty or non-string ``content``, unknown ``memory_type``, non-JSON ``metadata``, an
+            ``item_id`` that exists (:class:`~memlab.errors.DuplicateItemError`).
+
+        Examples
+        --------
+        >>> mem = Memory()
+        >>> mem.add("deploys run on fridays", item_id="deploy")
+        'deploy'
+        """
+        new = self.store.prepare_item(content, memory_type, metadata, item_id, created_at)
+        with self.store.lock:
+            return self.store.add_items(self.workspace_id, [new], self.clock.now(),
+                                        self.config.activation_initial)[0]
+
+    def add_many(self, items: Iterable[str | Mapping[str, Any]]) -> list[str]:
+        """Store many items at once, all or nothing; returns their ids in order.
+
+        Each entry is a content string or a mapping with ``content`` and optionally
+        ``memory_type``, ``metadata``, ``item_id``, ``created_at``.
+
+        Examples
+        --------
+        >>> mem = Memory()
+        >>> mem.add_many(["alpha", {"content": "beta", "item_id": "b"}])
+        ['item-000000', 'b']
+        """
+        prepared: list[NewItem] = []
+        allowed = {"content", "memory_type", "metadata", "item_id", "created_at"}
+        for pos, entry in enumerate(items):
+            try:
+                if isinstance(entry, str):
+                    prepared.append(self.store.prepare_item(entry))
+                    continue
+                if not isinstance(entry, Mapping):
+                    raise ValueError(f"must be a string or a mapping, got {type(entry).__name__}")
+                unknown = set(entry) - allowed
+                if unknown:
+                    raise ValueError(f"unknown keys {sorted(unknown)}; allowed {sorted(allowed)}")
+                prepared.append(self.store.prepare_item(
+                    entry.get("content"), entry.get("memory_type", "semantic"),
+                    entry.get("metadata"), entry.get("item_id"), entry.get("created_at")))
+            except ValueError as exc:
+                raise type(exc)(f"items[{pos}]: {exc}") from None
+        with self.store.lock:
+            return self.store.add_items(self.workspace_id, prepared, self.clock.now(),
+                                        self.config.activation_initial)
+
+    def add_edge(self, src_id: str, dst_id: str, edge_type: str = "RELATED",
+                 weight: float = 1.0) -> None:
+        """Add (or re-weight) a directed, typed edge between two items of this workspace.
+
+        Examples
+        --------
+        >>> mem = Memory(); a = mem.add("alpha"); b = mem.add("beta")
+        >>> mem.add_edge(a, b, "RELATED", 0.5); mem.get_edges(a)[0]["weight"]
+        0.5
+        """
+        with self.store.lock:
+            edge = self.store.prepare_edge(self.workspace_id, src_id, dst_id, edge_type, weight)
+            self.store.add_edges(self.workspace_id, [edge])
+
+    def add_edges(self, edges: Iterable[Edge | tuple | Mapping[str, Any]]) -> int:
+        """Add many edges, all or nothing; returns how many were written.
+
+        Each entry is an :class:`~memlab.model.Edge`, a tuple ``(src, dst[, edge_type[, weight]])``
+        or a mapping with ``src``, ``dst`` and optionally ``edge_type``, ``weight``.
+        """
+        prepared = []
+        with self.store.lock:
+            for pos, entry in enumerate(edges):
+                try:
+                    if isinstance(entry, Edge):
+                        args = (entry.src, entry.dst, entry.edge_type, entry.weight)
+                    elif isinstance(entry, tuple) and 2 <= len(entry) <= 4:
+                        args = entry
+                    elif isinstance(entry, Mapping):
+                        args = (entry.get("src"), entry.get("dst"),
+                                entry.get("edge_type", "RELATED"), entry.get("weight", 1.0))
+                    else:
+                        raise ValueError(f"must be an Edge, a 2-4 tuple or a mapping, got {entry!r}")
+                    prepared.append(self.store.prepare_edge(self.workspace_id, *args))
+                except ValueError as exc:
+                    raise type(exc)(f"edges[{pos}]: {exc}") from None
+            self.store.add_edges(self.workspace_id, prepared)
+        return len(prepared)
+
+    def get_edges(self, item_id: str | None = None) -> list[dict[str, Any]]:
+        """Edges of this workspace (touching ``item_id`` when given), in insertion order."""
+        return self.store.edge_list(self.workspace_id, item_id)
+
+    # ------------------------------------------------------------------ explicit retrieval
+    def get(self, item_id: str) -> dict[str, Any]:
+        """Return one item as a dict; an explicit retrieval, so it reinforces activation.
+
+        Raises
+        ------
+        UnknownItemError
+            (a ValueError) when ``item_id`` is not in this workspace.
+        """
+        with self.store.lock:
+            idx = self._ws.require(item_id)
+            self.store.record_retrieval(self.workspace_id, [idx], self.clock.now(),
+                                        increment=self.config.activation_increment,
+                                        half_life_h=self.config.activation_half_life_h,
+                                        kind="get")
+            return self._ws.items[idx].to_dict()
+
+    def search(self, query: str, top_k: int = 10) -> list[dict[str, Any]]:
+        """BM25 search; returns up to ``top_k`` hits (best first) and reinforces each.
+
+        Each hit is ``{"item_id", "content", "memory_type", "metadata", "score"}`` with ``score`` the
+        raw BM25. Anchors and archived items are not searched.
+
+        Examples
+        --------
+        >>> mem = Memory(); _ = mem.add("deploys run on fridays"); _ = mem.add("lunch is pizza")
+        >>> [hit["content"] for hit in mem.search("friday deploys")]
+        ['deploys run on fridays']
+        """
+        if not isinstance(query, str):
+            raise ValueError(f"query must be a string, got {query!r}")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 1000:
+            raise ValueError(f"top_k must be an int in 1..1000, got {top_k!r}")
+        with self.store.lock:
+            ws = self._ws
+            docs, scores = ws.bm25.scores(tokenize(query), k1=self.config.bm25_k1,
+                                          b=self.config.bm25_b)
+            live = ws.eligible.view()[docs] if len(docs) else np.empty(0, bool)
+            docs, scores = docs[live], scores[live]
+            order = np.lexsort((docs, -scores))[:top_k]
+            hits = [(int(docs[p]), float(scores[p])) for p in order]
+            self.store.record_retrieval(self.workspace_id, [i for i, _ in hits], self.clock.now(),
+                                        increment=self.config.activation_increment,
+                                        half_life_h=self.config.activation_half_life_h,
+                                        kind="search")
+            out = []
+            for i, score in hits:
+                item = ws.items[i]
+                d = item.to_dict()
+                out.append({"item_id": item.item_id, "content": item.content,
+                            "memory_type": item.memory_type, "metadata": d["metadata"],
+                            "score": score})
+            return out
+
+    # ------------------------------------------------------------------ surfacing
+    def get_working_context(self, session_id: str, query: str, k: int = 20,
+                            max_tokens: int | None = None, strategy: str | None = None
+                            ) -> dict[str, Any]:
+        """The items to put in front of the model this turn (SPEC §3).
+
+        Parameters
+        ----------
+        session_id : str
+            Session scope of anchors and pins (non-empty).
+        query : str
+            The turn's query text.
+        k : int
+            Maximum number of non-mandatory items, ``1..100``.
+        max_tokens : int, optional
+            Soft token budget (``len(content) // 4`` per item); mandatory items always go in.
+        strategy : str, optional
+            Override the router. Legacy mode accepts only ``None`` or ``"fast:recency"``.
+
+        Returns
+        -------
+        dict
+            ``decision_id``, ``strategy_used``, ``items`` (each with ``score_breakdown``),
+            ``drift_warnings``, ``tokens_used``, ``tokens_budget``, ``deprecation``. The full
+            record is in :attr:`last_context_record`; the router's decision in
+            :attr:`last_surfacing_decision`. Never reinforces activation.
+
+        Raises
+        ------
+        ValueError
+            Bad ``k``, ``session_id``, ``query``, ``max_tokens`` or ``strategy``.
+        BudgetTooSmall
+            ``max_tokens`` is below the smallest anchor of the session.
+        """
+        validate_id(session_id, "session_id")
+        if not isinstance(query, str):
+            raise ValueError(f"query must be a string, got {query!r}")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 100:
+            raise ValueError(f"k must be an int in 1..100, got {k!r}")
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+                                       or max_tokens < 1):
+            raise ValueError(f"max_tokens must be None or an int >= 1, got {max_tokens!r}")
+        requested = None
+        if strategy is not None:
+            requested = SurfacingStrategy.parse(strategy, "strategy")
+            if self.surfacing_mode == "legacy" and requested is not SurfacingStrategy.FAST_RECENCY:
+                raise ValueError(f"strategy {strategy!r} is not available in legacy mode; "
+                                 f"legacy accepts only None or 'fast:recency'")
+        with self.store.lock:
+            response, record = assemble(
+                self.store, self._ws, session_id=session_id, query=query, k=k,
+                max_tokens=max_tokens, requested=requested, mode=self.surfacing_mode,
+                config=self.config, now=self.clock.now(), rng=self._rng)
+        self.last_surfacing_decision = record.decision
+        self.last_context_record = record
+        if self.on_record is not None:
+            self.on_record(record)
+        return response
+
+    # ------------------------------------------------------------------ pins and anchors
+    def pin_item(self, session_id: str, item_id: str, weight: float = 1.0) -> None:
+        """Force-include ``item_id`` in the session's contexts; boost ``weight * 0.3`` (router).
+
+        The first pin binds the session to this workspace for ``pin_ttl_h`` (24 h), refreshed by
+        every pin write; pinning from another workspace meanwhile raises
+        :class:`~memlab.errors.SessionPinWorkspaceConflict`.
+        """
+        self.store.pin(self.workspace_id, session_id, item_id, weight, self.clock.now(),
+                       self.config.pin_ttl_h)
+
+    def unpin_item(self, session_id: str, item_id: str) -> None:
+        """Remove a pin (no-op when absent)."""
+        self.store.unpin(self.workspace_id, session_id, item_id, self.clock.now(),
+                         self.config.pin_ttl_h)
+
+    def get_pins(self, session_id: str) -> dict[str, float]:
+        """``{item_id: weight}``; ``{}`` when unknown, expired or bound to another workspace."""
+        return self.store.pins(self.workspace_id, session_id, self.clock.now())
+
+    def add_anchor(self, session_id: str, content: str, anchor_type: str = "goal",
+                   metadata: dict | None = None) -> str:
+        """Add an always-included, session-scoped item (``memory_type="anchor"``); returns its id."""
+        validate_id(session_id, "session_id")
+        validate_id(anchor_type, "anchor_type")
+        meta = dict(metadata or {})
+        meta.update({"anchor_type": anchor_type, "session_id": session_id})
+        new = self.store.prepare_item(content, "anchor", meta)
+        with self.store.lock:
+            return self.store.add_anchor(self.workspace_id, session_id, new, self.clock.now(),
+                                         self.config.activation_initial)
+
+    def flag_anchor_for_review(self, session_id: str, anchor_id: str, reason: str) -> None:
+        """Mark an anchor as drifting; it then appears in ``drift_warnings`` with ``reason``."""
+        self.store.flag_anchor(self.workspace_id, session_id, anchor_id, reason)
+
+    def clear_anchor_review(self, session_id: str, anchor_id: str) -> None:
+        """Remove an anchor's review mark (no-op when absent)."""
+        self.store.clear_anchor_flag(self.workspace_id, session_id, anchor_id)
+
+    def drift_warnings(self, session_id: str) -> list[dict[str, Any]]:
+        """The anchors of ``session_id`` marked for review, as in the context response."""
+        validate_id(session_id, "session_id")
+        ws = self._ws
+        return [{"anchor_id": a, "anchor_type": ws.items[ws.index_of[a]].metadata.get("anchor_type"),
+                 "reason": r}
+                for a, r in sorted(self.store.anchor_reviews(self.workspace_id, session_id).items())]

@@ -1,0 +1,213 @@
+"""An incremental BM25 index.
+
+Why not one ``scipy.sparse`` doc × term matrix: scipy's compressed matrices cannot grow in place, so
+every added document would copy the whole matrix (or force periodic rebuilds). The index instead
+keeps one growable posting array pair (document indices, term frequencies) per term, with capacity
+doubling, so adding a document appends to its terms' postings only, in amortised O(terms). A query
+reads only its terms' postings; :meth:`BM25Index.doc_term_matrix` exposes the same data as a
+``scipy.sparse.csr_array`` for analysis.
+
+``k1`` and ``b`` are query-time arguments (the index stores raw term frequencies and lengths), so a
+configuration sweep never re-indexes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from memlab._arrays import Growable
+
+__all__ = ["BM25Index", "IDF_VARIANTS"]
+
+IDF_VARIANTS = ("lucene", "okapi")
+
+
+class BM25Index:
+    """Incremental BM25 over token lists; documents are numbered 0, 1, 2, … in order of addition.
+
+    Parameters
+    ----------
+    idf : {"lucene", "okapi"}
+        ``"lucene"``: ``log(1 + (N - df + 0.5) / (df + 0.5))``, never negative (the default, since
+        relevance is normalised by its maximum). ``"okapi"``: rank-bm25's ``BM25Okapi`` idf,
+        ``log((N - df + 0.5) / (df + 0.5))`` with negative values replaced by
+        ``epsilon * mean idf over the vocabulary``.
+    epsilon : float
+        The okapi floor factor (rank-bm25's default 0.25).
+
+    Examples
+    --------
+    >>> index = BM25Index()
+    >>> index.add(["jwt", "auth", "token"]), index.add(["deploy", "friday"])
+    (0, 1)
+    >>> docs, scores = index.scores(["jwt"])
+    >>> docs.tolist(), round(float(scores[0]), 4)
+    ([0], 0.6407)
+    """
+
+    def __init__(self, idf: str = "lucene", epsilon: float = 0.25) -> None:
+        if idf not in IDF_VARIANTS:
+            raise ValueError(f"idf must be one of {IDF_VARIANTS}, got {idf!r}")
+        self.idf_variant = idf
+        self.epsilon = float(epsilon)
+        self._vocab: dict[str, int] = {}
+        self._post_docs: list[Growable] = []
+        self._post_tfs: list[Growable] = []
+        self._doc_len = Growable(np.float64, 64)
+        self._total_len = 0.0
+        self._okapi_cache: tuple[int, np.ndarray] | None = None
+
+    # ----------------------------------------------------------------- writing
+    def __len__(self) -> int:
+        return self._doc_len.size
+
+    @property
+    def vocabulary_size(self) -> int:
+        return len(self._vocab)
+
+    def _term_id(self, term: str) -> int:
+        tid = self._vocab.get(term)
+        if tid is None:
+            tid = self._vocab[term] = len(self._post_docs)
+            self._post_docs.append(Growable(np.int32))
+            self._post_tfs.append(Growable(np.float32))
+        return tid
+
+    def add(self, tokens: Sequence[str]) -> int:
+        """Index one document and return its number. Touches only its own terms' postings."""
+        doc = self._doc_len.size
+        counts: dict[str, int] = {}
+        for tok in tokens:
+            counts[tok] = counts.get(tok, 0) + 1
+        for term, tf in counts.items():
+            tid = self._term_id(term)
+            self._post_docs[tid].append(doc)
+            self._post_tfs[tid].append(tf)
+        self._doc_len.append(len(tokens))
+        self._total_len += len(tokens)
+        return doc
+
+    def add_many(self, token_lists: Iterable[Sequence[str]]) -> range:
+        """Index many documents at once (postings appended per term in one vectorised step)."""
+        first = self._doc_len.size
+        term_ids: list[int] = []
+        doc_ids: list[int] = []
+        tfs: list[int] = []
+        lengths: list[int] = []
+        vocab, term_id = self._vocab, self._term_id
+        for offset, tokens in enumerate(token_lists):
+            counts: dict[str, int] = {}
+            for tok in tokens:
+                counts[tok] = counts.get(tok, 0) + 1
+            doc = first + offset
+            for term, tf in counts.items():
+                tid = vocab.get(term)
+                term_ids.append(term_id(term) if tid is None else tid)
+                doc_ids.append(doc)
+                tfs.append(tf)
+            lengths.append(len(tokens))
+        if term_ids:
+            t = np.asarray(term_ids, dtype=np.int64)
+            order = np.argsort(t, kind="stable")  # stable: postings stay in document order
+            t, d, f = t[order], np.asarray(doc_ids, np.int32)[order], np.asarray(tfs, np.float32)[order]
+            starts = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])
+            ends = np.r_[starts[1:], len(t)]
+            for s, e in zip(starts.tolist(), ends.tolist()):
+                tid = int(t[s])
+                self._post_docs[tid].extend(d[s:e])
+                self._post_tfs[tid].extend(f[s:e])
+        self._doc_len.extend(np.asarray(lengths, dtype=np.float64))
+        self._total_len += float(sum(lengths))
+        return range(first, self._doc_len.size)
+
+    # ----------------------------------------------------------------- reading
+    def _idf(self, tid: int, n_docs: int) -> float:
+        df = self._post_docs[tid].size
+        if self.idf_variant == "lucene":
+            return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+        idf = math.log(n_docs - df + 0.5) - math.log(df + 0.5)
+        if idf < 0:
+            return self.epsilon * self._okapi_mean_idf(n_docs)
+        return idf
+
+    def _okapi_mean_idf(self, n_docs: int) -> float:
+        # rank-bm25 averages idf over the whole vocabulary; cached until the next write.
+        if self._okapi_cache is None or self._okapi_cache[0] != n_docs:
+            df = np.fromiter((p.size for p in self._post_docs), dtype=np.float64,
+                             count=len(self._post_docs))
+            idf = np.log(n_docs - df + 0.5) - np.log(df + 0.5)
+            self._okapi_cache = (n_docs, float(idf.mean()) if len(idf) else 0.0)
+        return self._okapi_cache[1]
+
+    def _query_terms(self, tokens: Sequence[str]) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        for tok in tokens:
+            tid = self._vocab.get(tok)
+            if tid is not None:
+                counts[tid] = counts.get(tid, 0) + 1
+        return counts
+
+    def scores(self, tokens: Sequence[str], *, k1: float = 1.2, b: float = 0.75
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """BM25 of every document containing at least one query term.
+
+        Returns ``(doc_ids, scores)``, ``doc_ids`` ascending. A repeated query term counts once per
+        occurrence (as in rank-bm25 and Lucene). Documents matching no term are absent.
+        """
+        n_docs = len(self)
+        terms = self._query_terms(tokens)
+        if not terms or n_docs == 0:
+            return np.empty(0, np.int64), np.empty(0, np.float64)
+        avgdl = self._total_len / n_docs
+        doc_len = self._doc_len.view()
+        id_parts, score_parts = [], []
+        for tid, qtf in terms.items():
+            docs = self._post_docs[tid].view()
+            tf = self._post_tfs[tid].view().astype(np.float64)
+            norm = k1 * (1.0 - b + b * doc_len[docs] / avgdl) if avgdl > 0 else k1
+            id_parts.append(docs)
+            score_parts.append((qtf * self._idf(tid, n_docs)) * tf * (k1 + 1.0) / (tf + norm))
+        if len(id_parts) == 1:
+            return id_parts[0].astype(np.int64), score_parts[0]
+        ids = np.concatenate(id_parts)
+        contrib = np.concatenate(score_parts)
+        if len(ids) * 8 > n_docs:
+            # Many postings: a dense accumulator is cheaper than sorting them.
+            acc = np.bincount(ids, weights=contrib, minlength=n_docs)
+            hit = np.zeros(n_docs, dtype=bool)
+            hit[ids] = True
+            docs = np.flatnonzero(hit)
+            return docs, acc[docs]
+        docs, inverse = np.unique(ids, return_inverse=True)
+        return docs.astype(np.int64), np.bincount(inverse, weights=contrib)
+
+    def score_docs(self, tokens: Sequence[str], doc_ids: np.ndarray, *, k1: float = 1.2,
+                   b: float = 0.75) -> np.ndarray:
+        """BM25 of the given documents (0 where no query term occurs)."""
+        docs, scores = self.scores(tokens, k1=k1, b=b)
+        doc_ids = np.asarray(doc_ids, dtype=np.int64)
+        out = np.zeros(len(doc_ids))
+        if len(docs):
+            pos = np.searchsorted(docs, doc_ids)
+            pos = np.minimum(pos, len(docs) - 1)
+            found = docs[pos] == doc_ids
+            out[found] = scores[pos[found]]
+        return out
+
+    def doc_term_matrix(self) -> tuple[sp.csr_array, list[str]]:
+        """The raw term-frequency matrix (documents × terms) and the term of each column."""
+        rows, cols, vals = [], [], []
+        for tid, (docs, tfs) in enumerate(zip(self._post_docs, self._post_tfs)):
+            rows.append(docs.view())
+            cols.append(np.full(docs.size, tid, dtype=np.int32))
+            vals.append(tfs.view())
+        terms = sorted(self._vocab, key=self._vocab.__getitem__)
+        if not rows:
+            return sp.csr_array((len(self), 0)), terms
+        matrix = sp.coo_array((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                              shape=(len(self), len(terms))).tocsr()
+        return matrix, terms

@@ -1,0 +1,322 @@
+"""The one store (SPEC §1): every workspace's items, edges, sessions' pins and anchors.
+
+Several :class:`~memlab.memory.Memory` facades may share one :class:`MemoryStore`; each sees only its
+own workspace. Writes validate everything first and then apply, so a failed write changes nothing.
+All access goes through one re-entrant lock, which makes a store safe to share between threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from memlab._arrays import Growable
+from memlab.clock import as_utc
+from memlab.errors import DuplicateItemError, SessionPinWorkspaceConflict, UnknownItemError
+from memlab.model import (MEMORY_TYPES, MemoryItem, validate_edge_type, validate_id,
+                          validate_metadata, validate_weight)
+from memlab.signals.activation import ActivationState
+from memlab.signals.bm25 import BM25Index
+from memlab.text import Gazetteer, estimate_tokens, tokenize
+
+__all__ = ["MemoryStore", "Workspace", "NewItem"]
+
+_TITLE_KEYS = ("title", "label", "name")
+
+
+@dataclass(frozen=True, slots=True)
+class NewItem:
+    """A validated item waiting to be written."""
+
+    item_id: str | None
+    content: str
+    memory_type: str
+    metadata: dict
+    created_at: datetime | None
+
+
+class Workspace:
+    """One workspace's items as columns (numbered 0, 1, … in order of addition), index and edges."""
+
+    def __init__(self, workspace_id: str) -> None:
+        self.workspace_id = workspace_id
+        self.items: list[MemoryItem] = []
+        self.index_of: dict[str, int] = {}
+        self.bm25 = BM25Index()
+        self.created_ts = Growable(np.float64, 64)
+        self.updated_ts = Growable(np.float64, 64)
+        self.eligible = Growable(np.bool_, 64)  # may surface as an ordinary candidate
+        self.tokens = Growable(np.int64, 64)
+        self.procedural = Growable(np.bool_, 64)
+        self.activation = ActivationState()
+        self.gazetteer = Gazetteer()
+        self.edges: dict[tuple[int, int, str], float] = {}
+        self.version = 0        # bumped by every write
+        self.graph_version = 0  # bumped by every write that changes the graph
+        self._next_generated = 0
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def recency_reference_ts(self, idx: np.ndarray) -> np.ndarray:
+        """SPEC §2.2: the last activation boost, else ``updated_at``, else ``created_at``."""
+        boost = self.activation.last_boost_ts.view()[idx]
+        return np.where(np.isnan(boost), self.updated_ts.view()[idx], boost)
+
+    def require(self, item_id: Any, name: str = "item_id") -> int:
+        validate_id(item_id, name)
+        idx = self.index_of.get(item_id)
+        if idx is None:
+            raise UnknownItemError(f"{name} {item_id!r} does not exist in workspace "
+                                   f"{self.workspace_id!r}")
+        return idx
+
+    def generate_id(self, taken: set[str]) -> str:
+        while True:
+            candidate = f"item-{self._next_generated:06d}"
+            self._next_generated += 1
+            if candidate not in self.index_of and candidate not in taken:
+                return candidate
+
+
+@dataclass
+class _PinSession:
+    workspace_id: str
+    pins: dict[str, float] = field(default_factory=dict)
+    expires_ts: float = 0.0
+
+
+class MemoryStore:
+    """Holds every workspace. Create one and share it between facades.
+
+    Parameters
+    ----------
+    memory_types : iterable of str, optional
+        Extra memory types accepted besides the built-in ones (``semantic``, ``episodic``,
+        ``procedural``, ``working``, ``topic``, ``anchor``, ``concept``).
+
+    Examples
+    --------
+    >>> from memlab import Memory
+    >>> store = MemoryStore()
+    >>> a = Memory(store=store, workspace_id="ws-a"); b = Memory(store=store, workspace_id="ws-b")
+    >>> _ = a.add("the deploy runs on fridays")
+    >>> store.workspace_ids(), len(b.search("deploy"))
+    (['ws-a', 'ws-b'], 0)
+    """
+
+    def __init__(self, memory_types: Iterable[str] = ()) -> None:
+        self.lock = threading.RLock()
+        self._workspaces: dict[str, Workspace] = {}
+        self._pins: dict[str, _PinSession] = {}
+        self._anchors: dict[tuple[str, str], list[int]] = {}
+        self._anchor_reviews: dict[tuple[str, str], dict[str, str]] = {}
+        self.memory_types = frozenset(MEMORY_TYPES | set(memory_types))
+
+    # ------------------------------------------------------------ workspaces
+    def workspace(self, workspace_id: str) -> Workspace:
+        """The workspace named ``workspace_id`` (created empty on first use)."""
+        with self.lock:
+            ws = self._workspaces.get(workspace_id)
+            if ws is None:
+                validate_id(workspace_id, "workspace_id")
+                ws = self._workspaces[workspace_id] = Workspace(workspace_id)
+            return ws
+
+    def workspace_ids(self) -> list[str]:
+        with self.lock:
+            return sorted(self._workspaces)
+
+    # ------------------------------------------------------------ items
+    def prepare_item(self, content: Any, memory_type: Any = "semantic", metadata: Any = None,
+                     item_id: Any = None, created_at: Any = None) -> NewItem:
+        """Validate one item's arguments (raises ValueError naming the argument)."""
+        if not isinstance(content, str) or not content.strip():
+            raise ValueError(f"content must be a non-empty string, got {content!r:.80}")
+        if memory_type not in self.memory_types:
+            raise ValueError(f"memory_type must be one of {sorted(self.memory_types)}, "
+                             f"got {memory_type!r}")
+        if item_id is not None:
+            validate_id(item_id, "item_id")
+        if created_at is not None:
+            created_at = as_utc(created_at, name="created_at")
+        return NewItem(item_id, content, memory_type, validate_metadata(metadata), created_at)
+
+    def add_items(self, workspace_id: str, new_items: Sequence[NewItem], now: datetime,
+                  initial_activation: float = 0.5) -> list[str]:
+        """Write validated items all-or-nothing; returns their ids in order."""
+        with self.lock:
+            ws = self.workspace(workspace_id)
+            taken: set[str] = set()
+            for pos, new in enumerate(new_items):
+                if new.item_id is not None:
+                    if new.item_id in ws.index_of or new.item_id in taken:
+                        raise DuplicateItemError(f"item_id {new.item_id!r} already exists in "
+                                                 f"workspace {workspace_id!r} (item {pos})")
+                    taken.add(new.item_id)
+            # ---- validated: from here on nothing raises on the caller's input
+            ids = [new.item_id if new.item_id is not None else ws.generate_id(taken)
+                   for new in new_items]
+            event_ts = now.isoformat()
+            created, token_lists, tokens, eligible, procedural = [], [], [], [], []
+            first = len(ws.items)
+            for offset, (item_id, new) in enumerate(zip(ids, new_items)):
+                created_at = new.created_at or now
+                item = MemoryItem(item_id, new.content, new.memory_type, new.metadata, workspace_id,
+                                  created_at, created_at,
+                                  history=[{"ts": event_ts, "kind": "created",
+                                            "detail": {"memory_type": new.memory_type}}])
+                ws.items.append(item)
+                ws.index_of[item_id] = first + offset
+                for key in _TITLE_KEYS:
+                    title = new.metadata.get(key)
+                    if isinstance(title, str):
+                        ws.gazetteer.add(title)
+                created.append(created_at.timestamp())
+                token_lists.append(tokenize(new.content))
+                tokens.append(estimate_tokens(new.content))
+                eligible.append(new.memory_type != "anchor")
+                procedural.append(new.memory_type == "procedural")
+            if len(new_items) == 1:
+                ws.bm25.add(token_lists[0])
+            else:
+                ws.bm25.add_many(token_lists)
+            ws.created_ts.extend(created)
+            ws.updated_ts.extend(created)
+            ws.tokens.extend(tokens)
+            ws.eligible.extend(eligible)
+            ws.procedural.extend(procedural)
+            ws.activation.add(np.asarray(created), initial_activation)
+            ws.version += 1
+            ws.graph_version += 1
+            return ids
+
+    def items(self, workspace_id: str, idx: Iterable[int]) -> list[MemoryItem]:
+        ws = self.workspace(workspace_id)
+        return [ws.items[i] for i in idx]
+
+    def record_retrieval(self, workspace_id: str, idx: Sequence[int], now: datetime, *,
+                         increment: float, half_life_h: float, kind: str) -> None:
+        """Reinforce activation of explicitly retrieved items and append a history event."""
+        with self.lock:
+            ws = self.workspace(workspace_id)
+            if not len(idx):
+                return
+            ws.activation.reinforce(np.asarray(idx), now.timestamp(), increment=increment,
+                                    half_life_h=half_life_h)
+            event_ts = now.isoformat()
+            for i in idx:
+                ws.items[i].history.append({"ts": event_ts, "kind": "reinforced",
+                                            "detail": {"via": kind}})
+            ws.version += 1
+
+    # ------------------------------------------------------------ edges
+    def prepare_edge(self, workspace_id: str, src: Any, dst: Any, edge_type: Any = "RELATED",
+                     weight: Any = 1.0) -> tuple[int, int, str, float]:
+        ws = self.workspace(workspace_id)
+        s = ws.require(src, "src")
+        d = ws.require(dst, "dst")
+        if s == d:
+            raise ValueError(f"dst must differ from src (self-loops are not stored), got {dst!r}")
+        return s, d, validate_edge_type(edge_type), validate_weight(weight, "weight",
+                                                                    allow_zero=False)
+
+    def add_edges(self, workspace_id: str, edges: Sequence[tuple[int, int, str, float]]) -> None:
+        """Write prepared edges (an existing ``(src, dst, type)`` edge gets the new weight)."""
+        with self.lock:
+            ws = self.workspace(workspace_id)
+            for s, d, edge_type, weight in edges:
+                ws.edges[(s, d, edge_type)] = weight
+            if edges:
+                ws.version += 1
+                ws.graph_version += 1
+
+    def edge_list(self, workspace_id: str, item_id: str | None = None) -> list[dict[str, Any]]:
+        with self.lock:
+            ws = self.workspace(workspace_id)
+            only = None if item_id is None else ws.require(item_id)
+            return [{"src": ws.items[s].item_id, "dst": ws.items[d].item_id, "edge_type": t,
+                     "weight": w}
+                    for (s, d, t), w in ws.edges.items() if only is None or only in (s, d)]
+
+    # ------------------------------------------------------------ pins
+    def _live_pin_session(self, session_id: str, now_ts: float) -> _PinSession | None:
+        state = self._pins.get(session_id)
+        if state is not None and now_ts >= state.expires_ts:
+            del self._pins[session_id]  # the TTL also releases the workspace binding
+            return None
+        return state
+
+    def pin(self, workspace_id: str, session_id: Any, item_id: Any, weight: Any, now: datetime,
+            ttl_h: float) -> None:
+        with self.lock:
+            validate_id(session_id, "session_id")
+            self.workspace(workspace_id).require(item_id)
+            weight = validate_weight(weight, "weight")
+            now_ts = now.timestamp()
+            state = self._live_pin_session(session_id, now_ts)
+            if state is not None and state.workspace_id != workspace_id:
+                raise SessionPinWorkspaceConflict(
+                    f"session_id {session_id!r} is bound to workspace {state.workspace_id!r}; "
+                    f"cannot pin from workspace {workspace_id!r}")
+            if state is None:
+                state = self._pins[session_id] = _PinSession(workspace_id)
+            state.pins[item_id] = weight
+            state.expires_ts = now_ts + ttl_h * 3600.0
+
+    def unpin(self, workspace_id: str, session_id: Any, item_id: Any, now: datetime,
+              ttl_h: float) -> None:
+        with self.lock:
+            validate_id(session_id, "session_id")
+            validate_id(item_id, "item_id")
+            now_ts = now.timestamp()
+            state = self._live_pin_session(session_id, now_ts)
+            if state is None or state.workspace_id != workspace_id or item_id not in state.pins:
+                return
+            del state.pins[item_id]
+            state.expires_ts = now_ts + ttl_h * 3600.0
+
+    def pins(self, workspace_id: str, session_id: Any, now: datetime) -> dict[str, float]:
+        """The live pins of ``session_id`` as seen from ``workspace_id`` ({} across workspaces)."""
+        with self.lock:
+            validate_id(session_id, "session_id")
+            state = self._live_pin_session(session_id, now.timestamp())
+            if state is None or state.workspace_id != workspace_id:
+                return {}
+            return dict(state.pins)
+
+    # ------------------------------------------------------------ anchors
+    def add_anchor(self, workspace_id: str, session_id: Any, new_item: NewItem,
+                   now: datetime, initial_activation: float = 0.5) -> str:
+        with self.lock:
+            validate_id(session_id, "session_id")
+            (item_id,) = self.add_items(workspace_id, [new_item], now, initial_activation)
+            ws = self.workspace(workspace_id)
+            self._anchors.setdefault((workspace_id, session_id), []).append(ws.index_of[item_id])
+            return item_id
+
+    def anchors(self, workspace_id: str, session_id: str) -> list[int]:
+        with self.lock:
+            return list(self._anchors.get((workspace_id, session_id), ()))
+
+    def flag_anchor(self, workspace_id: str, session_id: Any, anchor_id: Any, reason: Any) -> None:
+        with self.lock:
+            validate_id(session_id, "session_id")
+            idx = self.workspace(workspace_id).require(anchor_id, "anchor_id")
+            if idx not in self._anchors.get((workspace_id, session_id), ()):
+                raise UnknownItemError(f"anchor_id {anchor_id!r} is not an anchor of session "
+                                       f"{session_id!r}")
+            validate_id(reason, "reason")
+            self._anchor_reviews.setdefault((workspace_id, session_id), {})[anchor_id] = reason
+
+    def clear_anchor_flag(self, workspace_id: str, session_id: str, anchor_id: str) -> None:
+        with self.lock:
+            self._anchor_reviews.get((workspace_id, session_id), {}).pop(anchor_id, None)
+
+    def anchor_reviews(self, workspace_id: str, session_id: str) -> dict[str, str]:
+        with self.lock:
+            return dict(self._anchor_reviews.get((workspace_id, session_id), {}))

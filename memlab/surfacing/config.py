@@ -1,0 +1,173 @@
+"""Surfacing configuration as frozen, serialisable data, and the named recipes.
+
+A configuration says everything about how a query is surfaced: BM25 parameters, signal constants,
+the composite's weights, the router's rules and, per strategy, which registered implementation
+runs it (``None`` = soft-degrade to ``fast:recency`` as the seed did for reserved strategies).
+
+Recipes
+-------
+``SEED_COMPAT``
+    The seed (SmartMemory) bit for bit: its router rules, only ``deep:multi-hop`` with behaviour of
+    its own, ``procedural:lookup`` and ``temporal:windowed`` soft-degrading.
+``DEFAULT``
+    memlab's own: every strategy a distinct pipeline, two more router rules (procedural cues and
+    time windows) and a recency floor so that old but relevant memories are not zeroed out.
+    Its constants are hand-set, not yet tuned on data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+__all__ = ["SurfacingConfig", "SEED_COMPAT", "DEFAULT", "RECIPES", "get_recipe"]
+
+_STRATEGY_NAMES = ("fast:recency", "deep:multi-hop", "factual:point-query", "procedural:lookup",
+                   "temporal:windowed")
+
+
+@dataclass(frozen=True)
+class SurfacingConfig:
+    """Every knob of surfacing. Build variants with :meth:`replace`; validate on construction.
+
+    Examples
+    --------
+    >>> cfg = DEFAULT.replace(centrality_weight=0.8)
+    >>> cfg.centrality_weight, SurfacingConfig.from_dict(cfg.to_dict()) == cfg
+    (0.8, True)
+    >>> DEFAULT.replace(pin_boost_factor=-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: pin_boost_factor must be a finite number >= 0, got -1
+    """
+
+    name: str = "custom"
+    # relevance (SPEC §2.1)
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+    overfetch: int = 5
+    # recency and freshness (SPEC §2.2)
+    recency_tau_h: float = 24.0
+    recency_floor: float = 0.0  # router mode: recency term = floor + (1 - floor) * recency
+    freshness_weight: float = 0.2
+    freshness_window_h: float = 24.0
+    # activation (SPEC §2.3)
+    activation_model: str = "seed"
+    activation_initial: float = 0.5
+    activation_half_life_h: float = 720.0
+    activation_increment: float = 0.05
+    activation_floor: float = 0.05
+    actr_decay: float = 0.5
+    actr_threshold: float = -5.0
+    actr_scale: float = 1.0
+    # composite (SPEC §3 step 4)
+    centrality_weight: float = 0.5
+    pin_boost_factor: float = 0.3
+    anchor_boost: float = 1.0
+    # pins (SPEC §2.5)
+    pin_ttl_h: float = 24.0
+    # router (SPEC §4.1): rule names from memlab.surfacing.router.ROUTER_RULES, first match wins
+    router_rules: tuple[str, ...] = ("multi_hop", "recency", "point_query")
+    entity_detector: str = "capitalised"
+    # strategy → registered implementation (memlab.surfacing.strategies.STRATEGIES) or None
+    strategies: tuple[tuple[str, str | None], ...] = (
+        ("fast:recency", "relevance"), ("deep:multi-hop", "multi_hop"),
+        ("factual:point-query", "relevance"), ("procedural:lookup", None),
+        ("temporal:windowed", None),
+    )
+    # strategy parameters (SPEC §4.2)
+    recent_candidates: int = 10
+    exact_match_boost: float = 0.5
+    point_query_recency_exponent: float = 0.25
+    procedural_type_boost: float = 1.0
+    temporal_window_boost: float = 1.0
+    temporal_restrict: bool = False
+    temporal_window_candidates: int = 50
+    multi_hop_seeds: int = 5
+    # graph plug-ins for deep:multi-hop (names in memlab.surfacing.strategies.GRAPH_PLUGINS)
+    spreading: str | None = None
+    ppr: str | None = None
+    spread_budget_ms: float = 150.0
+    ppr_budget_ms: float = 200.0
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("float", "int") and f.name not in ("actr_threshold",):
+                if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                        or not math.isfinite(value) or value < 0:
+                    raise ValueError(f"{f.name} must be a finite number >= 0, got {value!r}")
+        for name in ("bm25_k1", "recency_tau_h", "activation_half_life_h", "freshness_window_h",
+                     "actr_scale", "pin_ttl_h", "overfetch"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        for name in ("bm25_b", "recency_floor", "activation_floor", "activation_initial"):
+            if getattr(self, name) > 1:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
+        if not math.isfinite(self.actr_threshold):
+            raise ValueError(f"actr_threshold must be finite, got {self.actr_threshold!r}")
+        object.__setattr__(self, "router_rules", tuple(self.router_rules))
+        strategies = dict(self.strategies)
+        unknown = set(strategies) - set(_STRATEGY_NAMES)
+        if unknown:
+            raise ValueError(f"strategies names unknown strategies {sorted(unknown)}; "
+                             f"valid: {list(_STRATEGY_NAMES)}")
+        if strategies.get("fast:recency") is None:
+            raise ValueError("strategies must implement 'fast:recency' (the soft-degrade target)")
+        object.__setattr__(self, "strategies",
+                           tuple((s, strategies.get(s)) for s in _STRATEGY_NAMES))
+
+    def strategy_impl(self, strategy: str) -> str | None:
+        """The implementation name that runs ``strategy`` (None: soft-degrades)."""
+        return dict(self.strategies)[strategy]
+
+    def replace(self, **changes: Any) -> "SurfacingConfig":
+        """A copy with ``changes`` applied (validated). Unknown names raise ValueError."""
+        known = {f.name for f in dataclasses.fields(self)}
+        bad = sorted(set(changes) - known)
+        if bad:
+            raise ValueError(f"unknown configuration field(s) {bad}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["router_rules"] = list(self.router_rules)
+        out["strategies"] = dict(self.strategies)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SurfacingConfig":
+        data = dict(data)
+        if "strategies" in data and isinstance(data["strategies"], Mapping):
+            data["strategies"] = tuple(data["strategies"].items())
+        known = {f.name for f in dataclasses.fields(cls)}
+        bad = sorted(set(data) - known)
+        if bad:
+            raise ValueError(f"unknown configuration field(s) {bad}")
+        return cls(**data)
+
+
+SEED_COMPAT = SurfacingConfig(name="seed_compat")
+
+DEFAULT = SurfacingConfig(
+    name="default",
+    recency_floor=0.2,
+    router_rules=("procedural", "multi_hop", "temporal", "recency", "point_query"),
+    strategies=(
+        ("fast:recency", "recency"), ("deep:multi-hop", "multi_hop"),
+        ("factual:point-query", "point_query"), ("procedural:lookup", "procedural"),
+        ("temporal:windowed", "temporal"),
+    ),
+)
+
+RECIPES: dict[str, SurfacingConfig] = {"seed_compat": SEED_COMPAT, "default": DEFAULT}
+
+
+def get_recipe(name: str) -> SurfacingConfig:
+    """The named recipe (``"seed_compat"`` or ``"default"``), else ValueError listing them."""
+    try:
+        return RECIPES[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"recipe must be one of {sorted(RECIPES)}, got {name!r}") from None

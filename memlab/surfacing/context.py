@@ -1,0 +1,389 @@
+"""``get_working_context`` (SPEC §3): candidates → signals → strategy → composite → budget → record.
+
+The pipeline reads the store and never writes to it (assembling a context never reinforces).
+Everything it considered lands in a :class:`ContextRecord`: every candidate, surfaced or not,
+with raw and normalised signals, each composite term, final score, rank and drop reason, plus
+per-stage timings, budgets and strategy notes.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from memlab.errors import BudgetTooSmall
+from memlab.model import SurfacingDecision, SurfacingStrategy
+from memlab.signals.activation import ACTIVATION_MODELS
+from memlab.signals.recency import freshness_boost, recency
+from memlab.store import MemoryStore, Workspace
+from memlab.surfacing.config import SurfacingConfig
+from memlab.surfacing.router import ENTITY_DETECTORS, route
+from memlab.surfacing.strategies import STRATEGIES
+from memlab.text import tokenize
+
+__all__ = ["ContextRecord", "CandidateTable", "QueryRun", "assemble", "SIGNAL_COLUMNS",
+           "TERM_COLUMNS"]
+
+SIGNAL_COLUMNS = ("bm25", "relevance", "recency", "recency_term", "activation", "centrality_raw",
+                  "centrality", "freshness_boost", "session_pin_boost", "pin_weight",
+                  "anchor_forced", "exact_match", "multiplier")
+TERM_COLUMNS = ("term_base", "term_centrality", "term_strategy", "term_anchor", "term_pin",
+                "term_freshness")
+
+
+class CandidateTable:
+    """Per-candidate columns (numpy arrays aligned with ``idx``) that stages fill in."""
+
+    def __init__(self, idx: np.ndarray, sources: list[str], mandatory: np.ndarray) -> None:
+        n = len(idx)
+        self.idx = idx
+        self.sources = sources
+        self.mandatory = mandatory
+        zeros = np.zeros(n)
+        self.bm25 = zeros.copy()
+        self.relevance = zeros.copy()
+        self.recency = zeros.copy()
+        self.recency_term = zeros.copy()
+        self.activation = zeros.copy()
+        self.centrality_raw = zeros.copy()
+        self.centrality = zeros.copy()
+        self.freshness_boost = zeros.copy()
+        self.session_pin_boost = zeros.copy()
+        self.pin_weight = np.full(n, np.nan)
+        self.anchor_forced = np.zeros(n, dtype=bool)
+        self.exact_match = np.zeros(n, dtype=bool)
+        self.multiplier = np.ones(n)
+        self.filtered = np.zeros(n, dtype=bool)
+        self.filter_reason: list[str | None] = [None] * n
+
+    def __len__(self) -> int:
+        return len(self.idx)
+
+    def filter(self, mask: np.ndarray, reason: str) -> None:
+        """Exclude candidates from surfacing (they stay in the record with ``reason``)."""
+        for pos in np.flatnonzero(mask & ~self.filtered).tolist():
+            self.filter_reason[pos] = reason
+        self.filtered |= mask
+
+
+@dataclass
+class QueryRun:
+    """The state of one ``get_working_context`` call, shared by the stages and strategies."""
+
+    ws: Workspace
+    config: SurfacingConfig
+    query: str
+    tokens: list[str]
+    k: int
+    now: datetime
+    matched_docs: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    matched_bm25: np.ndarray = field(default_factory=lambda: np.empty(0))
+    ranked_docs: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    notes: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    window: Any = None
+    _pool: dict[int, str] = field(default_factory=dict)
+    _relevance_override: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def now_ts(self) -> float:
+        return self.now.timestamp()
+
+    def add_candidates(self, idx: np.ndarray, source: str,
+                       relevance: np.ndarray | None = None) -> None:
+        """Add candidates (first source wins); ``relevance`` overrides BM25 for new ones only."""
+        rel = None if relevance is None else np.asarray(relevance, dtype=float).tolist()
+        for pos, i in enumerate(np.asarray(idx, dtype=np.int64).tolist()):
+            if i not in self._pool:
+                self._pool[i] = source
+                if rel is not None:
+                    self._relevance_override[i] = rel[pos]
+
+    def bm25_of(self, idx: np.ndarray) -> np.ndarray:
+        """Raw BM25 of items ``idx`` for this query (0 where no query term occurs)."""
+        out = np.zeros(len(idx))
+        if len(self.matched_docs):
+            pos = np.minimum(np.searchsorted(self.matched_docs, idx), len(self.matched_docs) - 1)
+            found = self.matched_docs[pos] == idx
+            out[found] = self.matched_bm25[pos[found]]
+        return out
+
+    def recency_at(self, idx: np.ndarray, at_ts: float) -> np.ndarray:
+        return recency(self.ws.recency_reference_ts(idx), at_ts, self.config.recency_tau_h)
+
+    def recency_term(self, rec: np.ndarray) -> np.ndarray:
+        floor = self.config.recency_floor
+        return floor + (1.0 - floor) * rec
+
+
+@dataclass
+class ContextRecord:
+    """Everything one ``get_working_context`` call considered and decided.
+
+    ``candidates`` holds one column per field, aligned, in rank order (rank 0 first); the harness
+    turns it into the ``candidates`` frame. ``timings_ms`` has one entry per stage and ``total``.
+    """
+
+    decision_id: str
+    workspace_id: str
+    session_id: str
+    query: str
+    mode: str
+    recipe: str
+    k: int
+    max_tokens: int | None
+    decision: SurfacingDecision
+    requested_strategy: str | None
+    strategy_used: str
+    implementation: str
+    tokens_used: int
+    surfaced_ids: list[str]
+    candidates: dict[str, list]
+    timings_ms: dict[str, float]
+    notes: dict[str, Any]
+    now: str
+
+    def candidates_frame(self):
+        """The candidates as a pandas DataFrame (one row per candidate, rank order)."""
+        import pandas as pd
+
+        frame = pd.DataFrame(self.candidates)
+        frame.insert(0, "decision_id", self.decision_id)
+        return frame
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        out["decision"] = self.decision.to_dict()
+        return out
+
+
+def _json_copy(value: dict) -> dict:
+    return json.loads(json.dumps(value)) if value else {}
+
+
+def _top_by_score(docs: np.ndarray, scores: np.ndarray, n: int) -> np.ndarray:
+    """Positions of the ``n`` best scores, score descending then document number ascending."""
+    if len(docs) > n:
+        kth = np.partition(scores, len(scores) - n)[len(scores) - n]
+        keep = np.flatnonzero(scores >= kth)  # every tie at the cut competes on document number
+        order = keep[np.lexsort((docs[keep], -scores[keep]))]
+        return order[:n]
+    return np.lexsort((docs, -scores))
+
+
+def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, k: int,
+             max_tokens: int | None, requested: SurfacingStrategy | None, mode: str,
+             config: SurfacingConfig, now: datetime, rng: random.Random
+             ) -> tuple[dict[str, Any], ContextRecord]:
+    """Run the pipeline (arguments already validated). Returns the response and its record."""
+    t_start = time.perf_counter()
+    timings: dict[str, float] = {}
+    mark = [t_start]
+
+    def lap(stage: str) -> None:
+        t = time.perf_counter()
+        timings[stage] = (t - mark[0]) * 1e3
+        mark[0] = t
+
+    legacy = mode == "legacy"
+    anchors = store.anchors(ws.workspace_id, session_id)
+    tok = ws.tokens.view()
+    if max_tokens is not None and anchors:
+        smallest = int(tok[anchors].min())
+        if smallest > max_tokens:
+            raise BudgetTooSmall(f"budget_too_small: max_tokens={max_tokens} is below the smallest "
+                                 f"anchor of session {session_id!r} ({smallest} tokens)")
+
+    # 1. strategy --------------------------------------------------------------------------
+    if legacy:
+        decision = SurfacingDecision(SurfacingStrategy.FAST_RECENCY, 1.0, ("legacy_mode",), {})
+        impl_name = "relevance"
+    else:
+        if requested is not None:
+            decision = SurfacingDecision(requested, 1.0, ("caller_explicit",), {})
+        else:
+            decision = route(query, config.router_rules, now=now,
+                             detector=ENTITY_DETECTORS[config.entity_detector],
+                             gazetteer=ws.gazetteer)
+        impl_name = config.strategy_impl(decision.strategy.value)
+        if impl_name is None:
+            decision = SurfacingDecision(SurfacingStrategy.FAST_RECENCY, decision.confidence,
+                                         decision.reasons + ("unimplemented_strategy_soft_degrade",),
+                                         decision.signals)
+            impl_name = config.strategy_impl(SurfacingStrategy.FAST_RECENCY.value)
+    strategy = STRATEGIES[impl_name]()
+    lap("route")
+
+    # 2. relevance candidates --------------------------------------------------------------
+    run = QueryRun(ws, config, query, tokenize(query), k, now, timings=timings)
+    docs, bm25 = ws.bm25.scores(run.tokens, k1=config.bm25_k1, b=config.bm25_b)
+    if len(docs):
+        live = ws.eligible.view()[docs]
+        docs, bm25 = docs[live], bm25[live]
+    run.matched_docs, run.matched_bm25 = docs, bm25
+    top = _top_by_score(docs, bm25, config.overfetch * k)
+    run.ranked_docs = docs[top]
+    run.add_candidates(run.ranked_docs, "relevance")
+    lap("relevance")
+
+    # 3. strategy candidates ---------------------------------------------------------------
+    strategy.expand(run)
+    lap("strategy_expand")
+
+    # 4. mandatory items: anchors, then pins -----------------------------------------------
+    pins = store.pins(ws.workspace_id, session_id, now)
+    pin_idx = {ws.index_of[item_id]: w for item_id, w in pins.items() if item_id in ws.index_of}
+    mandatory_set = set(anchors)
+    for i in anchors:
+        run._pool.pop(i, None)
+    pool_items = list(run._pool.items())
+    for i in pin_idx:
+        if legacy and i not in run._pool:
+            continue  # legacy mode does not fetch pinned items the query did not retrieve
+        mandatory_set.add(i)
+    ordered = [(i, "anchor") for i in anchors] + \
+              [(i, "pin") for i in pin_idx if i in mandatory_set and i not in run._pool] + \
+              pool_items
+    idx = np.fromiter((i for i, _ in ordered), dtype=np.int64, count=len(ordered))
+    table = CandidateTable(idx, [s for _, s in ordered],
+                           np.fromiter((i in mandatory_set for i, _ in ordered), bool, len(ordered)))
+    lap("mandatory")
+
+    # 5. signals ---------------------------------------------------------------------------
+    now_ts = now.timestamp()
+    table.bm25 = run.bm25_of(idx)
+    relevance_raw = table.bm25.copy()
+    for pos, i in enumerate(idx.tolist()):
+        if i in run._relevance_override:
+            relevance_raw[pos] = run._relevance_override[i]
+    pinned_only = np.array([s == "pin" for s in table.sources], dtype=bool)
+    relevance_raw[pinned_only] = 0.0  # SPEC §3: pins fetched outside the query get relevance 0
+    top_rel = relevance_raw.max() if len(relevance_raw) else 0.0
+    table.relevance = relevance_raw / top_rel if top_rel > 0 else np.zeros(len(idx))
+    table.recency = run.recency_at(idx, now_ts)
+    table.recency_term = table.recency.copy() if legacy else run.recency_term(table.recency)
+    table.activation = ACTIVATION_MODELS[config.activation_model](config)(
+        ws.activation, idx, now_ts, ws.created_ts.view()[idx])
+    table.anchor_forced = np.isin(idx, np.asarray(anchors, dtype=np.int64))
+    table.pin_weight = np.array([pin_idx.get(i, np.nan) for i in idx.tolist()])
+    if not legacy:
+        table.freshness_boost = freshness_boost(ws.created_ts.view()[idx], now_ts,
+                                                weight=config.freshness_weight,
+                                                window_h=config.freshness_window_h)
+        table.session_pin_boost = np.where(np.isnan(table.pin_weight), 0.0,
+                                           table.pin_weight * config.pin_boost_factor)
+    lap("signals")
+
+    # 6. strategy adjustments (legacy mode has none) --------------------------------------
+    if not legacy:
+        strategy.adjust(run, table)
+    lap("strategy_adjust")
+
+    # 7. composite -------------------------------------------------------------------------
+    act = np.maximum(table.activation, config.activation_floor)
+    base = act * table.relevance * table.recency_term
+    n = len(idx)
+    terms = {name: np.zeros(n) for name in TERM_COLUMNS}
+    terms["term_base"] = base
+    if legacy:
+        score = base.copy()
+    else:
+        lifted = base * (1.0 + config.centrality_weight * table.centrality)
+        terms["term_centrality"] = base * config.centrality_weight * table.centrality
+        terms["term_strategy"] = lifted * (table.multiplier - 1.0)
+        terms["term_anchor"] = np.where(table.anchor_forced, config.anchor_boost, 0.0)
+        terms["term_pin"] = table.session_pin_boost
+        terms["term_freshness"] = table.freshness_boost
+        score = lifted * table.multiplier + terms["term_anchor"] + terms["term_pin"] + \
+            terms["term_freshness"]
+    lap("composite")
+
+    # 8. order and budget ------------------------------------------------------------------
+    item_ids = [ws.items[i].item_id for i in idx.tolist()]
+    # mandatory first, filtered last; then score desc, relevance desc, item_id asc
+    id_rank = np.argsort(np.argsort(np.array(item_ids, dtype=object), kind="stable"), kind="stable") \
+        if n else np.empty(0, np.int64)
+    order = np.lexsort((id_rank, -table.relevance, -score, ~table.mandatory, table.filtered))
+    item_tokens = tok[idx]
+    surfaced = np.zeros(n, dtype=bool)
+    drop: list[str | None] = list(table.filter_reason)
+    used, included_optional, included_total = 0, 0, 0
+    for pos in order.tolist():
+        if table.filtered[pos]:
+            continue
+        t = int(item_tokens[pos])
+        if table.mandatory[pos] and not legacy:
+            surfaced[pos] = True
+            used += t
+            continue
+        if (legacy and included_total >= k) or (not legacy and included_optional >= k):
+            drop[pos] = "k_cut"
+            continue
+        if max_tokens is not None and used + t > max_tokens:
+            drop[pos] = "budget_cut"
+            continue
+        surfaced[pos] = True
+        used += t
+        included_total += 1
+        included_optional += not table.mandatory[pos]
+    lap("select")
+
+    # 9. response and record ---------------------------------------------------------------
+    decision_id = uuid.UUID(int=rng.getrandbits(128), version=4).hex
+    items = []
+    for pos in order.tolist():
+        if not surfaced[pos]:
+            continue
+        item = ws.items[int(idx[pos])]
+        items.append({
+            "item_id": item.item_id, "content": item.content, "memory_type": item.memory_type,
+            "metadata": _json_copy(item.metadata),
+            "score_breakdown": {
+                "activation": float(table.activation[pos]),
+                "relevance": float(table.relevance[pos]),
+                "recency": float(table.recency[pos]),
+                "centrality": float(table.centrality[pos]),
+                "anchor_forced": bool(table.anchor_forced[pos]),
+                "session_pin_boost": float(table.session_pin_boost[pos]),
+                "freshness_boost": float(table.freshness_boost[pos]),
+            },
+        })
+    reviews = store.anchor_reviews(ws.workspace_id, session_id)
+    drift = [{"anchor_id": a, "anchor_type": ws.items[ws.index_of[a]].metadata.get("anchor_type"),
+              "reason": reasons} for a, reasons in sorted(reviews.items())]
+    response = {
+        "decision_id": decision_id, "strategy_used": decision.strategy.value, "items": items,
+        "drift_warnings": drift, "tokens_used": int(used), "tokens_budget": max_tokens,
+        "deprecation": None,
+    }
+    columns: dict[str, list] = {
+        "item_id": [item_ids[p] for p in order.tolist()],
+        "rank": list(range(n)),
+        "source": [table.sources[p] for p in order.tolist()],
+        "mandatory": table.mandatory[order].tolist(),
+        "tokens": item_tokens[order].tolist(),
+    }
+    for name in SIGNAL_COLUMNS:
+        columns[name] = getattr(table, name)[order].tolist()
+    for name in TERM_COLUMNS:
+        columns[name] = terms[name][order].tolist()
+    columns["score"] = score[order].tolist()
+    columns["surfaced"] = surfaced[order].tolist()
+    columns["drop_reason"] = [drop[p] for p in order.tolist()]
+    lap("respond")
+    timings["total"] = (time.perf_counter() - t_start) * 1e3
+    record = ContextRecord(
+        decision_id=decision_id, workspace_id=ws.workspace_id, session_id=session_id, query=query,
+        mode=mode, recipe=config.name, k=k, max_tokens=max_tokens, decision=decision,
+        requested_strategy=None if requested is None else requested.value,
+        strategy_used=decision.strategy.value, implementation=impl_name, tokens_used=int(used),
+        surfaced_ids=[it["item_id"] for it in items], candidates=columns, timings_ms=timings,
+        notes=run.notes, now=now.isoformat())
+    return response, record

@@ -1,0 +1,140 @@
+"""The router (SPEC §4.1): query text → :class:`SurfacingDecision`, first matching rule wins.
+
+Rules are registered callables, and a configuration lists the ones it runs, in order. The seed's
+three rules (``multi_hop``, ``recency``, ``point_query``) reproduce SmartMemory exactly, with one
+fix: memlab really counts entities (:class:`~memlab.text.CapitalisedSpanDetector`), so the
+entity rules fire. memlab's default recipe adds ``procedural`` (before ``multi_hop``, since "how to"
+contains "how") and ``temporal`` (before ``recency``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Callable
+
+from memlab.model import SurfacingDecision, SurfacingStrategy
+from memlab.surfacing.timewindow import parse_time_window
+from memlab.text import CapitalisedSpanDetector, EntityDetector, Gazetteer
+
+__all__ = ["RouterInput", "route", "ROUTER_RULES", "ENTITY_DETECTORS", "register_router_rule",
+           "register_entity_detector", "FALLBACK"]
+
+MULTI_HOP_KEYWORDS = ("why", "how", "what caused", "explain")
+RECENCY_WORDS = ("recent", "latest", "newest", "today", "yesterday")
+QUESTION_WORDS = frozenset("what who where when why which whose how".split())
+LOOKUP_PREFIXES = ("list", "show", "get", "find", "all")
+PROCEDURAL_CUES = ("how do i", "how to", "how should i", "steps to", "steps for", "procedure for",
+                   "instructions for", "runbook", "checklist")
+_KEYWORD_RES = [(kw, re.compile(r"\b" + re.escape(kw) + r"\b", re.IGNORECASE))
+                for kw in MULTI_HOP_KEYWORDS]
+_BARE_NOUN_RE = re.compile(r"^(the\s+)?\w+s?$", re.IGNORECASE)
+FALLBACK = (SurfacingStrategy.FAST_RECENCY, 0.5, ("fallback",))
+
+
+@dataclass(frozen=True)
+class RouterInput:
+    """What a rule sees: the query, its signals, the entities found and the clock's time."""
+
+    query: str
+    lowered: str
+    words: tuple[str, ...]
+    entities: tuple[str, ...]
+    now: datetime
+
+    @property
+    def signals(self) -> dict[str, int]:
+        return {"query_length": len(self.query), "word_count": len(self.words),
+                "entity_count": len(self.entities)}
+
+
+RuleResult = tuple[SurfacingStrategy, float, tuple[str, ...]] | None
+
+
+def rule_multi_hop(q: RouterInput) -> RuleResult:
+    reasons = [f"keyword:{kw}" for kw, pattern in _KEYWORD_RES if pattern.search(q.query)]
+    if len(q.entities) >= 2:
+        reasons.append(f"entity_count:{len(q.entities)}")
+    if len(q.query) > 80:
+        reasons.append(f"length:{len(q.query)}")
+    return (SurfacingStrategy.DEEP_MULTI_HOP, 0.75, tuple(reasons)) if reasons else None
+
+
+def rule_recency(q: RouterInput) -> RuleResult:
+    hits = tuple(f"recency_signal:{w}" for w in RECENCY_WORDS if w in q.lowered)
+    return (SurfacingStrategy.FAST_RECENCY, 0.8, hits) if hits else None
+
+
+def rule_point_query(q: RouterInput) -> RuleResult:
+    if not (0 < len(q.words) <= 6):
+        return None
+    first = q.words[0].lower().strip(".,;:!?\"'()[]")
+    if first in QUESTION_WORDS:
+        return None
+    if first in LOOKUP_PREFIXES:
+        return SurfacingStrategy.FACTUAL_POINT, 0.7, (f"lookup_prefix:{first}",)
+    if _BARE_NOUN_RE.match(q.query.strip()):
+        return SurfacingStrategy.FACTUAL_POINT, 0.65, ("bare_noun",)
+    if len(q.entities) == 1:
+        return SurfacingStrategy.FACTUAL_POINT, 0.7, ("single_entity",)
+    return None
+
+
+def rule_procedural(q: RouterInput) -> RuleResult:
+    hits = tuple(f"procedural_cue:{cue}" for cue in PROCEDURAL_CUES
+                 if re.search(r"\b" + re.escape(cue) + r"\b", q.lowered))
+    return (SurfacingStrategy.PROCEDURAL_LOOKUP, 0.7, hits) if hits else None
+
+
+def rule_temporal(q: RouterInput) -> RuleResult:
+    window = parse_time_window(q.query, q.now)
+    if window is None:
+        return None
+    return SurfacingStrategy.TEMPORAL_WINDOWED, 0.7, (f"time_window:{window.phrase}",)
+
+
+ROUTER_RULES: dict[str, Callable[[RouterInput], RuleResult]] = {
+    "multi_hop": rule_multi_hop,
+    "recency": rule_recency,
+    "point_query": rule_point_query,
+    "procedural": rule_procedural,
+    "temporal": rule_temporal,
+}
+
+ENTITY_DETECTORS: dict[str, EntityDetector] = {"capitalised": CapitalisedSpanDetector()}
+
+
+def register_router_rule(name: str, rule: Callable[[RouterInput], RuleResult]) -> None:
+    """Make ``rule`` available to configurations as ``router_rules=(…, name, …)``."""
+    if not isinstance(name, str) or not name or not callable(rule):
+        raise ValueError(f"name must be a non-empty string and rule callable, got {name!r}")
+    ROUTER_RULES[name] = rule
+
+
+def register_entity_detector(name: str, detector: EntityDetector) -> None:
+    """Make ``detector`` available as ``entity_detector=name``."""
+    if not isinstance(name, str) or not name or not hasattr(detector, "detect"):
+        raise ValueError(f"name must be a non-empty string and detector have .detect, got {name!r}")
+    ENTITY_DETECTORS[name] = detector
+
+
+def route(query: str, rules: tuple[str, ...], *, now: datetime, detector: EntityDetector,
+          gazetteer: Gazetteer | None = None) -> SurfacingDecision:
+    """Classify ``query`` with ``rules`` (names in :data:`ROUTER_RULES`), first match wins.
+
+    Examples
+    --------
+    >>> from datetime import timezone
+    >>> d = route("Why did we pick JWT?", ("multi_hop", "recency", "point_query"),
+    ...           now=datetime(2024, 1, 1, tzinfo=timezone.utc), detector=CapitalisedSpanDetector())
+    >>> d.strategy.value, d.confidence, d.reasons, d.signals["entity_count"]
+    ('deep:multi-hop', 0.75, ('keyword:why',), 1)
+    """
+    words = tuple(query.split())
+    q = RouterInput(query, query.lower(), words, tuple(detector.detect(query, gazetteer)), now)
+    for name in rules:
+        result = ROUTER_RULES[name](q)
+        if result is not None:
+            return SurfacingDecision(result[0], result[1], result[2], q.signals)
+    return SurfacingDecision(FALLBACK[0], FALLBACK[1], FALLBACK[2], q.signals)

@@ -1,0 +1,221 @@
+"""Strategies (SPEC §4.2) as registered, pluggable pipelines.
+
+A strategy contributes to one query in two places of the pipeline in :mod:`memlab.surfacing.context`:
+
+* ``expand(run)`` adds candidates beyond the relevance over-fetch (``run.add_candidates``), and may
+  record notes and stage timings;
+* ``adjust(run, table)`` changes per-candidate columns before the composite: ``recency_term``,
+  ``multiplier`` (a strategy boost), ``centrality``, ``filtered``.
+
+Implementations are looked up by name in :data:`STRATEGIES`; a configuration maps each strategy
+to an implementation (``SurfacingConfig.strategies``). ``deep:multi-hop`` calls graph plug-ins
+registered in :data:`GRAPH_PLUGINS` (spreading activation and personalized PageRank), named by the
+configuration's ``spreading`` and ``ppr`` fields.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import TYPE_CHECKING, Callable, Protocol
+
+import numpy as np
+
+from memlab.surfacing.timewindow import parse_time_window
+
+if TYPE_CHECKING:  # pragma: no cover
+    from memlab.surfacing.context import CandidateTable, QueryRun
+
+__all__ = ["Strategy", "STRATEGIES", "GRAPH_PLUGINS", "register_strategy", "register_graph_plugin"]
+
+
+class Strategy(Protocol):
+    name: str
+
+    def expand(self, run: "QueryRun") -> None: ...
+
+    def adjust(self, run: "QueryRun", table: "CandidateTable") -> None: ...
+
+
+class RelevanceOnly:
+    """The seed's plain pipeline: the relevance over-fetch and nothing else."""
+
+    name = "relevance"
+
+    def expand(self, run: "QueryRun") -> None:
+        pass
+
+    def adjust(self, run: "QueryRun", table: "CandidateTable") -> None:
+        pass
+
+
+class RecencyStrategy(RelevanceOnly):
+    """``fast:recency``: relevance candidates plus the workspace's most recently touched items."""
+
+    name = "recency"
+
+    def expand(self, run: "QueryRun") -> None:
+        n = run.config.recent_candidates
+        eligible = np.flatnonzero(run.ws.eligible.view())
+        if n == 0 or not len(eligible):
+            return
+        ref = run.ws.recency_reference_ts(eligible)
+        if len(eligible) > n:
+            top = np.argpartition(-ref, n - 1)[:n]
+            eligible, ref = eligible[top], ref[top]
+        order = np.lexsort((eligible, -ref))
+        run.add_candidates(eligible[order], "recent")
+
+
+def _normalise(text: str) -> str:
+    return " ".join(re.findall(r"[^\W_]+", text.lower()))
+
+
+class PointQueryStrategy(RelevanceOnly):
+    """``factual:point-query``: exact-match boost on title/label/leading text; recency de-emphasised.
+
+    An item matches exactly when its normalised ``title``, ``label`` or ``name`` metadata equals the
+    normalised query, or its normalised content starts with it. Matches get the multiplier
+    ``1 + exact_match_boost``; the recency term is raised to ``point_query_recency_exponent``.
+    """
+
+    name = "point_query"
+
+    def adjust(self, run: "QueryRun", table: "CandidateTable") -> None:
+        q = _normalise(run.query)
+        if q:
+            for pos, i in enumerate(table.idx.tolist()):
+                item = run.ws.items[i]
+                labels = [item.metadata.get(key) for key in ("title", "label", "name")]
+                if any(isinstance(v, str) and _normalise(v) == q for v in labels) or \
+                        _normalise(item.content[:4 * len(q) + 16]).startswith(q):
+                    table.multiplier[pos] *= 1.0 + run.config.exact_match_boost
+                    table.exact_match[pos] = True
+        table.recency_term **= run.config.point_query_recency_exponent
+
+
+class ProceduralStrategy(RelevanceOnly):
+    """``procedural:lookup``: matching ``procedural`` items join the candidates and are boosted."""
+
+    name = "procedural"
+
+    def expand(self, run: "QueryRun") -> None:
+        docs, scores = run.matched_docs, run.matched_bm25
+        mask = run.ws.procedural.view()[docs]
+        docs, scores = docs[mask], scores[mask]
+        order = np.lexsort((docs, -scores))[:run.k]
+        run.add_candidates(docs[order], "procedural")
+
+    def adjust(self, run: "QueryRun", table: "CandidateTable") -> None:
+        table.multiplier[run.ws.procedural.view()[table.idx]] *= 1.0 + run.config.procedural_type_boost
+
+
+class TemporalStrategy(RecencyStrategy):
+    """``temporal:windowed``: restrict to, or boost, items created inside the query's time window.
+
+    The window is parsed from the query (:func:`~memlab.surfacing.timewindow.parse_time_window`).
+    Items created inside it join the candidates (most relevant first, then newest); recency is
+    measured from the window's end rather than from now, so an old window is not zeroed by age.
+    In-window items get the multiplier ``1 + temporal_window_boost``; with ``temporal_restrict``
+    the others are filtered out (drop reason ``outside_window``). Without a window it behaves like
+    ``fast:recency`` and notes ``no_time_window``.
+    """
+
+    name = "temporal"
+
+    def expand(self, run: "QueryRun") -> None:
+        window = parse_time_window(run.query, run.now)
+        run.notes["time_window"] = None if window is None else \
+            [window.start.isoformat(), window.end.isoformat(), window.phrase]
+        if window is None:
+            run.notes["temporal"] = "no_time_window"
+            super().expand(run)
+            return
+        run.window = window
+        created = run.ws.created_ts.view()
+        inside = np.flatnonzero(window.contains_ts(created) & run.ws.eligible.view())
+        if not len(inside):
+            return
+        bm25 = run.bm25_of(inside)
+        order = np.lexsort((inside, -created[inside], -bm25))[:run.config.temporal_window_candidates]
+        run.add_candidates(inside[order], "window")
+
+    def adjust(self, run: "QueryRun", table: "CandidateTable") -> None:
+        window = getattr(run, "window", None)
+        if window is None:
+            return
+        inside = window.contains_ts(run.ws.created_ts.view()[table.idx])
+        end_ts = min(window.end.timestamp(), run.now_ts)
+        table.recency = run.recency_at(table.idx, end_ts)
+        table.recency_term = run.recency_term(table.recency)
+        table.multiplier[inside] *= 1.0 + run.config.temporal_window_boost
+        if run.config.temporal_restrict:
+            table.filter(~inside & ~table.mandatory, "outside_window")
+
+
+class MultiHopStrategy(RelevanceOnly):
+    """``deep:multi-hop``: seeds are the top relevance hits; graph plug-ins spread and rank.
+
+    With a ``spreading`` plug-in, spread-only items join the candidates with relevance equal to
+    their spread score; with a ``ppr`` plug-in, every candidate gets centrality = its PPR mass over
+    the maximum among candidates. Without plug-ins the pipeline runs and notes which were absent.
+    """
+
+    name = "multi_hop"
+
+    def expand(self, run: "QueryRun") -> None:
+        seeds = run.ranked_docs[:run.config.multi_hop_seeds]
+        run.notes["multi_hop_seeds"] = [run.ws.items[i].item_id for i in seeds.tolist()]
+        name = run.config.spreading
+        if name is None:
+            run.notes["spreading"] = "not_configured"
+            return
+        started = time.perf_counter()
+        idx, scores, info = GRAPH_PLUGINS["spreading"][name](run.ws, seeds, run.config)
+        run.timings["spread"] = (time.perf_counter() - started) * 1e3
+        run.notes["spreading"] = {"plugin": name, **info}
+        run.add_candidates(np.asarray(idx, dtype=np.int64), "spread", relevance=np.asarray(scores))
+
+    def adjust(self, run: "QueryRun", table: "CandidateTable") -> None:
+        name = run.config.ppr
+        if name is None:
+            run.notes["ppr"] = "not_configured"
+            return
+        seeds = run.ranked_docs[:run.config.multi_hop_seeds]
+        started = time.perf_counter()
+        idx, mass, info = GRAPH_PLUGINS["ppr"][name](run.ws, seeds, run.config)
+        run.timings["ppr"] = (time.perf_counter() - started) * 1e3
+        run.notes["ppr"] = {"plugin": name, **info}
+        lookup = dict(zip(np.asarray(idx).tolist(), np.asarray(mass, dtype=float).tolist()))
+        raw = np.array([lookup.get(i, 0.0) for i in table.idx.tolist()])
+        table.centrality_raw = raw
+        top = raw.max() if len(raw) else 0.0
+        table.centrality = raw / top if top > 0 else np.zeros_like(raw)
+
+
+STRATEGIES: dict[str, Callable[[], Strategy]] = {
+    cls.name: cls for cls in (RelevanceOnly, RecencyStrategy, PointQueryStrategy,
+                              ProceduralStrategy, TemporalStrategy, MultiHopStrategy)
+}
+
+GRAPH_PLUGINS: dict[str, dict[str, Callable]] = {"spreading": {}, "ppr": {}}
+
+
+def register_strategy(name: str, factory: Callable[[], Strategy]) -> None:
+    """Make ``factory()`` available as an implementation name in ``SurfacingConfig.strategies``."""
+    if not isinstance(name, str) or not name or not callable(factory):
+        raise ValueError(f"name must be a non-empty string and factory callable, got {name!r}")
+    STRATEGIES[name] = factory
+
+
+def register_graph_plugin(kind: str, name: str, fn: Callable) -> None:
+    """Register a graph plug-in: ``kind`` is ``"spreading"`` or ``"ppr"``.
+
+    The callable receives ``(workspace, seed_indices, config)`` and returns
+    ``(item_indices, scores, info_dict)``.
+    """
+    if kind not in GRAPH_PLUGINS:
+        raise ValueError(f"kind must be one of {sorted(GRAPH_PLUGINS)}, got {kind!r}")
+    if not isinstance(name, str) or not name or not callable(fn):
+        raise ValueError(f"name must be a non-empty string and fn callable, got {name!r}")
+    GRAPH_PLUGINS[kind][name] = fn

@@ -1,0 +1,163 @@
+"""Text utilities: the tokenizer, English stopwords, the token estimate and the entity detector."""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol, runtime_checkable
+
+__all__ = ["STOPWORDS", "tokenize", "estimate_tokens", "EntityDetector", "CapitalisedSpanDetector",
+           "Gazetteer"]
+
+# NLTK's English stopword list (public domain), lowercase, apostrophes split the way ``tokenize``
+# splits them.
+STOPWORDS: frozenset[str] = frozenset("""
+a about above after again against ain all am an and any are aren as at be because been before being
+below between both but by can couldn d did didn do does doesn doing don down during each few for from
+further had hadn has hasn have haven having he her here hers herself him himself his how i if in into
+is isn it its itself just ll m ma me mightn more most mustn my myself needn no nor not now o of off on
+once only or other our ours ourselves out over own re s same shan she should shouldn so some such t
+than that the their theirs them themselves then there these they this those through to too under
+until up ve very was wasn we were weren what when where which while who whom why will with won
+wouldn y you your yours yourself yourselves
+""".split())
+
+_WORD_RE = re.compile(r"[^\W_]+")
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercase word tokens of ``text`` with English stopwords removed.
+
+    Examples
+    --------
+    >>> tokenize("Why did we pick JWT over sessions?")
+    ['pick', 'jwt', 'sessions']
+    """
+    return [w for w in _WORD_RE.findall(text.lower()) if w not in STOPWORDS]
+
+
+def estimate_tokens(text: str) -> int:
+    """The SPEC §3 token estimate: 0 for empty text, else ``max(1, len(text) // 4)``.
+
+    Examples
+    --------
+    >>> estimate_tokens(""), estimate_tokens("abc"), estimate_tokens("abcdefghi")
+    (0, 1, 2)
+    """
+    return 0 if not text else max(1, len(text) // 4)
+
+
+class Gazetteer:
+    """Known item titles/labels of a workspace, matched as whole word sequences, case-insensitive.
+
+    Matching generates the query's word n-grams (up to the longest known title, at most
+    ``max_words``) and looks each up in a set, so its cost does not grow with the number of titles.
+
+    Examples
+    --------
+    >>> g = Gazetteer(); g.add("Auth Service"); g.add("JWT")
+    >>> sorted(g.find("does the auth service issue a jwt"))
+    [(9, 21, 'auth service'), (30, 33, 'jwt')]
+    """
+
+    def __init__(self, max_words: int = 8) -> None:
+        self._titles: set[str] = set()
+        self._longest = 0
+        self._max_words = max_words
+
+    def __len__(self) -> int:
+        return len(self._titles)
+
+    def add(self, title: str) -> None:
+        words = _WORD_RE.findall(title.lower())
+        if not words or len(words) > self._max_words:
+            return
+        self._titles.add(" ".join(words))
+        self._longest = max(self._longest, len(words))
+
+    def find(self, text: str) -> list[tuple[int, int, str]]:
+        """Non-overlapping ``(start, end, title)`` matches in ``text``, longest match first."""
+        if not self._titles:
+            return []
+        spans = [(m.start(), m.end(), m.group().lower()) for m in _WORD_RE.finditer(text)]
+        found, i = [], 0
+        while i < len(spans):
+            for n in range(min(self._longest, len(spans) - i), 0, -1):
+                phrase = " ".join(s[2] for s in spans[i:i + n])
+                if phrase in self._titles:
+                    found.append((spans[i][0], spans[i + n - 1][1], phrase))
+                    i += n
+                    break
+            else:
+                i += 1
+        return found
+
+
+@runtime_checkable
+class EntityDetector(Protocol):
+    """Pluggable entity detection for the router: ``detect(query, gazetteer) -> list[str]``."""
+
+    def detect(self, query: str, gazetteer: Gazetteer | None = None) -> list[str]: ...
+
+
+# Words that are capitalised only because they open a sentence, never entities on their own.
+_COMMON_OPENERS = STOPWORDS | frozenset(
+    "what who where when why which whose how list show get find all tell give explain describe "
+    "please can could would should did does do is are was were summarize summarise remind recall "
+    "compare yes no ok okay hi hello thanks".split()
+)
+_QUOTED_RE = re.compile(r"\"([^\"]+)\"|“([^”]+)”|'([^']{2,})'(?!\w)")
+_CAP_WORD_RE = re.compile(r"\b[A-Z][\w\-]*(?:'s)?")
+_SENTENCE_START_RE = re.compile(r"(?:^|[.!?]\s+)\W*$")
+
+
+class CapitalisedSpanDetector:
+    """The default deterministic entity detector.
+
+    An entity is (1) a quoted span (``"…"``, ``“…”``, ``'…'``), (2) a run of consecutive capitalised
+    words (``Project Apollo``, ``JWT``), where a sentence-opening word counts only if it is not a
+    common opener (stopword, question word, imperative such as ``Show``) and the pronoun ``I``
+    never counts, or (3) a known item title/label from the workspace's :class:`Gazetteer`.
+    Overlapping matches count once; the result is in order of appearance.
+
+    Examples
+    --------
+    >>> CapitalisedSpanDetector().detect('Why did Alice move the "Q3 plan" to Project Apollo?')
+    ['Alice', 'Q3 plan', 'Project Apollo']
+    >>> CapitalisedSpanDetector().detect("Show me all tickets")
+    []
+    """
+
+    def detect(self, query: str, gazetteer: Gazetteer | None = None) -> list[str]:
+        spans: list[tuple[int, int, str]] = []
+        for m in _QUOTED_RE.finditer(query):
+            text = next(g for g in m.groups() if g is not None).strip()
+            if text:
+                spans.append((m.start(), m.end(), text))
+        run: list[re.Match] = []
+        for m in _CAP_WORD_RE.finditer(query):
+            word = m.group()
+            opener = _SENTENCE_START_RE.search(query[:m.start()]) is not None
+            if word == "I" or (opener and word.lower().removesuffix("'s") in _COMMON_OPENERS):
+                self._close_run(run, query, spans)
+                continue
+            if run and query[run[-1].end():m.start()].strip() == "":
+                run.append(m)
+            else:
+                self._close_run(run, query, spans)
+                run.append(m)
+        self._close_run(run, query, spans)
+        if gazetteer is not None:
+            spans.extend(gazetteer.find(query))
+        spans.sort(key=lambda s: (s[0], -(s[1] - s[0])))
+        entities, last_end = [], -1
+        for start, end, text in spans:
+            if start >= last_end:
+                entities.append(text)
+                last_end = end
+        return entities
+
+    @staticmethod
+    def _close_run(run: list, query: str, spans: list) -> None:
+        if run:
+            spans.append((run[0].start(), run[-1].end(), query[run[0].start():run[-1].end()]))
+            run.clear()
