@@ -131,6 +131,41 @@ class MemoryStore:
         with self.lock:
             return sorted(self._workspaces)
 
+    def serialize(self) -> dict[str, Any]:
+        """Everything the store holds as JSON-able data, in a deterministic order.
+
+        Used to prove that a failed write changed nothing: compare ``json.dumps`` of two calls.
+        """
+        with self.lock:
+            out: dict[str, Any] = {"workspaces": {}, "pins": {}, "anchors": {}, "reviews": {}}
+            for wid in sorted(self._workspaces):
+                ws = self._workspaces[wid]
+                act = ws.activation
+                out["workspaces"][wid] = {
+                    "items": [item.to_dict() for item in ws.items],
+                    "edges": [[ws.items[s].item_id, ws.items[d].item_id, t, w]
+                              for (s, d, t), w in ws.edges.items()],
+                    "columns": {name: getattr(ws, name).view().tolist() for name in
+                                ("created_ts", "updated_ts", "eligible", "tokens", "procedural")},
+                    "activation": {"stored": act.stored.view().tolist(),
+                                   "anchor_ts": act.anchor_ts.view().tolist(),
+                                   "last_boost_ts": [None if t != t else t
+                                                     for t in act.last_boost_ts.view().tolist()],
+                                   "access_times": {str(k): v for k, v in
+                                                    sorted(act.access_times.items())}},
+                    "bm25": {"docs": len(ws.bm25), "vocabulary": ws.bm25.vocabulary_size},
+                    "gazetteer": len(ws.gazetteer),
+                    "version": ws.version, "graph_version": ws.graph_version,
+                }
+            for sid in sorted(self._pins):
+                state = self._pins[sid]
+                out["pins"][sid] = [state.workspace_id, sorted(state.pins.items()), state.expires_ts]
+            for (wid, sid) in sorted(self._anchors):
+                out["anchors"][f"{wid}/{sid}"] = list(self._anchors[(wid, sid)])
+            for (wid, sid) in sorted(self._anchor_reviews):
+                out["reviews"][f"{wid}/{sid}"] = sorted(self._anchor_reviews[(wid, sid)].items())
+            return out
+
     # ------------------------------------------------------------ items
     def prepare_item(self, content: Any, memory_type: Any = "semantic", metadata: Any = None,
                      item_id: Any = None, created_at: Any = None) -> NewItem:

@@ -83,6 +83,7 @@ class SurfacingConfig:
     point_query_recency_exponent: float = 0.25
     procedural_type_boost: float = 1.0
     temporal_window_boost: float = 1.0
+    temporal_window_relevance_floor: float = 0.5
     temporal_restrict: bool = False
     temporal_window_candidates: int = 50
     multi_hop_seeds: int = 5
@@ -103,7 +104,8 @@ class SurfacingConfig:
                      "actr_scale", "pin_ttl_h", "overfetch"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        for name in ("bm25_b", "recency_floor", "activation_floor", "activation_initial"):
+        for name in ("bm25_b", "recency_floor", "activation_floor", "activation_initial",
+                     "temporal_window_relevance_floor"):
             if getattr(self, name) > 1:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
         if not math.isfinite(self.actr_threshold):

@@ -31,7 +31,7 @@ from memlab.text import tokenize
 __all__ = ["ContextRecord", "CandidateTable", "QueryRun", "assemble", "SIGNAL_COLUMNS",
            "TERM_COLUMNS"]
 
-SIGNAL_COLUMNS = ("bm25", "relevance", "recency", "recency_term", "activation", "centrality_raw",
+SIGNAL_COLUMNS = ("bm25", "relevance", "relevance_term", "recency", "recency_term", "activation", "centrality_raw",
                   "centrality", "freshness_boost", "session_pin_boost", "pin_weight",
                   "anchor_forced", "exact_match", "multiplier")
 TERM_COLUMNS = ("term_base", "term_centrality", "term_strategy", "term_anchor", "term_pin",
@@ -49,6 +49,7 @@ class CandidateTable:
         zeros = np.zeros(n)
         self.bm25 = zeros.copy()
         self.relevance = zeros.copy()
+        self.relevance_term = zeros.copy()
         self.recency = zeros.copy()
         self.recency_term = zeros.copy()
         self.activation = zeros.copy()
@@ -267,6 +268,7 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     relevance_raw[pinned_only] = 0.0  # SPEC §3: pins fetched outside the query get relevance 0
     top_rel = relevance_raw.max() if len(relevance_raw) else 0.0
     table.relevance = relevance_raw / top_rel if top_rel > 0 else np.zeros(len(idx))
+    table.relevance_term = table.relevance.copy()
     table.recency = run.recency_at(idx, now_ts)
     table.recency_term = table.recency.copy() if legacy else run.recency_term(table.recency)
     table.activation = ACTIVATION_MODELS[config.activation_model](config)(
@@ -288,7 +290,7 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
 
     # 7. composite -------------------------------------------------------------------------
     act = np.maximum(table.activation, config.activation_floor)
-    base = act * table.relevance * table.recency_term
+    base = act * table.relevance_term * table.recency_term
     n = len(idx)
     terms = {name: np.zeros(n) for name in TERM_COLUMNS}
     terms["term_base"] = base

@@ -114,7 +114,9 @@ class TemporalStrategy(RecencyStrategy):
     """``temporal:windowed``: restrict to, or boost, items created inside the query's time window.
 
     The window is parsed from the query (:func:`~memlab.surfacing.timewindow.parse_time_window`).
-    Items created inside it join the candidates (most relevant first, then newest); recency is
+    Items created inside it join the candidates (most relevant first, then newest). For in-window
+    items, being in the window is evidence of relevance: their relevance term is
+    ``floor + (1 - floor) * relevance`` (``temporal_window_relevance_floor``), and recency is
     measured from the window's end rather than from now, so an old window is not zeroed by age.
     In-window items get the multiplier ``1 + temporal_window_boost``; with ``temporal_restrict``
     the others are filtered out (drop reason ``outside_window``). Without a window it behaves like
@@ -146,8 +148,10 @@ class TemporalStrategy(RecencyStrategy):
             return
         inside = window.contains_ts(run.ws.created_ts.view()[table.idx])
         end_ts = min(window.end.timestamp(), run.now_ts)
-        table.recency = run.recency_at(table.idx, end_ts)
-        table.recency_term = run.recency_term(table.recency)
+        table.recency[inside] = run.recency_at(table.idx[inside], end_ts)
+        table.recency_term[inside] = run.recency_term(table.recency[inside])
+        floor = run.config.temporal_window_relevance_floor
+        table.relevance_term[inside] = floor + (1.0 - floor) * table.relevance[inside]
         table.multiplier[inside] *= 1.0 + run.config.temporal_window_boost
         if run.config.temporal_restrict:
             table.filter(~inside & ~table.mandatory, "outside_window")

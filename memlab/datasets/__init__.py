@@ -1,0 +1,59 @@
+"""Datasets: the repository's small fixtures and a seeded synthetic generator.
+
+Loaders for public data (LoCoMo, HippoRAG, LongMemEval) arrive with the real-data work.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memlab.datasets.synthetic import synthetic_items
+
+__all__ = ["FIXTURES_DIR", "load_fixture", "build_memory", "synthetic_items"]
+
+FIXTURES_DIR = Path(__file__).resolve().parents[2] / "datasets"
+
+
+def load_fixture(name: str) -> dict[str, Any]:
+    """Parse ``datasets/<name>.json`` from the repository (see its data card in datasets/README.md).
+
+    Examples
+    --------
+    >>> fixture = load_fixture("apollo_demo")
+    >>> len(fixture["items"]), len(fixture["queries"])
+    (28, 7)
+    """
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name:
+        raise ValueError(f"name must be a fixture name such as 'apollo_demo', got {name!r}")
+    path = FIXTURES_DIR / f"{name}.json"
+    if not path.is_file():
+        available = sorted(p.stem for p in FIXTURES_DIR.glob("*.json")) if FIXTURES_DIR.is_dir() else []
+        raise ValueError(f"name {name!r} is not a fixture in {FIXTURES_DIR}; available: {available}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def build_memory(fixture: dict[str, Any], **memory_kwargs: Any):
+    """A :class:`~memlab.Memory` holding a fixture's items, edges and anchors.
+
+    Keyword arguments go to ``Memory``; when no ``clock`` is given, a ``ManualClock`` at the
+    fixture's ``now`` is used.
+
+    Examples
+    --------
+    >>> mem = build_memory(load_fixture("apollo_demo"), surfacing_mode="router")
+    >>> len(mem), len(mem.get_edges())
+    (29, 15)
+    """
+    from memlab import ManualClock, Memory
+
+    memory_kwargs.setdefault("clock", ManualClock(datetime.fromisoformat(fixture["now"])))
+    mem = Memory(**memory_kwargs)
+    mem.add_many([{**item, "created_at": datetime.fromisoformat(item["created_at"])}
+                  for item in fixture["items"]])
+    mem.add_edges(fixture.get("edges", []))
+    for anchor in fixture.get("anchors", []):
+        mem.add_anchor(anchor["session_id"], anchor["content"], anchor.get("anchor_type", "goal"))
+    return mem
