@@ -1,0 +1,150 @@
+"""Every rule, confidence and reason string of SPEC §4.1, under both recipes."""
+
+import pytest
+
+from memlab import Memory, SurfacingStrategy
+from memlab.surfacing.router import route
+from memlab.text import CapitalisedSpanDetector, Gazetteer
+from tests.conftest import T0
+
+SEED_RULES = ("multi_hop", "recency", "point_query")
+DEFAULT_RULES = ("procedural", "multi_hop", "temporal", "recency", "point_query")
+
+
+def decide(query, rules=SEED_RULES, gazetteer=None):
+    d = route(query, rules, now=T0, detector=CapitalisedSpanDetector(), gazetteer=gazetteer)
+    return d.strategy.value, d.confidence, list(d.reasons)
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("why is the build red", ("deep:multi-hop", 0.75, ["keyword:why"])),
+    ("how does auth work", ("deep:multi-hop", 0.75, ["keyword:how"])),
+    ("what caused the outage", ("deep:multi-hop", 0.75, ["keyword:what caused"])),
+    ("please explain the cache", ("deep:multi-hop", 0.75, ["keyword:explain"])),
+    ("WHY and how", ("deep:multi-hop", 0.75, ["keyword:why", "keyword:how"])),
+    ("did Alice meet Bob", ("deep:multi-hop", 0.75, ["entity_count:2"])),
+    ("x" * 81, ("deep:multi-hop", 0.75, ["length:81"])),
+    ("recent deploys", ("fast:recency", 0.8, ["recency_signal:recent"])),
+    ("what changed recently", ("fast:recency", 0.8, ["recency_signal:recent"])),
+    ("latest and newest notes today", ("fast:recency", 0.8, ["recency_signal:latest",
+                                                           "recency_signal:newest",
+                                                           "recency_signal:today"])),
+    ("notes from yesterday", ("fast:recency", 0.8, ["recency_signal:yesterday"])),
+    ("show open tickets", ("factual:point-query", 0.7, ["lookup_prefix:show"])),
+    ("list users", ("factual:point-query", 0.7, ["lookup_prefix:list"])),
+    ("find the runbook", ("factual:point-query", 0.7, ["lookup_prefix:find"])),
+    ("all incidents", ("factual:point-query", 0.7, ["lookup_prefix:all"])),
+    ("get tokens", ("factual:point-query", 0.7, ["lookup_prefix:get"])),
+    ("invoices", ("factual:point-query", 0.65, ["bare_noun"])),
+    ("the invoices", ("factual:point-query", 0.65, ["bare_noun"])),
+    ("Stripe", ("factual:point-query", 0.65, ["bare_noun"])),
+    ("status of Stripe payments", ("factual:point-query", 0.7, ["single_entity"])),
+    ("status of payments", ("fast:recency", 0.5, ["fallback"])),
+    ("what is the status of payments", ("fast:recency", 0.5, ["fallback"])),
+    ("where is Stripe configured", ("fast:recency", 0.5, ["fallback"])),
+    ("one two three four five six seven", ("fast:recency", 0.5, ["fallback"])),
+    ("", ("fast:recency", 0.5, ["fallback"])),
+])
+def test_seed_rules(query, expected):
+    assert decide(query) == expected
+
+
+def test_show_does_not_trigger_how_and_recently_triggers_recency():
+    assert decide("show me the payments")[2] == ["lookup_prefix:show"]
+    assert decide("what did we ship recently")[0] == "fast:recency"
+
+
+def test_first_match_wins_multi_hop_before_recency():
+    assert decide("why was the latest deploy slow") == ("deep:multi-hop", 0.75, ["keyword:why"])
+
+
+def test_length_boundary_is_strictly_more_than_80():
+    assert decide("a" * 80)[0] != "deep:multi-hop"
+    assert decide("a" * 81)[2] == ["length:81"]
+
+
+def test_signals_are_counted():
+    d = route("Did Alice move the \"Q3 plan\"?", SEED_RULES, now=T0, detector=CapitalisedSpanDetector())
+    assert d.signals == {"query_length": 29, "word_count": 6, "entity_count": 2}
+
+
+def test_gazetteer_titles_count_as_entities():
+    g = Gazetteer()
+    g.add("edge cache")
+    assert decide("edge cache sizing", gazetteer=g) == ("factual:point-query", 0.7, ["single_entity"])
+    assert decide("edge cache sizing") == ("fast:recency", 0.5, ["fallback"])
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("how to rotate keys", ("procedural:lookup", 0.7, ["procedural_cue:how to"])),
+    ("how do i deploy", ("procedural:lookup", 0.7, ["procedural_cue:how do i"])),
+    ("what did we decide on 8 May 2023", ("temporal:windowed", 0.7, ["time_window:8 may 2023"])),
+    ("notes from yesterday", ("temporal:windowed", 0.7, ["time_window:yesterday"])),
+    ("why did it fail yesterday", ("deep:multi-hop", 0.75, ["keyword:why"])),
+    ("latest notes", ("fast:recency", 0.8, ["recency_signal:latest"])),
+])
+def test_default_recipe_rules(query, expected):
+    assert decide(query, DEFAULT_RULES) == expected
+
+
+def test_memory_records_router_decision(seed_router):
+    seed_router.get_working_context("s1", "Why did we pick JWT?")
+    d = seed_router.last_surfacing_decision
+    assert (d.strategy, d.confidence, d.reasons) == (SurfacingStrategy.DEEP_MULTI_HOP, 0.75,
+                                                      ("keyword:why",))
+    assert d.signals == {"query_length": 20, "word_count": 5, "entity_count": 1}
+
+
+def test_explicit_strategy_wins_in_router_mode(seed_router):
+    resp = seed_router.get_working_context("s1", "why", strategy="factual:point-query")
+    d = seed_router.last_surfacing_decision
+    assert resp["strategy_used"] == "factual:point-query"
+    assert (d.confidence, d.reasons) == (1.0, ("caller_explicit",))
+
+
+def test_legacy_decision(legacy):
+    resp = legacy.get_working_context("s1", "why did it break")
+    d = legacy.last_surfacing_decision
+    assert resp["strategy_used"] == "fast:recency"
+    assert (d.strategy.value, d.confidence, d.reasons) == ("fast:recency", 1.0, ("legacy_mode",))
+    legacy.get_working_context("s1", "x", strategy="fast:recency")
+
+
+@pytest.mark.parametrize("strategy", ["deep:multi-hop", "factual:point-query", "procedural:lookup",
+                                      "temporal:windowed"])
+def test_legacy_rejects_other_strategies(legacy, strategy):
+    with pytest.raises(ValueError, match="legacy"):
+        legacy.get_working_context("s1", "x", strategy=strategy)
+
+
+@pytest.mark.parametrize("strategy", ["procedural:lookup", "temporal:windowed"])
+def test_reserved_strategies_soft_degrade_under_seed_compat(seed_router, strategy):
+    resp = seed_router.get_working_context("s1", "deploy", strategy=strategy)
+    d = seed_router.last_surfacing_decision
+    assert resp["strategy_used"] == "fast:recency"
+    assert d.reasons == ("caller_explicit", "unimplemented_strategy_soft_degrade")
+    assert seed_router.last_context_record.requested_strategy == strategy
+
+
+@pytest.mark.parametrize("strategy", ["procedural:lookup", "temporal:windowed"])
+def test_reserved_strategies_are_implemented_in_default(router, strategy):
+    resp = router.get_working_context("s1", "deploy", strategy=strategy)
+    assert resp["strategy_used"] == strategy
+    assert "unimplemented_strategy_soft_degrade" not in router.last_surfacing_decision.reasons
+
+
+def test_unknown_strategy_lists_valid_values(router):
+    with pytest.raises(ValueError, match="strategy must be one of .*'fast:recency'.*got 'nope'"):
+        router.get_working_context("s1", "x", strategy="nope")
+
+
+def test_unknown_mode_raises():
+    with pytest.raises(ValueError, match="surfacing_mode must be one of .* got 'turbo'"):
+        Memory(surfacing_mode="turbo")
+
+
+def test_decision_round_trips(seed_router):
+    seed_router.get_working_context("s1", "show tickets")
+    d = seed_router.last_surfacing_decision
+    from memlab import SurfacingDecision
+    assert SurfacingDecision.from_dict(d.to_dict()) == d
