@@ -260,14 +260,13 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     # 5. signals ---------------------------------------------------------------------------
     now_ts = now.timestamp()
     table.bm25 = run.bm25_of(idx)
-    relevance_raw = table.bm25.copy()
-    for pos, i in enumerate(idx.tolist()):
-        if i in run._relevance_override:
-            relevance_raw[pos] = run._relevance_override[i]
     pinned_only = np.array([s == "pin" for s in table.sources], dtype=bool)
-    relevance_raw[pinned_only] = 0.0  # SPEC §3: pins fetched outside the query get relevance 0
-    top_rel = relevance_raw.max() if len(relevance_raw) else 0.0
-    table.relevance = relevance_raw / top_rel if top_rel > 0 else np.zeros(len(idx))
+    lexical = np.where(pinned_only, 0.0, table.bm25)  # SPEC §3: fetched pins get relevance 0
+    top_rel = lexical.max() if len(lexical) else 0.0
+    table.relevance = lexical / top_rel if top_rel > 0 else np.zeros(len(idx))
+    for pos, i in enumerate(idx.tolist()):
+        if i in run._relevance_override:  # e.g. spread-only items: relevance = spread score
+            table.relevance[pos] = run._relevance_override[i]
     table.relevance_term = table.relevance.copy()
     table.recency = run.recency_at(idx, now_ts)
     table.recency_term = table.recency.copy() if legacy else run.recency_term(table.recency)
