@@ -38,7 +38,8 @@ class Growable:
         self.size += 1
 
     def extend(self, values) -> None:
-        values = np.asarray(values, dtype=self.data.dtype)
+        if not isinstance(values, np.ndarray):
+            values = np.asarray(values, dtype=self.data.dtype)
         self._reserve(len(values))
         self.data[self.size:self.size + len(values)] = values
         self.size += len(values)

@@ -12,7 +12,7 @@ from memlab.clock import Clock, SystemClock
 from memlab.errors import UnknownItemError
 from memlab.model import Edge, SurfacingDecision, SurfacingStrategy, validate_id
 from memlab.signals.activation import ACTIVATION_MODELS
-from memlab.store import MemoryStore, NewItem
+from memlab.store import MemoryStore, NewItem, paused_gc
 from memlab.surfacing.config import DEFAULT, SurfacingConfig, get_recipe
 from memlab.surfacing.context import ContextRecord, assemble
 from memlab.surfacing.router import ENTITY_DETECTORS, ROUTER_RULES
@@ -153,8 +153,18 @@ class Memory:
         >>> mem.add_many(["alpha", {"content": "beta", "item_id": "b"}])
         ['item-000000', 'b']
         """
+        items = list(items)
+        with paused_gc(len(items)):
+            prepared = self._prepare_items(items)
+        with self.store.lock:
+            return self.store.add_items(self.workspace_id, prepared, self.clock.now(),
+                                        self.config.activation_initial)
+
+    _ITEM_KEYS = frozenset({"content", "memory_type", "metadata", "item_id", "created_at"})
+
+    def _prepare_items(self, items: list) -> list[NewItem]:
         prepared: list[NewItem] = []
-        allowed = {"content", "memory_type", "metadata", "item_id", "created_at"}
+        allowed = self._ITEM_KEYS
         for pos, entry in enumerate(items):
             try:
                 if isinstance(entry, str):
@@ -170,9 +180,7 @@ class Memory:
                     entry.get("metadata"), entry.get("item_id"), entry.get("created_at")))
             except ValueError as exc:
                 raise type(exc)(f"items[{pos}]: {exc}") from None
-        with self.store.lock:
-            return self.store.add_items(self.workspace_id, prepared, self.clock.now(),
-                                        self.config.activation_initial)
+        return prepared
 
     def add_edge(self, src_id: str, dst_id: str, edge_type: str = "RELATED",
                  weight: float = 1.0) -> None:

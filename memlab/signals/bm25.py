@@ -92,36 +92,35 @@ class BM25Index:
         return doc
 
     def add_many(self, token_lists: Iterable[Sequence[str]]) -> range:
-        """Index many documents at once (postings appended per term in one vectorised step)."""
+        """Index many documents at once.
+
+        Term ids are assigned in one pass over the tokens; term frequencies and posting order come
+        from one ``np.unique`` over ``(term, doc)`` keys, and each touched term's postings are
+        extended once.
+        """
+        token_lists = list(token_lists)
         first = self._doc_len.size
-        term_ids: list[int] = []
-        doc_ids: list[int] = []
-        tfs: list[int] = []
-        lengths: list[int] = []
-        vocab, term_id = self._vocab, self._term_id
-        for offset, tokens in enumerate(token_lists):
-            counts: dict[str, int] = {}
-            for tok in tokens:
-                counts[tok] = counts.get(tok, 0) + 1
-            doc = first + offset
-            for term, tf in counts.items():
-                tid = vocab.get(term)
-                term_ids.append(term_id(term) if tid is None else tid)
-                doc_ids.append(doc)
-                tfs.append(tf)
-            lengths.append(len(tokens))
-        if term_ids:
-            t = np.asarray(term_ids, dtype=np.int64)
-            order = np.argsort(t, kind="stable")  # stable: postings stay in document order
-            t, d, f = t[order], np.asarray(doc_ids, np.int32)[order], np.asarray(tfs, np.float32)[order]
-            starts = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])
-            ends = np.r_[starts[1:], len(t)]
-            for s, e in zip(starts.tolist(), ends.tolist()):
-                tid = int(t[s])
-                self._post_docs[tid].extend(d[s:e])
-                self._post_tfs[tid].extend(f[s:e])
-        self._doc_len.extend(np.asarray(lengths, dtype=np.float64))
-        self._total_len += float(sum(lengths))
+        lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
+        vocab = self._vocab
+        setdefault = vocab.setdefault
+        old_vocab = len(vocab)
+        ids = [setdefault(tok, len(vocab)) for tokens in token_lists for tok in tokens]
+        for _ in range(old_vocab, len(vocab)):
+            self._post_docs.append(Growable(np.int32))
+            self._post_tfs.append(Growable(np.float32))
+        if ids:
+            docs = np.repeat(np.arange(first, first + len(token_lists), dtype=np.int64), lengths)
+            keys, tfs = np.unique((np.asarray(ids, dtype=np.int64) << 32) | docs, return_counts=True)
+            terms = keys >> 32  # sorted by term, then document: posting order
+            doc_ids = (keys & 0xFFFFFFFF).astype(np.int32)
+            tfs = tfs.astype(np.float32)
+            starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
+            ends = np.r_[starts[1:], len(terms)]
+            for tid, s, e in zip(terms[starts].tolist(), starts.tolist(), ends.tolist()):
+                self._post_docs[tid].extend(doc_ids[s:e])
+                self._post_tfs[tid].extend(tfs[s:e])
+        self._doc_len.extend(lengths.astype(np.float64))
+        self._total_len += float(lengths.sum())
         return range(first, self._doc_len.size)
 
     # ----------------------------------------------------------------- reading
