@@ -68,15 +68,16 @@ def _plot(frame: pd.DataFrame, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     terms = [c for c in frame.columns if c.startswith("term_")]
-    top = frame[frame["surfaced"]].groupby("qid").head(1).set_index("qid")[terms]
+    # anchors would top every query with the same +1: show each query's best retrieved item
+    top = frame[frame["surfaced"] & ~frame["mandatory"]].groupby("qid").head(1).set_index("qid")[terms]
     fig, ax = plt.subplots(figsize=(8, 4))
     bottom = None
     for term in terms:
         ax.bar(top.index, top[term], bottom=bottom, label=term.removeprefix("term_"))
         bottom = top[term] if bottom is None else bottom + top[term]
     ax.set_xlabel("query")
-    ax.set_ylabel("composite score of the top item")
-    ax.set_title("Score breakdown of each query's top item (router mode, default recipe)")
+    ax.set_ylabel("composite score")
+    ax.set_title("Score breakdown of each query's top retrieved item (router, DEFAULT)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

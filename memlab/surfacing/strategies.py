@@ -138,9 +138,17 @@ class TemporalStrategy(RecencyStrategy):
         inside = np.flatnonzero(window.contains_ts(created) & run.ws.eligible.view())
         if not len(inside):
             return
+        m = run.config.temporal_window_candidates
         bm25 = run.bm25_of(inside)
-        order = np.lexsort((inside, -created[inside], -bm25))[:run.config.temporal_window_candidates]
-        run.add_candidates(inside[order], "window")
+        matched, rest = inside[bm25 > 0], inside[bm25 == 0]
+        order = np.lexsort((matched, -created[matched], -bm25[bm25 > 0]))[:m]
+        picked = [matched[order]]
+        if len(order) < m and len(rest):
+            need = m - len(order)
+            if len(rest) > need:  # only the newest `need` unmatched items can make the cut
+                rest = rest[np.argpartition(-created[rest], need - 1)[:need]]
+            picked.append(rest[np.lexsort((rest, -created[rest]))])
+        run.add_candidates(np.concatenate(picked), "window")
 
     def adjust(self, run: "QueryRun", table: "CandidateTable") -> None:
         window = getattr(run, "window", None)
