@@ -9,8 +9,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from memlab.clock import Clock, SystemClock
-from memlab.errors import UnknownItemError
-from memlab.model import Edge, SurfacingDecision, SurfacingStrategy, validate_id
+from memlab.model import Edge, SurfacingDecision, SurfacingStrategy, copy_json, validate_id
 from memlab.signals.activation import ACTIVATION_MODELS
 from memlab.store import MemoryStore, NewItem, paused_gc
 from memlab.surfacing.config import DEFAULT, SurfacingConfig, get_recipe
@@ -273,9 +272,8 @@ class Memory:
             out = []
             for i, score in hits:
                 item = ws.items[i]
-                d = item.to_dict()
                 out.append({"item_id": item.item_id, "content": item.content,
-                            "memory_type": item.memory_type, "metadata": d["metadata"],
+                            "memory_type": item.memory_type, "metadata": copy_json(item.metadata),
                             "score": score})
             return out
 
@@ -381,7 +379,4 @@ class Memory:
     def drift_warnings(self, session_id: str) -> list[dict[str, Any]]:
         """The anchors of ``session_id`` marked for review, as in the context response."""
         validate_id(session_id, "session_id")
-        ws = self._ws
-        return [{"anchor_id": a, "anchor_type": ws.items[ws.index_of[a]].metadata.get("anchor_type"),
-                 "reason": r}
-                for a, r in sorted(self.store.anchor_reviews(self.workspace_id, session_id).items())]
+        return self.store.drift_warnings(self.workspace_id, session_id)

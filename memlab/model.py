@@ -76,6 +76,11 @@ def validate_metadata(metadata: Any) -> dict:
         raise ValueError(f"metadata must be JSON-serialisable: {exc}") from None
 
 
+def copy_json(value: dict) -> dict:
+    """A deep copy of JSON data (the store never hands out its own mutable metadata)."""
+    return json.loads(json.dumps(value)) if value else {}
+
+
 @dataclass(slots=True)
 class MemoryItem:
     """One stored memory (SPEC §1.1). The store owns these; the public API returns dicts."""
@@ -95,7 +100,7 @@ class MemoryItem:
         """A JSON-friendly snapshot (datetimes as ISO strings, copies of mutable fields)."""
         return {
             "item_id": self.item_id, "content": self.content, "memory_type": self.memory_type,
-            "metadata": json.loads(json.dumps(self.metadata)), "workspace_id": self.workspace_id,
+            "metadata": copy_json(self.metadata), "workspace_id": self.workspace_id,
             "created_at": self.created_at.isoformat(), "updated_at": self.updated_at.isoformat(),
             "salience": self.salience, "archived": self.archived,
             "history": [dict(event) for event in self.history],

@@ -11,8 +11,8 @@ import contextlib
 import gc
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -374,6 +374,11 @@ class MemoryStore:
         with self.lock:
             self._anchor_reviews.get((workspace_id, session_id), {}).pop(anchor_id, None)
 
-    def anchor_reviews(self, workspace_id: str, session_id: str) -> dict[str, str]:
+    def drift_warnings(self, workspace_id: str, session_id: str) -> list[dict[str, Any]]:
+        """The session's anchors marked for review: ``[{anchor_id, anchor_type, reason}]``."""
         with self.lock:
-            return dict(self._anchor_reviews.get((workspace_id, session_id), {}))
+            ws = self.workspace(workspace_id)
+            reviews = self._anchor_reviews.get((workspace_id, session_id), {})
+            return [{"anchor_id": a,
+                     "anchor_type": ws.items[ws.index_of[a]].metadata.get("anchor_type"),
+                     "reason": reason} for a, reason in sorted(reviews.items())]

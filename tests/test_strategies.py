@@ -1,6 +1,6 @@
 """Each strategy of the default recipe is a different pipeline with a measurable effect."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import numpy as np
 import pytest

@@ -21,9 +21,26 @@ import scipy.sparse as sp
 
 from memlab._arrays import Growable
 
-__all__ = ["BM25Index", "IDF_VARIANTS"]
+__all__ = ["BM25Index", "IDF_VARIANTS", "lookup_scores"]
 
 IDF_VARIANTS = ("lucene", "okapi")
+
+
+def lookup_scores(docs: np.ndarray, scores: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Scores of ``wanted`` documents from a ``(docs ascending, scores)`` result; 0 when absent.
+
+    Examples
+    --------
+    >>> lookup_scores(np.array([2, 5]), np.array([0.5, 0.7]), np.array([5, 3])).tolist()
+    [0.7, 0.0]
+    """
+    wanted = np.asarray(wanted, dtype=np.int64)
+    out = np.zeros(len(wanted))
+    if len(docs):
+        pos = np.minimum(np.searchsorted(docs, wanted), len(docs) - 1)
+        found = docs[pos] == wanted
+        out[found] = scores[pos[found]]
+    return out
 
 
 class BM25Index:
@@ -188,14 +205,7 @@ class BM25Index:
                    b: float = 0.75) -> np.ndarray:
         """BM25 of the given documents (0 where no query term occurs)."""
         docs, scores = self.scores(tokens, k1=k1, b=b)
-        doc_ids = np.asarray(doc_ids, dtype=np.int64)
-        out = np.zeros(len(doc_ids))
-        if len(docs):
-            pos = np.searchsorted(docs, doc_ids)
-            pos = np.minimum(pos, len(docs) - 1)
-            found = docs[pos] == doc_ids
-            out[found] = scores[pos[found]]
-        return out
+        return lookup_scores(docs, scores, doc_ids)
 
     def doc_term_matrix(self) -> tuple[sp.csr_array, list[str]]:
         """The raw term-frequency matrix (documents × terms) and the term of each column."""

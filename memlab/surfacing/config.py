@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 __all__ = ["SurfacingConfig", "SEED_COMPAT", "DEFAULT", "RECIPES", "get_recipe"]

@@ -8,7 +8,6 @@ per-stage timings, budgets and strategy notes.
 
 from __future__ import annotations
 
-import json
 import random
 import time
 import uuid
@@ -19,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from memlab.errors import BudgetTooSmall
-from memlab.model import SurfacingDecision, SurfacingStrategy
+from memlab.model import SurfacingDecision, SurfacingStrategy, copy_json
 from memlab.signals.activation import ACTIVATION_MODELS
+from memlab.signals.bm25 import lookup_scores
 from memlab.signals.recency import freshness_boost, recency
 from memlab.store import MemoryStore, Workspace
 from memlab.surfacing.config import SurfacingConfig
@@ -109,12 +109,7 @@ class QueryRun:
 
     def bm25_of(self, idx: np.ndarray) -> np.ndarray:
         """Raw BM25 of items ``idx`` for this query (0 where no query term occurs)."""
-        out = np.zeros(len(idx))
-        if len(self.matched_docs):
-            pos = np.minimum(np.searchsorted(self.matched_docs, idx), len(self.matched_docs) - 1)
-            found = self.matched_docs[pos] == idx
-            out[found] = self.matched_bm25[pos[found]]
-        return out
+        return lookup_scores(self.matched_docs, self.matched_bm25, idx)
 
     def recency_at(self, idx: np.ndarray, at_ts: float) -> np.ndarray:
         return recency(self.ws.recency_reference_ts(idx), at_ts, self.config.recency_tau_h)
@@ -163,10 +158,6 @@ class ContextRecord:
         out = dict(self.__dict__)
         out["decision"] = self.decision.to_dict()
         return out
-
-
-def _json_copy(value: dict) -> dict:
-    return json.loads(json.dumps(value)) if value else {}
 
 
 def _top_by_score(docs: np.ndarray, scores: np.ndarray, n: int) -> np.ndarray:
@@ -345,7 +336,7 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
         item = ws.items[int(idx[pos])]
         items.append({
             "item_id": item.item_id, "content": item.content, "memory_type": item.memory_type,
-            "metadata": _json_copy(item.metadata),
+            "metadata": copy_json(item.metadata),
             "score_breakdown": {
                 "activation": float(table.activation[pos]),
                 "relevance": float(table.relevance[pos]),
@@ -356,9 +347,7 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
                 "freshness_boost": float(table.freshness_boost[pos]),
             },
         })
-    reviews = store.anchor_reviews(ws.workspace_id, session_id)
-    drift = [{"anchor_id": a, "anchor_type": ws.items[ws.index_of[a]].metadata.get("anchor_type"),
-              "reason": reasons} for a, reasons in sorted(reviews.items())]
+    drift = store.drift_warnings(ws.workspace_id, session_id)
     response = {
         "decision_id": decision_id, "strategy_used": decision.strategy.value, "items": items,
         "drift_warnings": drift, "tokens_used": int(used), "tokens_budget": max_tokens,
