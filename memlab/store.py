@@ -252,10 +252,6 @@ class MemoryStore:
             ws.graph_version += 1
             return ids
 
-    def items(self, workspace_id: str, idx: Iterable[int]) -> list[MemoryItem]:
-        ws = self.workspace(workspace_id)
-        return [ws.items[i] for i in idx]
-
     def record_retrieval(self, workspace_id: str, idx: Sequence[int], now: datetime, *,
                          increment: float, half_life_h: float, kind: str) -> None:
         """Reinforce activation of explicitly retrieved items and append a history event."""
