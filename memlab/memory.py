@@ -15,7 +15,7 @@ from memlab.store import MemoryStore, NewItem, paused_gc
 from memlab.surfacing.config import DEFAULT, SurfacingConfig, get_recipe
 from memlab.surfacing.context import ContextRecord, assemble
 from memlab.surfacing.router import ENTITY_DETECTORS, ROUTER_RULES
-from memlab.surfacing.strategies import GRAPH_PLUGINS, STRATEGIES
+from memlab.surfacing.strategies import STRATEGIES
 from memlab.text import tokenize
 
 __all__ = ["Memory", "SURFACING_MODES"]
@@ -29,9 +29,7 @@ def _check_config(config: Any) -> SurfacingConfig:
     if not isinstance(config, SurfacingConfig):
         raise ValueError(f"config must be a SurfacingConfig or a recipe name, got {config!r}")
     checks = [("activation_model", config.activation_model, ACTIVATION_MODELS),
-              ("entity_detector", config.entity_detector, ENTITY_DETECTORS),
-              ("spreading", config.spreading, GRAPH_PLUGINS["spreading"]),
-              ("ppr", config.ppr, GRAPH_PLUGINS["ppr"])]
+              ("entity_detector", config.entity_detector, ENTITY_DETECTORS)]
     checks += [("router_rules", rule, ROUTER_RULES) for rule in config.router_rules]
     checks += [("strategies", impl, STRATEGIES) for _, impl in config.strategies]
     for name, value, registry in checks:

@@ -10,22 +10,34 @@ from __future__ import annotations
 import contextlib
 import gc
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from memlab._arrays import Growable
 from memlab.clock import as_utc
-from memlab.errors import DuplicateItemError, SessionPinWorkspaceConflict, UnknownItemError
-from memlab.model import (MEMORY_TYPES, MemoryItem, validate_edge_type, validate_id,
-                          validate_metadata, validate_weight)
+from memlab.errors import (
+    DuplicateItemError,
+    SessionPinWorkspaceConflict,
+    UnknownItemError,
+)
+from memlab.graph.csr import EdgeTable, GraphView
+from memlab.model import (
+    MEMORY_TYPES,
+    MemoryItem,
+    validate_edge_type,
+    validate_id,
+    validate_metadata,
+    validate_weight,
+)
 from memlab.signals.activation import ActivationState
 from memlab.signals.bm25 import BM25Index
 from memlab.text import Gazetteer, estimate_tokens, tokenize
 
-__all__ = ["MemoryStore", "Workspace", "NewItem", "paused_gc"]
+__all__ = ["MemoryStore", "NewItem", "Workspace", "paused_gc"]
 
 _TITLE_KEYS = ("title", "label", "name")
 
@@ -74,13 +86,17 @@ class Workspace:
         self.procedural = Growable(np.bool_, 64)
         self.activation = ActivationState()
         self.gazetteer = Gazetteer()
-        self.edges: dict[tuple[int, int, str], float] = {}
-        self.version = 0        # bumped by every write
-        self.graph_version = 0  # bumped by every write that changes the graph
+        self.graph = GraphView(EdgeTable())  # edges and their CSR view
+        self.version = 0  # bumped by every write
         self._next_generated = 0
 
     def __len__(self) -> int:
         return len(self.items)
+
+    @property
+    def graph_version(self) -> int:
+        """Bumped by every write that changes an edge (adding items leaves the graph as is)."""
+        return self.graph.version
 
     def recency_reference_ts(self, idx: np.ndarray) -> np.ndarray:
         """SPEC §2.2: the last activation boost, else ``updated_at``, else ``created_at``."""
@@ -163,8 +179,7 @@ class MemoryStore:
                 act = ws.activation
                 out["workspaces"][wid] = {
                     "items": [item.to_dict() for item in ws.items],
-                    "edges": [[ws.items[s].item_id, ws.items[d].item_id, t, w]
-                              for (s, d, t), w in ws.edges.items()],
+                    "edges": self._edge_rows(ws),
                     "columns": {name: getattr(ws, name).view().tolist() for name in
                                 ("created_ts", "updated_ts", "eligible", "tokens", "procedural")},
                     "activation": {"stored": act.stored.view().tolist(),
@@ -249,7 +264,6 @@ class MemoryStore:
             ws.procedural.extend(procedural)
             ws.activation.add(np.asarray(created), initial_activation)
             ws.version += 1
-            ws.graph_version += 1
             return ids
 
     def record_retrieval(self, workspace_id: str, idx: Sequence[int], now: datetime, *,
@@ -280,21 +294,38 @@ class MemoryStore:
 
     def add_edges(self, workspace_id: str, edges: Sequence[tuple[int, int, str, float]]) -> None:
         """Write prepared edges (an existing ``(src, dst, type)`` edge gets the new weight)."""
+        if not edges:
+            return
+        src, dst, types, weights = zip(*edges)
+        self.add_edge_arrays(workspace_id, np.array(src, np.int64), np.array(dst, np.int64),
+                             list(types), np.array(weights, np.float64))
+
+    def add_edge_arrays(self, workspace_id: str, src: np.ndarray, dst: np.ndarray,
+                        edge_types: Sequence[str] | str, weights: np.ndarray) -> None:
+        """Write validated edges given as item numbers (the bulk path)."""
         with self.lock:
             ws = self.workspace(workspace_id)
-            for s, d, edge_type, weight in edges:
-                ws.edges[(s, d, edge_type)] = weight
-            if edges:
+            if len(src):
+                ws.graph.write(src, dst, edge_types, weights)
                 ws.version += 1
-                ws.graph_version += 1
+
+    def _edge_rows(self, ws: Workspace, only: int | None = None) -> list[list]:
+        table = ws.graph.table
+        rows = np.flatnonzero(table.alive())
+        src, dst = table.src.view(), table.dst.view()
+        if only is not None:
+            rows = rows[(src[rows] == only) | (dst[rows] == only)]
+        items, names = ws.items, table.type_names
+        return [[items[s].item_id, items[d].item_id, names[c], w] for s, d, c, w in
+                zip(src[rows].tolist(), dst[rows].tolist(), table.code.view()[rows].tolist(),
+                    table.weight.view()[rows].tolist())]
 
     def edge_list(self, workspace_id: str, item_id: str | None = None) -> list[dict[str, Any]]:
         with self.lock:
             ws = self.workspace(workspace_id)
             only = None if item_id is None else ws.require(item_id)
-            return [{"src": ws.items[s].item_id, "dst": ws.items[d].item_id, "edge_type": t,
-                     "weight": w}
-                    for (s, d, t), w in ws.edges.items() if only is None or only in (s, d)]
+            return [{"src": s, "dst": d, "edge_type": t, "weight": w}
+                    for s, d, t, w in self._edge_rows(ws, only)]
 
     # ------------------------------------------------------------ pins
     def _live_pin_session(self, session_id: str, now_ts: float) -> _PinSession | None:

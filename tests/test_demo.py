@@ -25,7 +25,7 @@ def test_router_gold_recall_on_the_fixture_at_k10():
         found = {it["item_id"] for it in resp["items"]}
         misses |= {(q["qid"], g) for g in q["gold"] if g not in found}
     # turn-17 ("Batching the inventory lookup ... p99 down to 240 ms") shares no word with
-    # "list load test results": only graph spreading (turn-15 -> turn-16 -> turn-17) can reach it.
+    # "list load test results", which routes to point-query: only graph spreading reaches it.
     assert misses == {("q7", "turn-17")}
 
 
@@ -35,3 +35,17 @@ def test_cli_help_and_bad_argument():
     bad = subprocess.run([sys.executable, "-m", "memlab", "demo", "-k", "0", "--out", "/tmp/x-memlab"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "k must be an int in 1..100" in bad.stderr
+
+
+def test_multi_hop_reaches_what_no_word_of_the_query_matches():
+    # the router sends q7 to point-query (it starts with "list"); asked for deep:multi-hop, the
+    # graph stages bring turn-17 in through turn-15 -> turn-16 -> turn-17
+    fixture = load_fixture("apollo_demo")
+    mem = build_memory(fixture, surfacing_mode="router")
+    q7 = next(q for q in fixture["queries"] if q["qid"] == "q7")
+    resp = mem.get_working_context(q7["session_id"], q7["query"], k=10, strategy="deep:multi-hop")
+    assert set(q7["gold"]) <= {it["item_id"] for it in resp["items"]}
+    record = mem.last_context_record
+    source = dict(zip(record.candidates["item_id"], record.candidates["source"]))
+    assert source["turn-17"] == "spread"
+    assert record.notes["ppr"]["method"] == "exact" and record.notes["ppr"]["converged"]

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from memlab import DEFAULT, Memory
-from memlab.surfacing.strategies import register_graph_plugin, register_strategy, GRAPH_PLUGINS, STRATEGIES
+from memlab.graph.ppr import PPR_METHODS, PPRConfig, register_ppr_method
+from memlab.graph.spreading import SPREAD_METHODS, SpreadConfig, register_spread_method
+from memlab.surfacing.strategies import register_strategy, STRATEGIES
 
 
 def test_fast_recency_adds_recent_items(router, clock):
@@ -80,8 +82,9 @@ def test_temporal_without_window_notes_it(router):
     assert router.last_context_record.notes["temporal"] == "no_time_window"
 
 
-def test_multi_hop_records_missing_plugins_and_uses_registered_ones(store, clock):
-    mem = Memory(store=store, clock=clock, surfacing_mode="router")
+def test_multi_hop_records_skipped_stages_and_uses_registered_methods(store, clock):
+    cfg = DEFAULT.replace(spreading=None, ppr=None)
+    mem = Memory(store=store, clock=clock, surfacing_mode="router", config=cfg)
     a = mem.add("alpha seed", item_id="a")
     mem.add("beta neighbour", item_id="b")
     mem.add("gamma other", item_id="g")
@@ -90,17 +93,20 @@ def test_multi_hop_records_missing_plugins_and_uses_registered_ones(store, clock
     assert notes["spreading"] == "not_configured" and notes["ppr"] == "not_configured"
     assert notes["multi_hop_seeds"] == [a]
 
-    def fake_spread(ws, seeds, config):
-        return np.array([ws.index_of["b"]]), np.array([0.5]), {"visited": 1}
+    def fake_spread(snapshot, seeds, config, codes, deadline):
+        return np.array([mem._ws.index_of["b"]]), np.array([1]), 1, False
 
-    def fake_ppr(ws, seeds, config):
-        return np.array([ws.index_of["a"], ws.index_of["b"]]), np.array([0.2, 0.1]), {"method": "t"}
+    def fake_ppr(snapshot, seeds, config, deadline):
+        return np.array([mem._ws.index_of["a"], mem._ws.index_of["b"]]), np.array([0.2, 0.1]), \
+            {"iterations": 7}
 
-    register_graph_plugin("spreading", "test-spread", fake_spread)
-    register_graph_plugin("ppr", "test-ppr", fake_ppr)
+    register_spread_method("test-spread", fake_spread)
+    register_ppr_method("test-ppr", fake_ppr)
     try:
-        cfg = DEFAULT.replace(spreading="test-spread", ppr="test-ppr")
+        cfg = DEFAULT.replace(spreading=SpreadConfig(method="test-spread", edge_types="*"),
+                              ppr=PPRConfig(method="test-ppr"))
         mem2 = Memory(store=store, clock=clock, surfacing_mode="router", config=cfg)
+        mem2.add_edge("a", "g")  # spreading runs only when some allowed edge type exists
         mem2.get_working_context("s1", "why alpha")
         rec = mem2.last_context_record
         c = dict(zip(rec.candidates["item_id"], zip(rec.candidates["source"],
@@ -109,10 +115,18 @@ def test_multi_hop_records_missing_plugins_and_uses_registered_ones(store, clock
         assert c["b"] == ("spread", pytest.approx(0.5), pytest.approx(0.5))
         assert c["a"] == ("relevance", 1.0, 1.0)
         assert {"spread", "ppr"} <= set(rec.timings_ms)
-        assert rec.notes["ppr"] == {"plugin": "test-ppr", "method": "t"}
+        assert rec.notes["ppr"]["method"] == "test-ppr" and rec.notes["ppr"]["iterations"] == 7
+        assert rec.notes["spreading"]["method"] == "test-spread"
+        # the same configuration with callables instead of names
+        direct = DEFAULT.replace(spreading=SpreadConfig(method=fake_spread, edge_types="*"),
+                                 ppr=PPRConfig(method=fake_ppr))
+        mem3 = Memory(store=store, clock=clock, surfacing_mode="router", config=direct)
+        mem3.get_working_context("s1", "why alpha")
+        assert mem3.last_context_record.candidates_frame().drop(columns="decision_id").equals(
+            rec.candidates_frame().drop(columns="decision_id"))
     finally:
-        GRAPH_PLUGINS["spreading"].pop("test-spread")
-        GRAPH_PLUGINS["ppr"].pop("test-ppr")
+        SPREAD_METHODS.pop("test-spread")
+        PPR_METHODS.pop("test-ppr")
 
 
 def test_custom_strategy_by_name(router):

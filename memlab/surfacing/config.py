@@ -8,10 +8,12 @@ Recipes
 -------
 ``SEED_COMPAT``
     The seed (SmartMemory) bit for bit: its router rules, only ``deep:multi-hop`` with behaviour of
-    its own, ``procedural:lookup`` and ``temporal:windowed`` soft-degrading.
+    its own, ``procedural:lookup`` and ``temporal:windowed`` soft-degrading, PPR through
+    ``networkx.pagerank`` with its default stopping rule and the 10,000-node cap.
 ``DEFAULT``
     memlab's own: every strategy a distinct pipeline, two more router rules (procedural cues and
     time windows) and a recency floor so that old but relevant memories are not zeroed out.
+    PPR picks exact power iteration or local push by graph size and has no node cap.
     Its constants are hand-set, not yet tuned on data.
 """
 
@@ -21,6 +23,9 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+from memlab.graph.ppr import PPRConfig
+from memlab.graph.spreading import SpreadConfig
 
 __all__ = ["SurfacingConfig", "SEED_COMPAT", "DEFAULT", "RECIPES", "get_recipe"]
 
@@ -87,11 +92,9 @@ class SurfacingConfig:
     temporal_restrict: bool = False
     temporal_window_candidates: int = 50
     multi_hop_seeds: int = 5
-    # graph plug-ins for deep:multi-hop (names in memlab.surfacing.strategies.GRAPH_PLUGINS)
-    spreading: str | None = None
-    ppr: str | None = None
-    spread_budget_ms: float = 150.0
-    ppr_budget_ms: float = 200.0
+    # graph stages of deep:multi-hop (SPEC §5); None skips the stage (noted in the record)
+    spreading: SpreadConfig | None = SpreadConfig()
+    ppr: PPRConfig | None = PPRConfig()
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -111,6 +114,12 @@ class SurfacingConfig:
         if not math.isfinite(self.actr_threshold):
             raise ValueError(f"actr_threshold must be finite, got {self.actr_threshold!r}")
         object.__setattr__(self, "router_rules", tuple(self.router_rules))
+        for name, kind in (("spreading", SpreadConfig), ("ppr", PPRConfig)):
+            value = getattr(self, name)
+            if isinstance(value, Mapping):
+                object.__setattr__(self, name, kind.from_dict(value))
+            elif value is not None and not isinstance(value, kind):
+                raise ValueError(f"{name} must be a {kind.__name__} or None, got {value!r}")
         strategies = dict(self.strategies)
         unknown = set(strategies) - set(_STRATEGY_NAMES)
         if unknown:
@@ -137,6 +146,9 @@ class SurfacingConfig:
         out = dataclasses.asdict(self)
         out["router_rules"] = list(self.router_rules)
         out["strategies"] = dict(self.strategies)
+        for name in ("spreading", "ppr"):
+            value = getattr(self, name)
+            out[name] = None if value is None else value.to_dict()
         return out
 
     @classmethod
@@ -151,7 +163,11 @@ class SurfacingConfig:
         return cls(**data)
 
 
-SEED_COMPAT = SurfacingConfig(name="seed_compat")
+# The seed ran networkx.pagerank (its default stopping rule) and skipped workspaces over 10,000 nodes.
+SEED_COMPAT = SurfacingConfig(
+    name="seed_compat",
+    ppr=PPRConfig(method="networkx", tol_scaled_by_n=True, max_nodes=10_000),
+)
 
 DEFAULT = SurfacingConfig(
     name="default",

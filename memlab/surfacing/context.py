@@ -90,6 +90,7 @@ class QueryRun:
     notes: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     window: Any = None
+    lock: Any = None  # the store's lock (held during assembly; graph stages re-enter it)
     _pool: dict[int, str] = field(default_factory=dict)
     _relevance_override: dict[int, float] = field(default_factory=dict)
 
@@ -214,7 +215,7 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     lap("route")
 
     # 2. relevance candidates --------------------------------------------------------------
-    run = QueryRun(ws, config, query, tokenize(query), k, now, timings=timings)
+    run = QueryRun(ws, config, query, tokenize(query), k, now, timings=timings, lock=store.lock)
     docs, bm25 = ws.bm25.scores(run.tokens, k1=config.bm25_k1, b=config.bm25_b)
     if len(docs):
         live = ws.eligible.view()[docs]

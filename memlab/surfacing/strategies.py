@@ -8,9 +8,9 @@ A strategy contributes to one query in two places of the pipeline in :mod:`memla
   ``multiplier`` (a strategy boost), ``centrality``, ``filtered``.
 
 Implementations are looked up by name in :data:`STRATEGIES`; a configuration maps each strategy
-to an implementation (``SurfacingConfig.strategies``). ``deep:multi-hop`` calls graph plug-ins
-registered in :data:`GRAPH_PLUGINS` (spreading activation and personalized PageRank), named by the
-configuration's ``spreading`` and ``ppr`` fields.
+to an implementation (``SurfacingConfig.strategies``). ``deep:multi-hop`` runs the graph stages
+of :mod:`memlab.graph` as configured by ``SurfacingConfig.spreading`` and ``.ppr`` (whose
+``method`` names a registered spreading function or PPR method, or is a callable).
 """
 
 from __future__ import annotations
@@ -21,12 +21,15 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
+from memlab.graph.ppr import PPRConvergenceError, run_ppr
+from memlab.graph.spreading import run_spread
+from memlab.signals.bm25 import lookup_scores
 from memlab.surfacing.timewindow import parse_time_window
 
 if TYPE_CHECKING:  # pragma: no cover
     from memlab.surfacing.context import CandidateTable, QueryRun
 
-__all__ = ["Strategy", "STRATEGIES", "GRAPH_PLUGINS", "register_strategy", "register_graph_plugin"]
+__all__ = ["Strategy", "STRATEGIES", "register_strategy"]
 
 
 class Strategy(Protocol):
@@ -166,11 +169,12 @@ class TemporalStrategy(RecencyStrategy):
 
 
 class MultiHopStrategy(RelevanceOnly):
-    """``deep:multi-hop``: seeds are the top relevance hits; graph plug-ins spread and rank.
+    """``deep:multi-hop``: seeds are the top relevance hits; spreading and PPR over the graph.
 
-    With a ``spreading`` plug-in, spread-only items join the candidates with relevance equal to
-    their spread score; with a ``ppr`` plug-in, every candidate gets centrality = its PPR mass over
-    the maximum among candidates. Without plug-ins the pipeline runs and notes which were absent.
+    Spread-only items join the candidates with relevance equal to their spread score
+    (``damping ** hops``); every candidate gets centrality = its PPR mass over the maximum among
+    candidates. Each stage's timing, method, cache hit, saturation and budget go in the record's
+    notes; a stage configured as None is skipped and noted ``not_configured``.
     """
 
     name = "multi_hop"
@@ -178,28 +182,31 @@ class MultiHopStrategy(RelevanceOnly):
     def expand(self, run: "QueryRun") -> None:
         seeds = run.ranked_docs[:run.config.multi_hop_seeds]
         run.notes["multi_hop_seeds"] = [run.ws.items[i].item_id for i in seeds.tolist()]
-        name = run.config.spreading
-        if name is None:
+        config = run.config.spreading
+        if config is None:
             run.notes["spreading"] = "not_configured"
             return
-        started = time.perf_counter()
-        idx, scores, info = GRAPH_PLUGINS["spreading"][name](run.ws, seeds, run.config)
-        run.timings["spread"] = (time.perf_counter() - started) * 1e3
-        run.notes["spreading"] = {"plugin": name, **info}
-        run.add_candidates(np.asarray(idx, dtype=np.int64), "spread", relevance=np.asarray(scores))
+        result = run_spread(run.ws, seeds, config)
+        run.timings["spread"] = result.elapsed_ms
+        run.notes["spreading"] = result.info()
+        run.add_candidates(result.indices, "spread",
+                           relevance=config.damping ** result.hops.astype(float))
 
     def adjust(self, run: "QueryRun", table: "CandidateTable") -> None:
-        name = run.config.ppr
-        if name is None:
+        config = run.config.ppr
+        if config is None:
             run.notes["ppr"] = "not_configured"
             return
         seeds = run.ranked_docs[:run.config.multi_hop_seeds]
-        started = time.perf_counter()
-        idx, mass, info = GRAPH_PLUGINS["ppr"][name](run.ws, seeds, run.config)
-        run.timings["ppr"] = (time.perf_counter() - started) * 1e3
-        run.notes["ppr"] = {"plugin": name, **info}
-        lookup = dict(zip(np.asarray(idx).tolist(), np.asarray(mass, dtype=float).tolist()))
-        raw = np.array([lookup.get(i, 0.0) for i in table.idx.tolist()])
+        try:
+            result = run_ppr(run.ws, seeds, config, lock=run.lock)
+        except PPRConvergenceError as exc:
+            run.notes["ppr"] = {"requested": str(config.method), "error": str(exc)}
+            return
+        run.timings["ppr"] = result.elapsed_ms
+        run.notes["ppr"] = result.info()
+        order = np.argsort(result.indices)
+        raw = lookup_scores(result.indices[order], result.mass[order], table.idx)
         table.centrality_raw = raw
         top = raw.max() if len(raw) else 0.0
         table.centrality = raw / top if top > 0 else np.zeros_like(raw)
@@ -210,24 +217,8 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
                               ProceduralStrategy, TemporalStrategy, MultiHopStrategy)
 }
 
-GRAPH_PLUGINS: dict[str, dict[str, Callable]] = {"spreading": {}, "ppr": {}}
-
-
 def register_strategy(name: str, factory: Callable[[], Strategy]) -> None:
     """Make ``factory()`` available as an implementation name in ``SurfacingConfig.strategies``."""
     if not isinstance(name, str) or not name or not callable(factory):
         raise ValueError(f"name must be a non-empty string and factory callable, got {name!r}")
     STRATEGIES[name] = factory
-
-
-def register_graph_plugin(kind: str, name: str, fn: Callable) -> None:
-    """Register a graph plug-in: ``kind`` is ``"spreading"`` or ``"ppr"``.
-
-    The callable receives ``(workspace, seed_indices, config)`` and returns
-    ``(item_indices, scores, info_dict)``.
-    """
-    if kind not in GRAPH_PLUGINS:
-        raise ValueError(f"kind must be one of {sorted(GRAPH_PLUGINS)}, got {kind!r}")
-    if not isinstance(name, str) or not name or not callable(fn):
-        raise ValueError(f"name must be a non-empty string and fn callable, got {name!r}")
-    GRAPH_PLUGINS[kind][name] = fn

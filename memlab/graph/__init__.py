@@ -1,0 +1,45 @@
+"""Graph algorithms over a workspace's edges: the CSR view, spreading activation, PPR (SPEC §5).
+
+Nothing here knows about surfacing; strategies call in through :func:`run_spread` and
+:func:`run_ppr`, users through :func:`spread` and :func:`personalized_pagerank`.
+"""
+
+from memlab.graph.csr import EdgeTable, GraphSnapshot, GraphView
+from memlab.graph.ppr import (
+                              PPR_METHODS,
+                              PPRCache,
+                              PPRConfig,
+                              PPRConvergenceError,
+                              PPRResult,
+                              personalized_pagerank,
+                              ppr_result,
+                              register_ppr_method,
+)
+from memlab.graph.spreading import (
+                              SPREAD_METHODS,
+                              SpreadConfig,
+                              SpreadResult,
+                              register_spread_method,
+                              spread,
+                              spread_result,
+)
+
+__all__ = [
+                              "PPR_METHODS",
+                              "SPREAD_METHODS",
+                              "EdgeTable",
+                              "GraphSnapshot",
+                              "GraphView",
+                              "PPRCache",
+                              "PPRConfig",
+                              "PPRConvergenceError",
+                              "PPRResult",
+                              "SpreadConfig",
+                              "SpreadResult",
+                              "personalized_pagerank",
+                              "ppr_result",
+                              "register_ppr_method",
+                              "register_spread_method",
+                              "spread",
+                              "spread_result",
+]

@@ -1,0 +1,474 @@
+"""Personalized PageRank (SPEC §5.2) on the CSR view: exact, local push, the networkx reference.
+
+The graph is directed, over every edge type; parallel edges between a pair are summed and the
+walk follows edges in proportion to weight. Personalization ``p`` is uniform over the distinct
+seeds present (unknown seeds are dropped and reported). A node without outgoing weight (dangling)
+sends its mass back to ``p``, as ``networkx.pagerank`` does by default, so every method here
+solves the same equation::
+
+    x = alpha * (W_norm^T x + (sum of x over dangling nodes) * p) + (1 - alpha) * p
+
+Methods (:data:`PPR_METHODS`, each a registered callable):
+
+``exact``
+    Power iteration from ``p``, one CSR mat-vec per iteration. Stopping rule: stop after the
+    first iteration whose L1 change ``||x_t - x_{t-1}||_1`` is below ``tol`` (or ``tol * n`` with
+    ``tol_scaled_by_n=True``, networkx's rule); the remaining error is then at most
+    ``alpha / (1 - alpha)`` times that change. Raises :class:`PPRConvergenceError` after
+    ``max_iter`` iterations without meeting it.
+``push``
+    Andersen–Chung–Lang local push: residual starts at ``p``; every node whose residual exceeds
+    ``epsilon`` times its out-degree keeps ``1 - alpha`` of it and pushes the rest along its
+    out-edges. Work depends on ``epsilon``, not on the graph's size. Pushes run in synchronous
+    rounds, each vectorised over all active nodes.
+``networkx``
+    Builds an ``nx.DiGraph`` per call and runs ``networkx.pagerank`` (the seed's behaviour, and
+    the test oracle), with the same personalization, dangling handling and stopping rule.
+``auto``
+    ``exact`` while the graph has at most ``auto_exact_max_edges`` edges, ``push`` above.
+
+At most two computations run at once per process; a third caller gets ``{}`` at once, and its
+:class:`PPRResult` says ``saturated``. Results are cached per workspace, keyed by graph version,
+sorted seeds and configuration; any write to the graph clears the workspace's cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memlab.graph._common import (
+    LRUCache,
+    check_method,
+    from_dict,
+    is_number,
+    method_name,
+    register,
+    seed_list,
+)
+from memlab.graph.csr import GraphSnapshot
+
+__all__ = [
+    "MAX_IN_FLIGHT",
+    "PPR_METHODS",
+    "PPRCache",
+    "PPRConfig",
+    "PPRConvergenceError",
+    "PPRResult",
+    "exact_ppr",
+    "networkx_ppr",
+    "personalized_pagerank",
+    "ppr_result",
+    "push_ppr",
+    "register_ppr_method",
+    "run_ppr",
+]
+
+MAX_IN_FLIGHT = 2
+_IN_FLIGHT = threading.BoundedSemaphore(MAX_IN_FLIGHT)
+
+
+class PPRConvergenceError(RuntimeError):
+    """Power iteration did not meet its stopping rule within ``max_iter`` iterations."""
+
+    def __init__(self, iterations: int, change: float, threshold: float) -> None:
+        super().__init__(f"personalized PageRank did not converge in {iterations} iterations "
+                         f"(last L1 change {change:.3g}, needed < {threshold:.3g}); raise "
+                         f"max_iter or tol")
+        self.iterations, self.change, self.threshold = iterations, change, threshold
+
+
+@dataclass(frozen=True)
+class PPRConfig:
+    """How personalized PageRank runs: frozen, validated, serialisable.
+
+    Parameters
+    ----------
+    method : str or callable
+        ``"auto"``, ``"exact"``, ``"push"``, ``"networkx"``, another name registered with
+        :func:`register_ppr_method`, or a callable with :func:`exact_ppr`'s signature.
+    alpha : float
+        Probability of following an edge (1 - alpha teleports back to the seeds).
+    top_k : int or None
+        Keep the ``top_k`` highest-scoring items (None: every item with mass).
+    tol, tol_scaled_by_n, max_iter
+        The exact method's stopping rule (see the module notes).
+    epsilon : float
+        The push method's residual threshold per unit of out-degree.
+    auto_exact_max_edges : int
+        ``auto`` uses ``exact`` up to this many edges, ``push`` above.
+    budget_ms : float
+        Iterative methods stop when past it and report ``budget_exhausted``.
+    max_nodes : int or None
+        Skip (return ``{}``, reported) workspaces with more items; the seed used 10,000.
+    use_cache : bool
+        Read and fill the result cache.
+
+    Examples
+    --------
+    >>> PPRConfig(method="push", alpha=0.85, epsilon=1e-4).method
+    'push'
+    >>> PPRConfig(alpha=1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: alpha must be in (0, 1), got 1.0
+    """
+
+    method: str | Callable = "auto"
+    alpha: float = 0.85
+    top_k: int | None = 100
+    tol: float = 1e-6
+    tol_scaled_by_n: bool = False
+    max_iter: int = 1000
+    epsilon: float = 1e-4
+    auto_exact_max_edges: int = 50_000
+    budget_ms: float = 200.0
+    max_nodes: int | None = None
+    use_cache: bool = True
+
+    def __post_init__(self) -> None:
+        check_method(self.method, PPR_METHODS, "method")
+        if not is_number(self.alpha) or not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha!r}")
+        for name in ("tol", "epsilon", "budget_ms"):
+            value = getattr(self, name)
+            if not is_number(value) or value <= 0:
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        for name, optional in (("top_k", True), ("max_iter", False),
+                               ("auto_exact_max_edges", False), ("max_nodes", True)):
+            value = getattr(self, name)
+            if value is None and optional:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1"
+                                 f"{' or None' if optional else ''}, got {value!r}")
+        for name in ("tol_scaled_by_n", "use_cache"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+
+    def cache_key(self) -> tuple:
+        return tuple((f.name, method_name(self.method, PPR_METHODS) if f.name == "method"
+                      else getattr(self, f.name))
+                     for f in dataclasses.fields(self) if f.name not in ("budget_ms", "use_cache"))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["method"] = method_name(self.method, PPR_METHODS)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PPRConfig:
+        return from_dict(cls, data)
+
+
+@dataclass
+class PPRResult:
+    """Scores and how they were obtained. ``scores`` is ordered by score, then item id."""
+
+    scores: dict[str, float]
+    indices: np.ndarray
+    mass: np.ndarray
+    requested: str
+    method: str | None = None
+    iterations: int = 0
+    converged: bool | None = None
+    residual: float | None = None
+    cache_hit: bool = False
+    saturated: bool = False
+    skipped: str | None = None
+    budget_exhausted: bool = False
+    elapsed_ms: float = 0.0
+    budget_ms: float = 0.0
+    unknown_seeds: list[str] = field(default_factory=list)
+
+    @property
+    def overrun_ms(self) -> float:
+        return max(0.0, self.elapsed_ms - self.budget_ms)
+
+    def info(self) -> dict[str, Any]:
+        """The record's summary (JSON-able)."""
+        return {"requested": self.requested, "method": self.method,
+                "iterations": self.iterations, "converged": self.converged,
+                "residual": self.residual, "cache_hit": self.cache_hit,
+                "saturated": self.saturated, "skipped": self.skipped,
+                "budget_exhausted": self.budget_exhausted, "elapsed_ms": self.elapsed_ms,
+                "budget_ms": self.budget_ms, "overrun_ms": self.overrun_ms,
+                "results": len(self.scores), "unknown_seeds": list(self.unknown_seeds)}
+
+
+PPRCache = LRUCache
+
+
+# ---------------------------------------------------------------------------- methods
+def _personalization(n: int, seeds: np.ndarray) -> np.ndarray:
+    p = np.zeros(n)
+    p[seeds] = 1.0 / len(seeds)
+    return p
+
+
+def exact_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
+              deadline: float) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Power iteration on the CSR view (see the module notes for the stopping rule)."""
+    n = snapshot.n
+    p = _personalization(n, seeds)
+    out_weight = snapshot.out_weight()
+    dangling = np.flatnonzero(out_weight <= 0)
+    inv = np.zeros(n)
+    live = out_weight > 0
+    inv[live] = 1.0 / out_weight[live]
+    threshold = config.tol * n if config.tol_scaled_by_n else config.tol
+    alpha = config.alpha
+    teleport = (1.0 - alpha) * p
+    x = p.copy()
+    change = np.inf
+    exhausted = converged = False
+    iterations = 0
+    while iterations < config.max_iter:
+        if time.perf_counter() > deadline:
+            exhausted = True
+            break
+        y = snapshot.transpose_matvec(x * inv)
+        y += x[dangling].sum() * p
+        y *= alpha
+        y += teleport
+        change = float(np.abs(y - x).sum())
+        x = y
+        iterations += 1
+        if change < threshold:
+            converged = True
+            break
+    if not converged and not exhausted:
+        raise PPRConvergenceError(iterations, change, threshold)
+    nodes = np.flatnonzero(x > 0)
+    return nodes, x[nodes], {"iterations": iterations, "converged": converged,
+                             "residual": change, "budget_exhausted": exhausted}
+
+
+def push_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
+             deadline: float) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Andersen–Chung–Lang local push in vectorised synchronous rounds."""
+    n = snapshot.n
+    seeds = np.unique(seeds)
+    alpha, eps = config.alpha, config.epsilon
+    residual = np.zeros(n)  # calloc'd: only the pages pushes touch are ever written
+    estimate = np.zeros(n)
+    residual[seeds] = 1.0 / len(seeds)
+    base_n, base_degree = snapshot.base.n, snapshot.base.out_degree
+    active = seeds
+    touched = [seeds]
+    rounds = 0
+    exhausted = False
+    while len(active):
+        if time.perf_counter() > deadline:
+            exhausted = True
+            break
+        rounds += 1
+        mass = residual[active]
+        residual[active] = 0.0
+        estimate[active] += (1.0 - alpha) * mass
+        owner, target, weight = snapshot.out_edges(active)
+        out_weight = np.bincount(owner, weights=weight, minlength=len(active))
+        dangling = out_weight <= 1e-12
+        if dangling.any():
+            residual[seeds] += alpha * mass[dangling].sum() / len(seeds)
+        live = ~dangling[owner]
+        owner, target, weight = owner[live], target[live], weight[live]
+        np.add.at(residual, target, alpha * mass[owner] / out_weight[owner] * weight)
+        candidates = np.unique(target)
+        if dangling.any():
+            candidates = np.union1d(candidates, seeds)
+        touched.append(candidates)
+        degree = np.ones(len(candidates))
+        inside = candidates < base_n
+        degree[inside] = np.maximum(base_degree[candidates[inside]], 1)
+        active = candidates[residual[candidates] > eps * degree]
+    nodes = np.unique(np.concatenate(touched))
+    values = estimate[nodes]
+    keep = values > 0
+    return nodes[keep], values[keep], {"iterations": rounds, "converged": not exhausted,
+                                       "residual": float(residual[nodes].sum()),
+                                       "budget_exhausted": exhausted}
+
+
+def networkx_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
+                 deadline: float) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """``networkx.pagerank`` on a DiGraph built for this call (the reference)."""
+    import networkx as nx
+
+    n = snapshot.n
+    coo = snapshot.matrix().tocoo()
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(n))
+    graph.add_weighted_edges_from(zip(coo.row.tolist(), coo.col.tolist(), coo.data.tolist()))
+    personalization = {int(s): 1.0 for s in np.unique(seeds)}
+    # networkx stops when the L1 change < n * tol: translate our rule into its terms
+    tol = config.tol if config.tol_scaled_by_n else config.tol / max(n, 1)
+    try:
+        ranks = nx.pagerank(graph, alpha=config.alpha, personalization=personalization,
+                            max_iter=config.max_iter, tol=tol, weight="weight")
+    except nx.PowerIterationFailedConvergence:
+        raise PPRConvergenceError(config.max_iter, float("nan"),
+                                  config.tol * (n if config.tol_scaled_by_n else 1)) from None
+    nodes = np.fromiter(ranks.keys(), np.int64, len(ranks))
+    mass = np.fromiter(ranks.values(), np.float64, len(ranks))
+    keep = mass > 0
+    return nodes[keep], mass[keep], {"iterations": None, "converged": True, "residual": None,
+                                     "budget_exhausted": False}
+
+
+def auto_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
+             deadline: float) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """``exact`` on graphs up to ``auto_exact_max_edges`` edges, ``push`` above."""
+    chosen = "exact" if snapshot.num_edges <= config.auto_exact_max_edges else "push"
+    nodes, mass, info = PPR_METHODS[chosen](snapshot, seeds, config, deadline)
+    return nodes, mass, {**info, "method": chosen}
+
+
+PPR_METHODS: dict[str, Callable] = {"exact": exact_ppr, "push": push_ppr,
+                                    "networkx": networkx_ppr, "auto": auto_ppr}
+
+
+def register_ppr_method(name: str, fn: Callable) -> None:
+    """Make ``fn`` usable as ``PPRConfig(method=name)``.
+
+    ``fn(snapshot, seeds, config, deadline)`` gets a :class:`~memlab.graph.csr.GraphSnapshot`,
+    the seed item numbers, the :class:`PPRConfig` and a ``time.perf_counter()`` deadline, and
+    returns ``(item_numbers, mass, info_dict)``.
+    """
+    register(PPR_METHODS, name, fn)
+
+
+# ---------------------------------------------------------------------------- entry points
+def run_ppr(ws, seeds: np.ndarray, config: PPRConfig, *, lock, cache=None,
+            cache_scope: tuple = ()) -> PPRResult:
+    """PPR from item numbers ``seeds`` of workspace ``ws``.
+
+    ``lock`` guards the store's writes; it is taken only after a concurrency slot was obtained,
+    so a saturated caller returns at once even while another computation holds the lock.
+    ``cache`` is a :class:`PPRCache`, None for the workspace's own, or False for none.
+    """
+    started = time.perf_counter()
+    requested = method_name(config.method, PPR_METHODS)
+    result = PPRResult({}, np.empty(0, np.int64), np.empty(0), requested,
+                       budget_ms=config.budget_ms)
+    seeds = np.unique(np.asarray(seeds, dtype=np.int64))
+
+    def done(res: PPRResult) -> PPRResult:
+        res.elapsed_ms = (time.perf_counter() - started) * 1e3
+        return res
+
+    if not len(seeds):
+        result.skipped = "no_seeds"
+        return done(result)
+    if config.max_nodes is not None and len(ws) > config.max_nodes:
+        result.skipped = "node_cap"
+        return done(result)
+    if cache is None:
+        cache = ws.graph.cache
+    use_cache = config.use_cache and cache is not False
+    key = cache_scope + (ws.graph.version, tuple(seeds.tolist()), config.cache_key())
+    if use_cache:
+        hit = cache.get(key)
+        if hit is not None:
+            return done(_finish(ws, result, *hit, cache_hit=True, top_k=config.top_k))
+    if not _IN_FLIGHT.acquire(blocking=False):
+        result.saturated = True
+        return done(result)
+    try:
+        with lock:
+            key = cache_scope + (ws.graph.version, tuple(seeds.tolist()), config.cache_key())
+            snapshot = ws.graph.snapshot(len(ws))
+            fn = config.method if callable(config.method) else PPR_METHODS[config.method]
+            nodes, mass, info = fn(snapshot, seeds, config, started + config.budget_ms / 1e3)
+            info = {"method": requested, **info}
+            nodes, mass = np.asarray(nodes, np.int64), np.asarray(mass, np.float64)
+            if use_cache:
+                cache.put(key, (nodes, mass, info))
+            return done(_finish(ws, result, nodes, mass, info, cache_hit=False,
+                                top_k=config.top_k))
+    finally:
+        _IN_FLIGHT.release()
+
+
+def _finish(ws, result: PPRResult, nodes: np.ndarray, mass: np.ndarray, info: dict, *,
+            cache_hit: bool, top_k: int | None) -> PPRResult:
+    if top_k is not None and len(nodes) > top_k:
+        kth = np.partition(mass, len(mass) - top_k)[len(mass) - top_k]
+        keep = np.flatnonzero(mass >= kth)  # ties at the cut compete on item id below
+        nodes, mass = nodes[keep], mass[keep]
+    ids = [ws.items[i].item_id for i in nodes.tolist()]
+    order = sorted(range(len(ids)), key=lambda p: (-mass[p], ids[p]))[:top_k]
+    result.indices, result.mass = nodes[order], mass[order]
+    result.scores = {ids[p]: float(mass[p]) for p in order}
+    result.method = info.get("method")
+    result.iterations = info.get("iterations") or 0
+    result.converged = info.get("converged")
+    result.residual = info.get("residual")
+    result.budget_exhausted = bool(info.get("budget_exhausted", False))
+    result.cache_hit = cache_hit
+    return result
+
+
+def ppr_result(memory, seed_item_ids, *, alpha: float = 0.85, top_k: int | None = 100,
+               budget_ms: float = 200.0, cache=None, workspace_id: str | None = None,
+               method: str | Callable = "auto", **options: Any) -> PPRResult:
+    """:func:`personalized_pagerank` with the full :class:`PPRResult`."""
+    config = PPRConfig(method=method, alpha=alpha, top_k=top_k, budget_ms=budget_ms, **options)
+    if workspace_id is not None and workspace_id != memory.workspace_id:
+        raise ValueError(f"workspace_id must be the memory's workspace "
+                         f"{memory.workspace_id!r} (or None), got {workspace_id!r}")
+    if cache is not None and cache is not False and not isinstance(cache, PPRCache):
+        raise ValueError(f"cache must be a PPRCache, None or False, got {cache!r}")
+    seed_ids = list(dict.fromkeys(seed_list(seed_item_ids)))
+    ws = memory.store.workspace(memory.workspace_id)
+    index_of = ws.index_of
+    known = [index_of[s] for s in seed_ids if s in index_of]
+    scope = () if cache is None or cache is False else ("workspace", memory.workspace_id)
+    result = run_ppr(ws, np.array(known, dtype=np.int64), config, lock=memory.store.lock,
+                     cache=cache, cache_scope=scope)
+    result.unknown_seeds = [s for s in seed_ids if s not in index_of]
+    return result
+
+
+def personalized_pagerank(memory, seed_item_ids, *, alpha: float = 0.85, top_k: int | None = 100,
+                          budget_ms: float = 200.0, cache=None, workspace_id: str | None = None,
+                          method: str | Callable = "auto", **options: Any) -> dict[str, float]:
+    """Personalized PageRank over ``memory``'s workspace from ``seed_item_ids`` (SPEC §5.2).
+
+    Parameters
+    ----------
+    memory : Memory
+        The facade whose workspace graph is ranked.
+    seed_item_ids : list of str
+        Personalization, uniform over the distinct ids present (others are dropped).
+    alpha, top_k, budget_ms, method, **options
+        See :class:`PPRConfig` (``options`` are its other fields, e.g. ``epsilon``).
+    cache : PPRCache, None or False
+        None uses the workspace's own cache, False none.
+    workspace_id : str, optional
+        Accepted for the seed's signature; must equal the memory's workspace when given.
+
+    Returns
+    -------
+    dict
+        ``{item_id: mass}``, highest first (ties by item id); ``{}`` without seeds, and when two
+        computations are already running (see :func:`ppr_result` for why).
+
+    Examples
+    --------
+    >>> from memlab import Memory
+    >>> mem = Memory()
+    >>> for i in "abc": _ = mem.add(f"item {i}", item_id=i)
+    >>> mem.add_edge("a", "b"); mem.add_edge("b", "c")
+    >>> scores = personalized_pagerank(mem, ["a"], method="exact", tol=1e-12)
+    >>> [(k, round(v, 4)) for k, v in scores.items()]
+    [('a', 0.3887), ('b', 0.3304), ('c', 0.2809)]
+    """
+    return ppr_result(memory, seed_item_ids, alpha=alpha, top_k=top_k, budget_ms=budget_ms,
+                      cache=cache, workspace_id=workspace_id, method=method, **options).scores
