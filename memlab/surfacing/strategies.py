@@ -16,7 +16,6 @@ of :mod:`memlab.graph` as configured by ``SurfacingConfig.spreading`` and ``.ppr
 from __future__ import annotations
 
 import re
-import time
 from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
