@@ -77,6 +77,7 @@ class Workspace:
     def __init__(self, workspace_id: str) -> None:
         self.workspace_id = workspace_id
         self.items: list[MemoryItem] = []
+        self.item_ids: list[str] = []  # item_ids[i] == items[i].item_id, for fast lookups
         self.index_of: dict[str, int] = {}
         self.bm25 = BM25Index()
         self.created_ts = Growable(np.float64, 64)
@@ -102,6 +103,11 @@ class Workspace:
         """SPEC §2.2: the last activation boost, else ``updated_at``, else ``created_at``."""
         boost = self.activation.last_boost_ts.view()[idx]
         return np.where(np.isnan(boost), self.updated_ts.view()[idx], boost)
+
+    def ids_of(self, idx: Sequence[int] | np.ndarray) -> list[str]:
+        """The item ids of item numbers ``idx``, in order."""
+        ids = self.item_ids
+        return [ids[i] for i in (idx.tolist() if isinstance(idx, np.ndarray) else idx)]
 
     def require(self, item_id: Any, name: str = "item_id") -> int:
         validate_id(item_id, name)
@@ -231,6 +237,7 @@ class MemoryStore:
             # ---- validated: from here on nothing raises on the caller's input
             ids = [new.item_id if new.item_id is not None else ws.generate_id(taken)
                    for new in new_items]
+            ws.item_ids.extend(ids)
             event_ts = now.isoformat()
             now_ts = now.timestamp()
             created, token_lists, tokens, eligible, procedural = [], [], [], [], []
@@ -315,8 +322,8 @@ class MemoryStore:
         src, dst = table.src.view(), table.dst.view()
         if only is not None:
             rows = rows[(src[rows] == only) | (dst[rows] == only)]
-        items, names = ws.items, table.type_names
-        return [[items[s].item_id, items[d].item_id, names[c], w] for s, d, c, w in
+        ids, names = ws.item_ids, table.type_names
+        return [[ids[s], ids[d], names[c], w] for s, d, c, w in
                 zip(src[rows].tolist(), dst[rows].tolist(), table.code.view()[rows].tolist(),
                     table.weight.view()[rows].tolist())]
 

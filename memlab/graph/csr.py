@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from memlab._arrays import Growable
+from memlab._arrays import Growable, group_sum
 from memlab.graph._common import LRUCache
 
 __all__ = ["EdgeChanges", "EdgeTable", "GraphView", "Undirected", "ragged_take"]
@@ -254,15 +254,19 @@ class GraphView:
         self.version = 0
         self.rebuilds = 0
         self._base: _Base | None = None
-        self._delta_src = Growable(np.int64, 64)
-        self._delta_dst = Growable(np.int64, 64)
-        self._delta_code = Growable(np.int32, 64)
-        self._delta_w = Growable(np.float64, 64)
+        self._reset_delta()
         self._delta_out: dict[int, list[int]] = {}  # node -> delta rows leaving it
         self._delta_touch: dict[int, list[int]] = {}  # node -> delta rows touching it
         self._stale = False  # delta too large: rebuild on next read, skip per-node bookkeeping
         self._lock = threading.RLock()
         self.cache = LRUCache(256)  # results keyed on version (e.g. PPR); cleared on writes
+
+    def _reset_delta(self) -> None:
+        # fresh columns rather than size = 0: a bulk load must not leave its capacity behind
+        self._delta_src = Growable(np.int64, 64)
+        self._delta_dst = Growable(np.int64, 64)
+        self._delta_code = Growable(np.int32, 64)
+        self._delta_w = Growable(np.float64, 64)
 
     # ------------------------------------------------------------------ writes
     def write(self, src, dst, edge_types, weights) -> None:
@@ -322,8 +326,7 @@ class GraphView:
 
     def _rebuild(self, n: int) -> _Base:
         self._base = _Base(n, self.table)
-        for col in (self._delta_src, self._delta_dst, self._delta_code, self._delta_w):
-            col.size = 0
+        self._reset_delta()
         self._delta_out.clear()
         self._delta_touch.clear()
         self._stale = False
@@ -435,8 +438,7 @@ class GraphSnapshot:
     def out_neighbours(self, node: int) -> tuple[np.ndarray, np.ndarray]:
         """Targets of ``node``'s outgoing edges and their summed weights, by target."""
         _, target, weight = self.out_edges(np.array([node]))
-        uniq, inverse = np.unique(target, return_inverse=True)
-        summed = np.bincount(inverse, weights=weight, minlength=len(uniq))
+        uniq, summed = group_sum(target, weight)
         live = summed > 1e-12
         return uniq[live], summed[live]
 
@@ -473,8 +475,7 @@ class GraphSnapshot:
         other = np.where(src[rows] == v, dst[rows], src[rows])
         nbr = np.concatenate([nbr, other])
         strength = np.concatenate([strength, dw[rows]])
-        uniq, inverse = np.unique(nbr, return_inverse=True)
-        summed = np.bincount(inverse, weights=strength, minlength=len(uniq))
+        uniq, summed = group_sum(nbr, strength)
         live = summed > 1e-12
         uniq, summed = uniq[live], summed[live]
         return uniq[np.lexsort((uniq, -summed))]

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from memlab._arrays import group_sum, sorted_unique
 from memlab.graph._common import (
     LRUCache,
     check_method,
@@ -153,9 +154,15 @@ class PPRConfig:
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
 
     def cache_key(self) -> tuple:
-        return tuple((f.name, method_name(self.method, PPR_METHODS) if f.name == "method"
-                      else getattr(self, f.name))
-                     for f in dataclasses.fields(self) if f.name not in ("budget_ms", "use_cache"))
+        """The fields that change results (everything but the budget and the cache switch)."""
+        key = self.__dict__.get("_cache_key")
+        if key is None:  # computed once: dataclasses.fields() is slow on a per-query path
+            key = tuple((f.name, method_name(self.method, PPR_METHODS) if f.name == "method"
+                         else getattr(self, f.name))
+                        for f in dataclasses.fields(self)
+                        if f.name not in ("budget_ms", "use_cache"))
+            object.__setattr__(self, "_cache_key", key)
+        return key
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -254,7 +261,7 @@ def push_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
              deadline: float) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Andersen–Chung–Lang local push in vectorised synchronous rounds."""
     n = snapshot.n
-    seeds = np.unique(seeds)
+    seeds = sorted_unique(seeds)
     alpha, eps = config.alpha, config.epsilon
     residual = np.zeros(n)  # calloc'd: only the pages pushes touch are ever written
     estimate = np.zeros(n)
@@ -279,16 +286,16 @@ def push_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
             residual[seeds] += alpha * mass[dangling].sum() / len(seeds)
         live = ~dangling[owner]
         owner, target, weight = owner[live], target[live], weight[live]
-        np.add.at(residual, target, alpha * mass[owner] / out_weight[owner] * weight)
-        candidates = np.unique(target)
+        candidates, received = group_sum(target, alpha * mass[owner] / out_weight[owner] * weight)
+        residual[candidates] += received
         if dangling.any():
-            candidates = np.union1d(candidates, seeds)
+            candidates = sorted_unique(np.concatenate([candidates, seeds]))
         touched.append(candidates)
         degree = np.ones(len(candidates))
         inside = candidates < base_n
         degree[inside] = np.maximum(base_degree[candidates[inside]], 1)
         active = candidates[residual[candidates] > eps * degree]
-    nodes = np.unique(np.concatenate(touched))
+    nodes = sorted_unique(np.concatenate(touched))
     values = estimate[nodes]
     keep = values > 0
     return nodes[keep], values[keep], {"iterations": rounds, "converged": not exhausted,
@@ -306,7 +313,7 @@ def networkx_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
     graph = nx.DiGraph()
     graph.add_nodes_from(range(n))
     graph.add_weighted_edges_from(zip(coo.row.tolist(), coo.col.tolist(), coo.data.tolist()))
-    personalization = {int(s): 1.0 for s in np.unique(seeds)}
+    personalization = dict.fromkeys(seeds.tolist(), 1.0)
     # networkx stops when the L1 change < n * tol: translate our rule into its terms
     tol = config.tol if config.tol_scaled_by_n else config.tol / max(n, 1)
     try:
@@ -357,7 +364,7 @@ def run_ppr(ws, seeds: np.ndarray, config: PPRConfig, *, lock, cache=None,
     requested = method_name(config.method, PPR_METHODS)
     result = PPRResult({}, np.empty(0, np.int64), np.empty(0), requested,
                        budget_ms=config.budget_ms)
-    seeds = np.unique(np.asarray(seeds, dtype=np.int64))
+    seeds = sorted_unique(np.asarray(seeds, dtype=np.int64))
 
     def done(res: PPRResult) -> PPRResult:
         res.elapsed_ms = (time.perf_counter() - started) * 1e3
@@ -402,7 +409,7 @@ def _finish(ws, result: PPRResult, nodes: np.ndarray, mass: np.ndarray, info: di
         kth = np.partition(mass, len(mass) - top_k)[len(mass) - top_k]
         keep = np.flatnonzero(mass >= kth)  # ties at the cut compete on item id below
         nodes, mass = nodes[keep], mass[keep]
-    ids = [ws.items[i].item_id for i in nodes.tolist()]
+    ids = ws.ids_of(nodes)
     order = sorted(range(len(ids)), key=lambda p: (-mass[p], ids[p]))[:top_k]
     result.indices, result.mass = nodes[order], mass[order]
     result.scores = {ids[p]: float(mass[p]) for p in order}

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from memlab._arrays import sorted_unique
 from memlab.graph._common import (
     check_method,
     from_dict,
@@ -173,7 +174,7 @@ def bfs_spread(snapshot: GraphSnapshot, seeds: np.ndarray, config: SpreadConfig,
     Each hop is a handful of numpy calls over the frontier (no per-edge Python), which is what
     keeps a depth-2 spread under a millisecond at a million nodes.
     """
-    visited = np.unique(seeds)
+    visited = sorted_unique(seeds)
     frontier = visited
     found, found_hops = [], []
     completed = 0
@@ -182,11 +183,11 @@ def bfs_spread(snapshot: GraphSnapshot, seeds: np.ndarray, config: SpreadConfig,
             return _concat(found), _concat(found_hops), completed, True
         if not len(frontier) or not len(codes):
             break
-        reached = np.unique(snapshot.strongest_neighbours(frontier, codes, config.max_fan_out))
-        new = reached[~np.isin(reached, visited, assume_unique=True)]
+        reached = sorted_unique(snapshot.strongest_neighbours(frontier, codes, config.max_fan_out))
+        new = reached[~np.isin(reached, visited, assume_unique=True, kind="sort")]
         found.append(new)
         found_hops.append(np.full(len(new), hop, dtype=np.int64))
-        visited = np.union1d(visited, new)
+        visited = sorted_unique(np.concatenate([visited, new]))
         frontier = new
         completed = hop
     return _concat(found), _concat(found_hops), completed, False
@@ -250,16 +251,22 @@ def run_spread(ws, seeds: np.ndarray, config: SpreadConfig) -> SpreadResult:
     hops = np.asarray(hops, dtype=np.int64)
     keep = ~np.isin(nodes, seeds)
     nodes, hops = nodes[keep], hops[keep]
-    ids = [ws.items[i].item_id for i in nodes.tolist()]
-    order = sorted(range(len(ids)), key=lambda p: (int(hops[p]), ids[p]))
     cap = config.max_fan_out * config.depth
-    truncated = max(0, len(order) - cap)
-    order = order[:cap]
-    nodes, hops = nodes[order], hops[order]
-    scores = {ids[p]: config.damping ** int(hops[j]) for j, p in enumerate(order)}
+    chosen_nodes, chosen_hops, chosen_ids = [], [], []
+    for hop in sorted(set(hops.tolist())):  # nearest first; ids are looked up only as needed
+        at_hop = nodes[hops == hop]
+        ranked = sorted(zip(ws.ids_of(at_hop), at_hop.tolist()))[:cap - len(chosen_ids)]
+        chosen_ids += [i for i, _ in ranked]
+        chosen_nodes += [v for _, v in ranked]
+        chosen_hops += [hop] * len(ranked)
+        if len(chosen_ids) >= cap:
+            break
+    truncated = len(nodes) - len(chosen_ids)
+    nodes, hops = np.array(chosen_nodes, np.int64), np.array(chosen_hops, np.int64)
+    scores = {i: config.damping ** h for i, h in zip(chosen_ids, chosen_hops)}
     return SpreadResult(scores, nodes, hops, method_name(config.method, SPREAD_METHODS),
                         (time.perf_counter() - started) * 1e3, config.budget_ms, exhausted,
-                        completed, [ws.items[i].item_id for i in seeds.tolist()], [], types,
+                        completed, ws.ids_of(seeds), [], types,
                         truncated)
 
 

@@ -299,7 +299,7 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     lap("composite")
 
     # 8. order and budget ------------------------------------------------------------------
-    item_ids = [ws.items[i].item_id for i in idx.tolist()]
+    item_ids = ws.ids_of(idx)
     # mandatory first, filtered last; then score desc, relevance desc, item_id asc
     id_rank = np.argsort(np.argsort(np.array(item_ids, dtype=object), kind="stable"), kind="stable") \
         if n else np.empty(0, np.int64)

@@ -180,7 +180,7 @@ class MultiHopStrategy(RelevanceOnly):
 
     def expand(self, run: "QueryRun") -> None:
         seeds = run.ranked_docs[:run.config.multi_hop_seeds]
-        run.notes["multi_hop_seeds"] = [run.ws.items[i].item_id for i in seeds.tolist()]
+        run.notes["multi_hop_seeds"] = run.ws.ids_of(seeds)
         config = run.config.spreading
         if config is None:
             run.notes["spreading"] = "not_configured"
