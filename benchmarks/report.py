@@ -35,7 +35,63 @@ def main(path: str) -> str:
     bulk = rows.get("test_add_many_50k_short_items")
     if bulk:
         out.append(f"- add_many: {50_000 / bulk['stats']['median']:,.0f} items/s")
+    out += graph_lines(rows)
     return "\n".join(out)
+
+
+def _median(rows: dict, name: str) -> float | None:
+    row = rows.get(name)
+    return row["stats"]["median"] if row else None
+
+
+def graph_lines(rows: dict) -> list[str]:
+    """The graph section's ratios and targets (issue 3)."""
+    out = []
+    exact, nx_full = _median(rows, "test_ppr_exact_networkx_rule"), \
+        _median(rows, "test_ppr_networkx_pagerank")
+    nx_only, matvec = _median(rows, "test_ppr_networkx_pagerank_only"), \
+        _median(rows, "test_ppr_matvec")
+    if exact and nx_full:
+        out.append(f"- PPR at 100k, networkx's stopping rule: exact {exact * 1e3:.1f} ms vs "
+                   f"networkx.pagerank with its per-call graph build {nx_full * 1e3:,.0f} ms: "
+                   f"**{nx_full / exact:,.0f}x** (target >= 20x)"
+                   + (f"; vs nx.pagerank alone on a prebuilt graph {nx_only / exact:,.0f}x"
+                      if nx_only else ""))
+    for name in ("test_ppr_exact_networkx_rule", "test_ppr_exact_tight"):
+        row = rows.get(name)
+        if row and matvec:
+            iters = row["extra_info"]["iterations"]
+            floor = iters * matvec
+            out.append(f"- {name.removeprefix('test_')}: {iters} iterations; matvec floor "
+                       f"{floor * 1e3:.1f} ms ({iters} x {matvec * 1e3:.2f} ms); exact is "
+                       f"{row['stats']['median'] / floor:.2f}x the floor (target <= 2x)")
+    for n, label in ((100_000, "100k"), (1_000_000, "1M")):
+        push = _median(rows, f"test_ppr_push[{n}]")
+        spread = _median(rows, f"test_spread[{n}]")
+        ctx = _median(rows, f"test_context_multi_hop[{n}]")
+        build = _median(rows, f"test_build_memory_bulk[{n}]")
+        rebuild = _median(rows, f"test_graph_view_rebuild[{n}]")
+        parts = []
+        if push:
+            parts.append(f"push PPR {push * 1e3:.2f} ms")
+        if spread:
+            parts.append(f"spreading {spread * 1e3:.2f} ms")
+        if ctx:
+            parts.append(f"deep:multi-hop context {ctx * 1e3:.1f} ms")
+        if build:
+            parts.append(f"bulk build {build:.1f} s")
+        if rebuild:
+            parts.append(f"full view rebuild {rebuild:.2f} s")
+        if parts:
+            out.append(f"- {label} items: " + ", ".join(parts))
+    mem = rows.get("test_graph_view_memory_1m")
+    if mem:
+        info = mem["extra_info"]
+        out.append(f"- 1M-node view: retains {info['retained_bytes'] / 2**20:,.0f} MiB for "
+                   f"{info['csr_array_bytes'] / 2**20:,.0f} MiB of CSR arrays "
+                   f"({info['ratio']:.2f}x; target <= 2x); build peak "
+                   f"{info['peak_bytes'] / 2**20:,.0f} MiB")
+    return out
 
 
 if __name__ == "__main__":

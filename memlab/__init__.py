@@ -3,6 +3,8 @@
 from memlab.clock import Clock, ManualClock, SystemClock
 from memlab.errors import (BudgetTooSmall, DuplicateItemError, SessionPinWorkspaceConflict,
                            UnknownItemError)
+from memlab.graph import (PPRCache, PPRConfig, PPRConvergenceError, SpreadConfig,
+                          personalized_pagerank, spread)
 from memlab.memory import Memory
 from memlab.model import Edge, MemoryItem, SurfacingDecision, SurfacingStrategy
 from memlab.store import MemoryStore
@@ -16,4 +18,6 @@ __all__ = [
     "SurfacingDecision", "SurfacingStrategy", "BudgetTooSmall", "SessionPinWorkspaceConflict",
     "UnknownItemError", "DuplicateItemError", "Edge", "MemoryItem", "ContextRecord",
     "SurfacingConfig", "SEED_COMPAT", "DEFAULT", "RECIPES", "get_recipe", "__version__",
+    "spread", "personalized_pagerank", "SpreadConfig", "PPRConfig", "PPRCache",
+    "PPRConvergenceError",
 ]

@@ -209,7 +209,7 @@ def _build_undirected(n: int, src: np.ndarray, dst: np.ndarray, w: np.ndarray) -
 class _Base:
     """An immutable CSR snapshot of the table as of ``edges`` rows and ``version``."""
 
-    __slots__ = ("edges", "n", "out", "out_degree", "out_weight", "undirected")
+    __slots__ = ("edges", "inverse", "n", "out", "out_degree", "out_weight", "undirected")
 
     def __init__(self, n: int, table: EdgeTable) -> None:
         alive = table.alive()
@@ -223,6 +223,7 @@ class _Base:
         self.out_weight = np.bincount(src, weights=w, minlength=n)
         self.out_degree = np.diff(self.out.indptr).astype(np.int64)
         self.undirected: dict[tuple[int, ...], Undirected] = {}
+        self.inverse: tuple[np.ndarray, np.ndarray] | None = None  # built on first use
 
 
 class GraphView:
@@ -388,9 +389,25 @@ class GraphSnapshot:
             w[np.abs(w) < 1e-12] = 0.0
         return w
 
+    def inverse_out_weight(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(1 / out_weight, 0 where none)`` and the dangling nodes (no outgoing weight)."""
+        base = self.base
+        if not self.delta_size and self.n == base.n and base.inverse is not None:
+            return base.inverse
+        weight = self.out_weight()
+        live = weight > 0
+        inverse = np.zeros(self.n)
+        inverse[live] = 1.0 / weight[live]
+        result = (inverse, np.flatnonzero(~live))
+        if not self.delta_size and self.n == base.n:
+            base.inverse = result  # immutable base: computed once per rebuild
+        return result
+
     def transpose_matvec(self, z: np.ndarray) -> np.ndarray:
         """``y[j] = sum_i W[i, j] * z[i]``: mass flowing along every edge, for ``z`` of length n."""
         nb = self.base.n
+        if not self.delta_size and self.n == nb:
+            return self.base.out.T @ z
         y = np.zeros(self.n)
         y[:nb] = self.base.out.T @ z[:nb]
         if self.delta_size:

@@ -223,16 +223,12 @@ def exact_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
               deadline: float) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Power iteration on the CSR view (see the module notes for the stopping rule)."""
     n = snapshot.n
-    p = _personalization(n, seeds)
-    out_weight = snapshot.out_weight()
-    dangling = np.flatnonzero(out_weight <= 0)
-    inv = np.zeros(n)
-    live = out_weight > 0
-    inv[live] = 1.0 / out_weight[live]
+    seeds = sorted_unique(seeds)
+    share = 1.0 / len(seeds)
+    inverse, dangling = snapshot.inverse_out_weight()
     threshold = config.tol * n if config.tol_scaled_by_n else config.tol
     alpha = config.alpha
-    teleport = (1.0 - alpha) * p
-    x = p.copy()
+    x = _personalization(n, seeds)
     change = np.inf
     exhausted = converged = False
     iterations = 0
@@ -240,10 +236,10 @@ def exact_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
         if time.perf_counter() > deadline:
             exhausted = True
             break
-        y = snapshot.transpose_matvec(x * inv)
-        y += x[dangling].sum() * p
+        y = snapshot.transpose_matvec(x * inverse)
         y *= alpha
-        y += teleport
+        # teleport and dangling mass both return to the seeds: a sparse update, not a dense one
+        y[seeds] += (alpha * x[dangling].sum() + 1.0 - alpha) * share
         change = float(np.abs(y - x).sum())
         x = y
         iterations += 1
