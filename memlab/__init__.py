@@ -6,6 +6,8 @@ from memlab.errors import (BudgetTooSmall, DuplicateItemError, SessionPinWorkspa
 from memlab.graph import (PPRCache, PPRConfig, PPRConvergenceError, SpreadConfig,
                           personalized_pagerank, spread)
 from memlab.memory import Memory
+from memlab.session import (PMMemoryStore, PromotionPolicy, get_memory_status, promote_to_long_term,
+                            resolve_context)
 from memlab.model import Edge, MemoryItem, SurfacingDecision, SurfacingStrategy
 from memlab.store import MemoryStore
 from memlab.surfacing.config import DEFAULT, RECIPES, SEED_COMPAT, SurfacingConfig, get_recipe
@@ -19,5 +21,6 @@ __all__ = [
     "UnknownItemError", "DuplicateItemError", "Edge", "MemoryItem", "ContextRecord",
     "SurfacingConfig", "SEED_COMPAT", "DEFAULT", "RECIPES", "get_recipe", "__version__",
     "spread", "personalized_pagerank", "SpreadConfig", "PPRConfig", "PPRCache",
-    "PPRConvergenceError",
+    "PPRConvergenceError", "PMMemoryStore", "PromotionPolicy", "resolve_context",
+    "promote_to_long_term", "get_memory_status",
 ]

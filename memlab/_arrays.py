@@ -44,6 +44,18 @@ class Growable:
         self.data[self.size:self.size + len(values)] = values
         self.size += len(values)
 
+    def insert(self, pos: int, value) -> None:
+        """Insert ``value`` before position ``pos`` (O(size - pos): a memmove)."""
+        self._reserve(1)
+        self.data[pos + 1:self.size + 1] = self.data[pos:self.size].copy()
+        self.data[pos] = value
+        self.size += 1
+
+    def delete(self, pos: int) -> None:
+        """Remove the entry at ``pos`` (O(size - pos))."""
+        self.data[pos:self.size - 1] = self.data[pos + 1:self.size].copy()
+        self.size -= 1
+
     def view(self) -> np.ndarray:
         """The live part (a view: writes through, invalidated by the next growth)."""
         return self.data[:self.size]

@@ -96,6 +96,7 @@ class Memory:
         self.store = store if store is not None else MemoryStore()
         self.workspace_id = workspace_id
         self.surfacing_mode = surfacing_mode
+        self.reasoner = None  # a memlab.maintenance.Reasoner runs after topic events
         self.clock = clock if clock is not None else SystemClock()
         self.on_record = on_record
         self._rng = random.Random(seed)
@@ -192,7 +193,7 @@ class Memory:
         """
         with self.store.lock:
             edge = self.store.prepare_edge(self.workspace_id, src_id, dst_id, edge_type, weight)
-            self.store.add_edges(self.workspace_id, [edge])
+            self.store.add_edges(self.workspace_id, [edge], self.clock.now())
 
     def add_edges(self, edges) -> int:
         """Add many edges, all or nothing; returns how many entries were written.
@@ -233,7 +234,7 @@ class Memory:
                     prepared.append(self.store.prepare_edge(self.workspace_id, *args))
                 except ValueError as exc:
                     raise type(exc)(f"edges[{pos}]: {exc}") from None
-            self.store.add_edges(self.workspace_id, prepared)
+            self.store.add_edges(self.workspace_id, prepared, self.clock.now())
         return len(prepared)
 
     def _add_edge_frame(self, frame) -> int:
@@ -283,7 +284,8 @@ class Memory:
                         check(row, lambda w: validate_weight(w, "weight", allow_zero=False),
                               raw[row])
                         weights[row] = float(raw[row])
-            self.store.add_edge_arrays(self.workspace_id, ends["src"], ends["dst"], types, weights)
+            self.store.add_edge_arrays(self.workspace_id, ends["src"], ends["dst"], types, weights,
+                                       self.clock.now())
         return len(frame)
 
     def get_edges(self, item_id: str | None = None) -> list[dict[str, Any]]:

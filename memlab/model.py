@@ -33,6 +33,8 @@ DEFAULT_SPREADING_EDGE_TYPES: tuple[str, ...] = (
 NON_PROPAGATING_EDGE_TYPES: tuple[str, ...] = ("CONTRADICTS", "SUPERSEDES", "GROUNDED_IN")
 KNOWN_EDGE_TYPES: frozenset[str] = frozenset(DEFAULT_SPREADING_EDGE_TYPES + NON_PROPAGATING_EDGE_TYPES)
 
+HISTORY_CAP = 500  # events kept per item (and versions kept per topic field)
+
 _EDGE_TYPE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -95,6 +97,14 @@ class MemoryItem:
     salience: float = 1.0
     archived: bool = False
     history: list[dict] = field(default_factory=list)
+    history_dropped: int = 0  # events beyond HISTORY_CAP, oldest first, counted not kept
+
+    def record(self, event: dict) -> None:
+        """Append a history event, keeping the newest ``HISTORY_CAP`` (drops are counted)."""
+        self.history.append(event)
+        if len(self.history) > HISTORY_CAP:
+            del self.history[0]
+            self.history_dropped += 1
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly snapshot (datetimes as ISO strings, copies of mutable fields)."""
@@ -104,6 +114,7 @@ class MemoryItem:
             "created_at": self.created_at.isoformat(), "updated_at": self.updated_at.isoformat(),
             "salience": self.salience, "archived": self.archived,
             "history": [dict(event) for event in self.history],
+            "history_dropped": self.history_dropped,
         }
 
 

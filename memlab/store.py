@@ -35,11 +35,19 @@ from memlab.model import (
 )
 from memlab.signals.activation import ActivationState
 from memlab.signals.bm25 import BM25Index
-from memlab.text import Gazetteer, estimate_tokens, tokenize
+from memlab.text import Gazetteer, estimate_tokens, normalise_title, tokenize
 
-__all__ = ["MemoryStore", "NewItem", "Workspace", "paused_gc"]
+__all__ = ["MemoryStore", "NewItem", "Workspace", "node_key_of", "paused_gc"]
 
 _TITLE_KEYS = ("title", "label", "name")
+
+
+def node_key_of(metadata: dict) -> tuple[str, str] | None:
+    """``(node_type, normalised label)`` of a long-term graph node's metadata, else None."""
+    node_type, label = metadata.get("node_type"), metadata.get("label")
+    if isinstance(node_type, str) and isinstance(label, str) and normalise_title(label):
+        return node_type, normalise_title(label)
+    return None
 
 
 @contextlib.contextmanager
@@ -85,9 +93,13 @@ class Workspace:
         self.eligible = Growable(np.bool_, 64)  # may surface as an ordinary candidate
         self.tokens = Growable(np.int64, 64)
         self.procedural = Growable(np.bool_, 64)
+        self.longterm = Growable(np.bool_, 64)  # a long-term graph node (node_type + label)
         self.activation = ActivationState()
         self.gazetteer = Gazetteer()
         self.graph = GraphView(EdgeTable())  # edges and their CSR view
+        self.node_index: dict[tuple[str, str], int] = {}  # (node_type, normalised label) -> item
+        self.topic_fields: dict[int, dict[str, dict]] = {}  # topic item -> its versioned fields
+        self.last_decay_ts: float | None = None  # the maintenance decay sweep's last run
         self.version = 0  # bumped by every write
         self._next_generated = 0
 
@@ -186,8 +198,14 @@ class MemoryStore:
                 out["workspaces"][wid] = {
                     "items": [item.to_dict() for item in ws.items],
                     "edges": self._edge_rows(ws),
+                    "edge_ts": [None if t != t else t for t in  # noqa: PLR0124 (NaN test)
+                                ws.graph.table.updated_ts.view().tolist()],
                     "columns": {name: getattr(ws, name).view().tolist() for name in
-                                ("created_ts", "updated_ts", "eligible", "tokens", "procedural")},
+                                ("created_ts", "updated_ts", "eligible", "tokens", "procedural",
+                                 "longterm")},
+                    "node_index": sorted([list(k) + [v] for k, v in ws.node_index.items()]),
+                    "topic_fields": {str(k): v for k, v in sorted(ws.topic_fields.items())},
+                    "last_decay_ts": ws.last_decay_ts,
                     "activation": {"stored": act.stored.view().tolist(),
                                    "anchor_ts": act.anchor_ts.view().tolist(),
                                    "last_boost_ts": [None if t != t else t
@@ -240,7 +258,7 @@ class MemoryStore:
             ws.item_ids.extend(ids)
             event_ts = now.isoformat()
             now_ts = now.timestamp()
-            created, token_lists, tokens, eligible, procedural = [], [], [], [], []
+            created, token_lists, tokens, eligible, procedural, longterm = [], [], [], [], [], []
             first = len(ws.items)
             items, index_of, gazetteer = ws.items, ws.index_of, ws.gazetteer
             for offset, (item_id, new) in enumerate(zip(ids, new_items)):
@@ -250,11 +268,17 @@ class MemoryStore:
                                         history=[{"ts": event_ts, "kind": "created",
                                                   "detail": {"memory_type": new.memory_type}}]))
                 index_of[item_id] = first + offset
+                is_node = False
                 if new.metadata:
                     for key in _TITLE_KEYS:
                         title = new.metadata.get(key)
                         if isinstance(title, str):
                             gazetteer.add(title)
+                    node_key = node_key_of(new.metadata)
+                    if node_key is not None:
+                        ws.node_index.setdefault(node_key, first + offset)
+                        is_node = True
+                longterm.append(is_node)
                 created.append(now_ts if new.created_at is None else created_at.timestamp())
                 token_lists.append(tokenize(new.content))
                 tokens.append(estimate_tokens(new.content))
@@ -269,6 +293,7 @@ class MemoryStore:
             ws.tokens.extend(tokens)
             ws.eligible.extend(eligible)
             ws.procedural.extend(procedural)
+            ws.longterm.extend(longterm)
             ws.activation.add(np.asarray(created), initial_activation)
             ws.version += 1
             return ids
@@ -284,8 +309,73 @@ class MemoryStore:
                                     half_life_h=half_life_h)
             event_ts = now.isoformat()
             for i in idx:
-                ws.items[i].history.append({"ts": event_ts, "kind": "reinforced",
-                                            "detail": {"via": kind}})
+                ws.items[i].record({"ts": event_ts, "kind": "reinforced", "detail": {"via": kind}})
+            ws.version += 1
+
+    def update_item(self, workspace_id: str, idx: int, now: datetime, *,
+                    content: str | None = None, metadata: dict | None = None,
+                    kind: str = "updated", detail: dict | None = None) -> None:
+        """Change an item's content and/or metadata in place (validated input only).
+
+        The BM25 index re-indexes only the item's old and new terms; the item keeps its number.
+        """
+        with self.lock:
+            ws = self.workspace(workspace_id)
+            item = ws.items[idx]
+            if content is not None and content != item.content:
+                ws.bm25.replace(idx, tokenize(item.content), tokenize(content))
+                ws.tokens.data[idx] = estimate_tokens(content)
+                item.content = content
+            if metadata is not None:
+                old_key, new_key = node_key_of(item.metadata), node_key_of(metadata)
+                if old_key != new_key:
+                    if old_key is not None and ws.node_index.get(old_key) == idx:
+                        del ws.node_index[old_key]
+                    if new_key is not None:
+                        ws.node_index.setdefault(new_key, idx)
+                    ws.longterm.data[idx] = new_key is not None
+                for key in _TITLE_KEYS:
+                    if isinstance(metadata.get(key), str):
+                        ws.gazetteer.add(metadata[key])
+                item.metadata = metadata
+            item.updated_at = now
+            ws.updated_ts.data[idx] = now.timestamp()
+            item.record({"ts": now.isoformat(), "kind": kind, "detail": detail or {}})
+            ws.version += 1
+
+    def record_event(self, workspace_id: str, idx: int, now: datetime, kind: str,
+                     detail: dict | None = None) -> None:
+        """Append a history event to one item."""
+        with self.lock:
+            ws = self.workspace(workspace_id)
+            ws.items[idx].record({"ts": now.isoformat(), "kind": kind, "detail": detail or {}})
+            ws.version += 1
+
+    def set_salience(self, workspace_id: str, idx: Sequence[int], values: Sequence[float]) -> None:
+        """Set items' salience (clamped to [0, 10])."""
+        with self.lock:
+            ws = self.workspace(workspace_id)
+            for i, value in zip(idx, values):
+                # rounded so that repeated +0.1 bumps read as 1.1, 1.2, … not 1.2000000000000002
+                ws.items[i].salience = round(min(10.0, max(0.0, float(value))), 12)
+            ws.version += 1
+
+    def archive(self, workspace_id: str, idx: Sequence[int], now: datetime, reason: str,
+                detail: dict | None = None) -> None:
+        """Archive items: kept with their history, never surfaced again (nothing is deleted)."""
+        with self.lock:
+            ws = self.workspace(workspace_id)
+            for i in idx:
+                item = ws.items[i]
+                if item.archived:
+                    continue
+                item.archived = True
+                ws.eligible.data[i] = False
+                key = node_key_of(item.metadata)
+                if key is not None and ws.node_index.get(key) == i:
+                    del ws.node_index[key]
+                item.record({"ts": now.isoformat(), "kind": "archived",
+                             "detail": {"reason": reason, **(detail or {})}})
             ws.version += 1
 
     # ------------------------------------------------------------ edges
@@ -299,22 +389,36 @@ class MemoryStore:
         return s, d, validate_edge_type(edge_type), validate_weight(weight, "weight",
                                                                     allow_zero=False)
 
-    def add_edges(self, workspace_id: str, edges: Sequence[tuple[int, int, str, float]]) -> None:
+    def add_edges(self, workspace_id: str, edges: Sequence[tuple[int, int, str, float]],
+                  now: datetime | None = None) -> None:
         """Write prepared edges (an existing ``(src, dst, type)`` edge gets the new weight)."""
         if not edges:
             return
         src, dst, types, weights = zip(*edges)
         self.add_edge_arrays(workspace_id, np.array(src, np.int64), np.array(dst, np.int64),
-                             list(types), np.array(weights, np.float64))
+                             list(types), np.array(weights, np.float64), now)
 
     def add_edge_arrays(self, workspace_id: str, src: np.ndarray, dst: np.ndarray,
-                        edge_types: Sequence[str] | str, weights: np.ndarray) -> None:
+                        edge_types: Sequence[str] | str, weights: np.ndarray,
+                        now: datetime | None = None) -> None:
         """Write validated edges given as item numbers (the bulk path)."""
         with self.lock:
             ws = self.workspace(workspace_id)
             if len(src):
-                ws.graph.write(src, dst, edge_types, weights)
+                ws.graph.write(src, dst, edge_types, weights,
+                               float("nan") if now is None else now.timestamp())
                 ws.version += 1
+
+    def remove_edges(self, workspace_id: str, rows: Sequence[int]) -> int:
+        """Remove edge rows (see :meth:`EdgeTable.remove`); returns how many were live."""
+        with self.lock:
+            ws = self.workspace(workspace_id)
+            rows = np.asarray(rows, dtype=np.int64)
+            live = rows[ws.graph.table.weight.view()[rows] > 0] if len(rows) else rows
+            if len(live):
+                ws.graph.remove(live)
+                ws.version += 1
+            return len(live)
 
     def _edge_rows(self, ws: Workspace, only: int | None = None) -> list[list]:
         table = ws.graph.table

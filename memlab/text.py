@@ -35,6 +35,17 @@ def tokenize(text: str) -> list[str]:
     return [w for w in _WORD_RE.findall(text.lower()) if w not in STOPWORDS]
 
 
+def normalise_title(text: str) -> str:
+    """A title reduced for equality tests: lowercase, punctuation dropped, spaces collapsed.
+
+    Examples
+    --------
+    >>> normalise_title("  The Auth-Service (v2)! ")
+    'the auth service v2'
+    """
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
 def estimate_tokens(text: str) -> int:
     """The SPEC §3 token estimate: 0 for empty text, else ``max(1, len(text) // 4)``.
 

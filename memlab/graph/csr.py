@@ -69,6 +69,7 @@ class EdgeTable:
         self.dst = Growable(np.int64, 64)
         self.code = Growable(np.int32, 64)
         self.weight = Growable(np.float64, 64)
+        self.updated_ts = Growable(np.float64, 64)  # last write of each row (NaN: unknown)
         self.type_names: list[str] = []
         self._code_of: dict[str, int] = {}
         # One dict per type: pair key -> row. A Python dict is the fastest exact upsert index
@@ -100,10 +101,11 @@ class EdgeTable:
             self._row_of.append({})
         return code
 
-    def upsert(self, src, dst, edge_types, weights) -> EdgeChanges:
-        """Write edges (already validated); returns the signed changes for the view.
+    def upsert(self, src, dst, edge_types, weights, ts: float = float("nan")) -> EdgeChanges:
+        """Write edges (already validated) at time ``ts``; returns the signed changes for the view.
 
         Within one call a repeated ``(src, dst, type)`` keeps its first row and its last weight.
+        Every written row, re-weighted or not, gets ``updated_ts = ts``.
         """
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
@@ -142,8 +144,10 @@ class EdgeTable:
         self.dst.extend(dst[new])
         self.code.extend(codes[new])
         self.weight.extend(new_weights)
+        self.updated_ts.extend(np.full(len(new), ts))
         upd_rows = np.fromiter(updates.keys(), np.int64, len(updates))
         upd_pos = np.fromiter(updates.values(), np.int64, len(updates))
+        self.updated_ts.view()[upd_rows] = ts
         live = weight_col.view()
         old = live[upd_rows].copy()
         live[upd_rows] = weights[upd_pos]
@@ -153,6 +157,23 @@ class EdgeTable:
         dweight = np.concatenate([new_weights, live[upd_rows] - old])
         return EdgeChanges(self.src.view()[rows].copy(), self.dst.view()[rows].copy(),
                            self.code.view()[rows].copy(), dweight, len(new), len(upd_rows))
+
+    def remove(self, rows) -> EdgeChanges:
+        """Remove live rows (their weight becomes 0; the row number is never reused)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        rows = rows[self.weight.view()[rows] > 0]
+        src, dst = self.src.view()[rows], self.dst.view()[rows]
+        code, old = self.code.view()[rows], self.weight.view()[rows].copy()
+        for s, d, c in zip(src.tolist(), dst.tolist(), code.tolist()):
+            del self._row_of[c][(s << _KEY_SHIFT) | d]
+        self.weight.view()[rows] = 0.0
+        return EdgeChanges(src.copy(), dst.copy(), code.copy(), -old, 0, 0)
+
+    def rows_touching(self, nodes) -> np.ndarray:
+        """Live rows with either end in ``nodes``."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        hit = np.isin(self.src.view(), nodes) | np.isin(self.dst.view(), nodes)
+        return np.flatnonzero(hit & self.alive())
 
     def alive(self) -> np.ndarray:
         """Rows whose weight is positive (a removed edge keeps its row with weight 0)."""
@@ -270,10 +291,15 @@ class GraphView:
         self._delta_w = Growable(np.float64, 64)
 
     # ------------------------------------------------------------------ writes
-    def write(self, src, dst, edge_types, weights) -> None:
+    def write(self, src, dst, edge_types, weights, ts: float = float("nan")) -> None:
         """Upsert edges into the table and record the change (validated input only)."""
         with self._lock:
-            self.apply(self.table.upsert(src, dst, edge_types, weights))
+            self.apply(self.table.upsert(src, dst, edge_types, weights, ts))
+
+    def remove(self, rows) -> None:
+        """Remove table rows and record the change."""
+        with self._lock:
+            self.apply(self.table.remove(rows))
 
     def apply(self, changes: EdgeChanges) -> None:
         """Record changes already written to the table."""

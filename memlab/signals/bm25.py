@@ -14,12 +14,13 @@ configuration sweep never re-indexes.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Iterable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
-from memlab._arrays import Growable
+from memlab._arrays import Growable, group_sum
 
 __all__ = ["BM25Index", "IDF_VARIANTS", "lookup_scores"]
 
@@ -107,6 +108,39 @@ class BM25Index:
         self._doc_len.append(len(tokens))
         self._total_len += len(tokens)
         return doc
+
+    def replace(self, doc: int, old_tokens: Sequence[str], new_tokens: Sequence[str]) -> None:
+        """Re-index document ``doc`` (which was indexed from ``old_tokens``) as ``new_tokens``.
+
+        Only the terms of the two versions are touched; postings stay sorted by document, so the
+        document keeps its number.
+
+        Examples
+        --------
+        >>> index = BM25Index(); _ = index.add(["jwt", "auth"]); _ = index.add(["deploy"])
+        >>> index.replace(0, ["jwt", "auth"], ["deploy", "friday"])
+        >>> index.scores(["jwt"])[0].tolist(), index.scores(["deploy"])[0].tolist()
+        ([], [0, 1])
+        """
+        old, new = Counter(old_tokens), Counter(new_tokens)
+        for term in old.keys() - new.keys():
+            tid = self._vocab[term]
+            docs = self._post_docs[tid]
+            pos = int(np.searchsorted(docs.view(), doc))
+            docs.delete(pos)
+            self._post_tfs[tid].delete(pos)
+        for term, tf in new.items():
+            tid = self._term_id(term)
+            docs = self._post_docs[tid]
+            pos = int(np.searchsorted(docs.view(), doc))
+            if pos < docs.size and docs.data[pos] == doc:
+                self._post_tfs[tid].data[pos] = tf
+            else:
+                docs.insert(pos, doc)
+                self._post_tfs[tid].insert(pos, tf)
+        self._total_len += len(new_tokens) - self._doc_len.data[doc]
+        self._doc_len.data[doc] = len(new_tokens)
+        self._okapi_cache = None
 
     def add_many(self, token_lists: Iterable[Sequence[str]]) -> range:
         """Index many documents at once.
@@ -200,6 +234,43 @@ class BM25Index:
             return docs, acc[docs]
         docs, inverse = np.unique(ids, return_inverse=True)
         return docs.astype(np.int64), np.bincount(inverse, weights=contrib)
+
+    def coverage(self, tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """An absolute match score in [0, 1]: the idf-weighted share of the distinct query terms
+        each document contains (1.0: every term; a term no document has still counts, with the
+        highest idf). Returns ``(doc_ids ascending, coverage)`` for documents with any term.
+
+        Unlike BM25 normalised by the best hit, this does not call the best of bad matches 1.0.
+
+        Examples
+        --------
+        >>> index = BM25Index(); _ = index.add(["jwt", "auth"]); _ = index.add(["deploy"])
+        >>> docs, cov = index.coverage(["jwt", "auth"])
+        >>> docs.tolist(), cov.tolist()
+        ([0], [1.0])
+        >>> round(float(index.coverage(["jwt", "unicorn"])[1][0]), 3)
+        0.279
+        """
+        n_docs = len(self)
+        terms = sorted(set(tokens))
+        if not terms or n_docs == 0:
+            return np.empty(0, np.int64), np.empty(0)
+        total = 0.0
+        docs_parts, weight_parts = [], []
+        for term in terms:
+            tid = self._vocab.get(term)
+            df = 0 if tid is None else self._post_docs[tid].size
+            idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+            total += idf
+            if df:
+                docs = self._post_docs[tid].view()
+                docs_parts.append(docs)
+                weight_parts.append(np.full(len(docs), idf))
+        if not docs_parts:
+            return np.empty(0, np.int64), np.empty(0)
+        docs, covered = group_sum(np.concatenate(docs_parts).astype(np.int64),
+                                  np.concatenate(weight_parts))
+        return docs, np.minimum(covered / total, 1.0)
 
     def score_docs(self, tokens: Sequence[str], doc_ids: np.ndarray, *, k1: float = 1.2,
                    b: float = 0.75) -> np.ndarray:

@@ -102,8 +102,9 @@ class QueryRun:
                        relevance: np.ndarray | None = None) -> None:
         """Add candidates (first source wins); ``relevance`` overrides BM25 for new ones only."""
         rel = None if relevance is None else np.asarray(relevance, dtype=float).tolist()
+        eligible = self.ws.eligible.data  # archived items (and anchors) never join this way
         for pos, i in enumerate(np.asarray(idx, dtype=np.int64).tolist()):
-            if i not in self._pool:
+            if i not in self._pool and eligible[i]:
                 self._pool[i] = source
                 if rel is not None:
                     self._relevance_override[i] = rel[pos]
@@ -233,6 +234,10 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     # 4. mandatory items: anchors, then pins -----------------------------------------------
     pins = store.pins(ws.workspace_id, session_id, now)
     pin_idx = {ws.index_of[item_id]: w for item_id, w in pins.items() if item_id in ws.index_of}
+    archived_pins = sorted(ws.item_ids[i] for i in pin_idx if ws.items[i].archived)
+    if archived_pins:  # archived items never surface, pinned or not
+        run.notes["archived_pins_skipped"] = archived_pins
+        pin_idx = {i: w for i, w in pin_idx.items() if not ws.items[i].archived}
     mandatory_set = set(anchors)
     for i in anchors:
         run._pool.pop(i, None)

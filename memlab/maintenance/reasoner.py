@@ -1,0 +1,443 @@
+"""Maintenance, the seed's "reasoner" (SPEC §6.3): revise duplicates, decay, forget, inhibit.
+
+Every pass first *plans* (reads only) and then *applies* its plan, so a dry run returns exactly
+the diff a real run would apply and leaves the store byte-for-byte unchanged. Passes run in the
+order revise → decay → forget → inhibition, each planning on the state the previous ones would
+leave (a merged-away item is not also forgotten; forgetting sees decayed salience).
+
+``Reasoner.after_event`` is what ingest and query call: it runs only when enabled for that event,
+and a failure is recorded in :attr:`Reasoner.failures`, never raised into the caller.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import threading
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memlab.model import HISTORY_CAP
+from memlab.text import normalise_title
+from memlab.topics import render_topic
+
+__all__ = ["MaintenanceConfig", "MaintenanceReport", "Reasoner", "PASSES", "shingles",
+           "jaccard"]
+
+PASSES = ("revise_duplicates", "decay_sweep", "forget_low_salience", "capacity_inhibition")
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class MaintenanceConfig:
+    """Maintenance settings (frozen, validated).
+
+    Parameters
+    ----------
+    enabled : bool
+        Run after the events in ``on_events`` (on demand always works).
+    passes : tuple of str
+        Which passes a run makes, from :data:`PASSES`.
+    revise_memory_types : tuple of str
+        Items considered for duplicate merging (conversation turns are left alone by default).
+    near_duplicate_threshold : float
+        Shingled Jaccard similarity (word ``shingle_size``-grams) at or above which two items are
+        duplicates; titles equal after normalisation always are.
+    forget_soft_limit, forget_threshold, forget_memory_types
+        Archive items of those types with salience below the threshold, only while the workspace
+        holds at least ``forget_soft_limit`` of them.
+    salience_half_life_days, decay_memory_types
+        The decay sweep halves salience every half-life (since the previous sweep).
+    capacity, inhibition_fraction, inhibition_factor
+        Capacity inhibition (SPEC §2.3, off while ``capacity`` is None): above ``capacity``
+        surfaceable items, the bottom ``fraction`` by activation get their activation multiplied
+        by ``factor``.
+    """
+
+    enabled: bool = False
+    on_events: tuple[str, ...] = ("ingest", "query")
+    passes: tuple[str, ...] = PASSES
+    revise_memory_types: tuple[str, ...] = ("topic", "concept")
+    near_duplicate_threshold: float = 0.9
+    shingle_size: int = 3
+    forget_soft_limit: int = 500
+    forget_threshold: float = 0.05
+    forget_memory_types: tuple[str, ...] = ("topic",)
+    salience_half_life_days: float = 30.0
+    decay_memory_types: tuple[str, ...] = ("topic",)
+    capacity: int | None = None
+    inhibition_fraction: float = 0.2
+    inhibition_factor: float = 0.7
+
+    def __post_init__(self) -> None:
+        for name in ("on_events", "passes", "revise_memory_types", "forget_memory_types",
+                     "decay_memory_types"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"{name} must be a tuple of strings, got {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        unknown = set(self.passes) - set(PASSES)
+        if unknown:
+            raise ValueError(f"passes must be among {list(PASSES)}, got {sorted(unknown)}")
+        for name, low, high in (("near_duplicate_threshold", 0.0, 1.0),
+                                ("forget_threshold", 0.0, 10.0),
+                                ("inhibition_fraction", 0.0, 1.0),
+                                ("inhibition_factor", 0.0, 1.0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not low <= value <= high:
+                raise ValueError(f"{name} must be in [{low}, {high}], got {value!r}")
+        if not isinstance(self.salience_half_life_days, (int, float)) \
+                or not self.salience_half_life_days > 0:
+            raise ValueError(f"salience_half_life_days must be > 0, "
+                             f"got {self.salience_half_life_days!r}")
+        for name, optional in (("shingle_size", False), ("forget_soft_limit", False),
+                               ("capacity", True)):
+            value = getattr(self, name)
+            if value is None and optional:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+    def replace(self, **changes: Any) -> "MaintenanceConfig":
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass
+class MaintenanceReport:
+    """One run: the event, whether it was a dry run, and the actions (applied or planned)."""
+
+    event: str
+    dry_run: bool
+    ts: str
+    actions: list[dict[str, Any]] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for action in self.actions:
+            out[action["action"]] = out.get(action["action"], 0) + 1
+        return out
+
+
+def shingles(text: str, size: int = 3) -> frozenset[tuple[str, ...]]:
+    """Word ``size``-grams of normalised ``text`` (the whole text when shorter).
+
+    Examples
+    --------
+    >>> sorted(shingles("The deploy runs on Fridays", 3))[:2]
+    [('deploy', 'runs', 'on'), ('runs', 'on', 'fridays')]
+    """
+    words = _WORD.findall(text.lower())
+    if len(words) <= size:
+        return frozenset([tuple(words)]) if words else frozenset()
+    return frozenset(tuple(words[i:i + size]) for i in range(len(words) - size + 1))
+
+
+def jaccard(a: frozenset, b: frozenset) -> float:
+    """``|a & b| / |a | b|`` (0 for two empty sets)."""
+    union = len(a | b)
+    return len(a & b) / union if union else 0.0
+
+
+class Reasoner:
+    """Maintenance of one memory's workspace.
+
+    Examples
+    --------
+    >>> from memlab import Memory
+    >>> mem = Memory()
+    >>> a = mem.add("JWT tokens expire after 15 minutes", memory_type="concept",
+    ...             metadata={"title": "Token expiry"})
+    >>> b = mem.add("JWT tokens expire after 15 minutes.", memory_type="concept",
+    ...             metadata={"title": "token expiry!"})
+    >>> report = Reasoner(mem).run(dry_run=True)
+    >>> [(x["action"], x["keep"], x["merge"], x["reason"]) for x in report.actions]
+    [('merge', 'item-000000', 'item-000001', 'title')]
+    """
+
+    def __init__(self, memory, config: MaintenanceConfig | None = None, *,
+                 attach: bool = False) -> None:
+        if config is None:
+            config = MaintenanceConfig()
+        if not isinstance(config, MaintenanceConfig):
+            raise ValueError(f"config must be a MaintenanceConfig, got {config!r}")
+        self.memory = memory
+        self.config = config
+        self.reports: list[MaintenanceReport] = []
+        self.failures: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        if attach:
+            memory.reasoner = self
+
+    # ------------------------------------------------------------------ entry points
+    def after_event(self, event: str) -> MaintenanceReport | None:
+        """Run for ``event`` if enabled; a failure is recorded, never raised."""
+        if not self.config.enabled or event not in self.config.on_events:
+            return None
+        try:
+            return self.run(event)
+        except Exception as exc:  # noqa: BLE001 - maintenance must never break the caller
+            self.failures.append({"event": event, "error": f"{type(exc).__name__}: {exc}",
+                                  "traceback": traceback.format_exc(),
+                                  "ts": self.memory.clock.now().isoformat()})
+            return None
+
+    def run(self, event: str = "on_demand", *, dry_run: bool = False,
+            passes: tuple[str, ...] | None = None) -> MaintenanceReport:
+        """Plan the passes and (unless ``dry_run``) apply them; returns the report."""
+        if not isinstance(dry_run, bool):
+            raise ValueError(f"dry_run must be a bool, got {dry_run!r}")
+        passes = self.config.passes if passes is None else tuple(passes)
+        unknown = set(passes) - set(PASSES)
+        if unknown:
+            raise ValueError(f"passes must be among {list(PASSES)}, got {sorted(unknown)}")
+        mem = self.memory
+        store = mem.store
+        with self._lock, store.lock:
+            ws = store.workspace(mem.workspace_id)
+            now = mem.clock.now()
+            state = _Plan(ws)
+            actions: list[dict[str, Any]] = []
+            for name in PASSES:  # fixed order, whatever order the caller listed them in
+                if name in passes:
+                    actions += getattr(self, f"_plan_{name}")(ws, state, now)
+            if not dry_run:
+                for action in actions:
+                    self._apply(ws, action, now)
+                if "decay_sweep" in passes:
+                    ws.last_decay_ts = now.timestamp()
+            report = MaintenanceReport(event, dry_run, now.isoformat(), actions)
+            self.reports.append(report)
+            del self.reports[:-100]
+            return report
+
+    # ------------------------------------------------------------------ planning
+    def _plan_revise_duplicates(self, ws, state: "_Plan", now) -> list[dict]:
+        cfg = self.config
+        types = set(cfg.revise_memory_types)
+        live = [i for i, item in enumerate(ws.items)
+                if item.memory_type in types and not item.archived]
+        parent = {i: i for i in live}
+
+        def find(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        reasons: dict[tuple[int, int], tuple[str, float]] = {}
+
+        def union(a: int, b: int, reason: str, similarity: float) -> None:
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
+            reasons.setdefault((min(a, b), max(a, b)), (reason, similarity))
+
+        by_title: dict[tuple[str, str], int] = {}
+        for i in live:
+            key = _title_key(ws.items[i])
+            if key is None:
+                continue
+            if key in by_title:
+                union(by_title[key], i, "title", 1.0)
+            else:
+                by_title[key] = i
+        sets = {i: shingles(ws.items[i].content, cfg.shingle_size) for i in live}
+        posting: dict[tuple[str, ...], list[int]] = {}
+        for i in live:
+            for sh in sets[i]:
+                posting.setdefault(sh, []).append(i)
+        checked: set[tuple[int, int]] = set()
+        for i in live:
+            for sh in sets[i]:
+                for j in posting[sh]:
+                    if j <= i or (i, j) in checked:
+                        continue
+                    checked.add((i, j))
+                    sim = jaccard(sets[i], sets[j])
+                    if sim >= cfg.near_duplicate_threshold and sim > 0:
+                        union(i, j, "near_duplicate", sim)
+        groups: dict[int, list[int]] = {}
+        for i in live:
+            groups.setdefault(find(i), []).append(i)
+        actions = []
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            keep = min(members, key=lambda i: (ws.created_ts.data[i], i))  # the older one
+            for other in sorted(members):
+                if other == keep:
+                    continue
+                pair = (min(keep, other), max(keep, other))
+                reason, sim = reasons.get(pair) or _closest_reason(reasons, other)
+                state.archived.add(other)
+                actions.append({
+                    "action": "merge", "keep": ws.item_ids[keep], "merge": ws.item_ids[other],
+                    "reason": reason, "similarity": sim,
+                    "edges_moved": len(ws.graph.table.rows_touching([other])),
+                    "fields_merged": sorted(ws.topic_fields.get(other, {})),
+                })
+                state.salience[keep] = max(state.salience_of(keep), state.salience_of(other))
+        return actions
+
+    def _plan_decay_sweep(self, ws, state: "_Plan", now) -> list[dict]:
+        cfg = self.config
+        types = set(cfg.decay_memory_types)
+        now_ts = now.timestamp()
+        half_life_s = cfg.salience_half_life_days * 86400.0
+        actions = []
+        for i, item in enumerate(ws.items):
+            if item.memory_type not in types or item.archived or i in state.archived:
+                continue
+            since = ws.created_ts.data[i] if ws.last_decay_ts is None \
+                else max(ws.last_decay_ts, ws.created_ts.data[i])
+            elapsed = max(0.0, now_ts - since)
+            if elapsed == 0:
+                continue
+            before = state.salience_of(i)
+            after = round(before * math.exp(-math.log(2) * elapsed / half_life_s), 12)
+            if after != before:
+                state.salience[i] = after
+                actions.append({"action": "decay", "item_id": ws.item_ids[i],
+                                "salience_before": before, "salience_after": after,
+                                "elapsed_h": elapsed / 3600.0})
+        return actions
+
+    def _plan_forget_low_salience(self, ws, state: "_Plan", now) -> list[dict]:
+        cfg = self.config
+        types = set(cfg.forget_memory_types)
+        live = [i for i, item in enumerate(ws.items)
+                if item.memory_type in types and not item.archived and i not in state.archived]
+        if len(live) < cfg.forget_soft_limit:
+            return []
+        actions = []
+        for i in live:
+            salience = state.salience_of(i)
+            if salience < cfg.forget_threshold:
+                state.archived.add(i)
+                actions.append({"action": "archive", "item_id": ws.item_ids[i],
+                                "reason": "low_salience", "salience": salience,
+                                "threshold": cfg.forget_threshold,
+                                "live_count": len(live)})
+        return actions
+
+    def _plan_capacity_inhibition(self, ws, state: "_Plan", now) -> list[dict]:
+        cfg = self.config
+        if cfg.capacity is None:
+            return []
+        eligible = np.flatnonzero(ws.eligible.view())
+        eligible = eligible[~np.isin(eligible, np.array(sorted(state.archived), np.int64))]
+        if len(eligible) <= cfg.capacity:
+            return []
+        activation = ws.activation.seed_score(eligible, now.timestamp(),
+                                              self.memory.config.activation_half_life_h)
+        count = int(math.floor(len(eligible) * cfg.inhibition_fraction))
+        order = np.lexsort((eligible, activation))[:count]
+        stored = ws.activation.stored.view()
+        return [{"action": "inhibit", "item_id": ws.item_ids[i],
+                 "activation_before": float(activation[p]),
+                 "stored_before": float(stored[i]),
+                 "stored_after": float(stored[i] * cfg.inhibition_factor)}
+                for p, i in ((p, int(eligible[p])) for p in order.tolist())]
+
+    # ------------------------------------------------------------------ applying
+    def _apply(self, ws, action: dict, now) -> None:
+        store, wid = self.memory.store, self.memory.workspace_id
+        kind = action["action"]
+        if kind == "merge":
+            _merge(store, ws, wid, ws.index_of[action["keep"]], ws.index_of[action["merge"]],
+                   action, now)
+        elif kind == "decay":
+            store.set_salience(wid, [ws.index_of[action["item_id"]]], [action["salience_after"]])
+        elif kind == "archive":
+            store.archive(wid, [ws.index_of[action["item_id"]]], now, "low_salience",
+                          {"salience": action["salience"]})
+        elif kind == "inhibit":
+            i = ws.index_of[action["item_id"]]
+            ws.activation.stored.data[i] = action["stored_after"]
+            store.record_event(wid, i, now, "inhibited",
+                               {"stored_before": action["stored_before"],
+                                "stored_after": action["stored_after"]})
+
+
+class _Plan:
+    """What earlier passes of a run would change, so later ones plan on it."""
+
+    def __init__(self, ws) -> None:
+        self.ws = ws
+        self.salience: dict[int, float] = {}
+        self.archived: set[int] = set()
+
+    def salience_of(self, i: int) -> float:
+        return self.salience.get(i, self.ws.items[i].salience)
+
+
+def _title_key(item) -> tuple[str, str] | None:
+    meta = item.metadata
+    if isinstance(meta.get("node_type"), str) and isinstance(meta.get("label"), str):
+        return meta["node_type"], normalise_title(meta["label"])
+    title = meta.get("title")
+    if isinstance(title, str) and normalise_title(title):
+        return item.memory_type, normalise_title(title)
+    return None
+
+
+def _closest_reason(reasons: dict, other: int) -> tuple[str, float]:
+    """The reason recorded for ``other`` joining its group (it may be linked via a third item)."""
+    for (a, b), value in sorted(reasons.items()):
+        if other in (a, b):
+            return value
+    return ("transitive", 0.0)  # pragma: no cover - every member was joined by some pair
+
+
+def _merge(store, ws, wid: str, keep: int, other: int, action: dict, now) -> None:
+    """Merge item ``other`` into ``keep``: edges, topic fields, salience; archive ``other``."""
+    table = ws.graph.table
+    rows = table.rows_touching([other])
+    src, dst = table.src.view()[rows], table.dst.view()[rows]
+    codes, weights = table.code.view()[rows], table.weight.view()[rows]
+    moved = []
+    for s, d, c, w in zip(src.tolist(), dst.tolist(), codes.tolist(), weights.tolist()):
+        s2, d2 = (keep if s == other else s), (keep if d == other else d)
+        if s2 == d2:
+            continue
+        name = table.type_names[c]
+        existing = table.row_of(s2, d2, name)
+        weight = max(w, table.weight.data[existing]) if existing is not None else w
+        moved.append((s2, d2, name, weight))
+    store.remove_edges(wid, rows)
+    if moved:
+        store.add_edges(wid, moved, now)
+    kept_fields = ws.topic_fields.get(keep)
+    other_fields = ws.topic_fields.get(other, {})
+    if kept_fields is not None:
+        for name, entry in other_fields.items():
+            if name not in kept_fields:
+                kept_fields[name] = _copy_field(entry)
+            else:
+                target = kept_fields[name]
+                merged = {v["version_id"]: dict(v) for v in target["history"] + entry["history"]}
+                history = sorted(merged.values(), key=lambda v: (v["valid_from"],
+                                                                 v["recorded_at"]), reverse=True)
+                target["dropped_versions"] = target.get("dropped_versions", 0) + \
+                    entry.get("dropped_versions", 0) + max(0, len(history) - HISTORY_CAP)
+                target["history"] = history[:HISTORY_CAP]
+                target["salience"] = max(target["salience"], entry["salience"])
+    keep_item, other_item = ws.items[keep], ws.items[other]
+    store.set_salience(wid, [keep], [max(keep_item.salience, other_item.salience)])
+    content = None
+    if kept_fields is not None:
+        content = render_topic(keep_item.metadata["title"], kept_fields)
+    store.update_item(wid, keep, now, content=content, kind="merged",
+                      detail={"from": other_item.item_id, "reason": action["reason"],
+                              "similarity": action["similarity"],
+                              "edges_moved": len(moved), "fields": action["fields_merged"]})
+    store.archive(wid, [other], now, "merged_into", {"into": keep_item.item_id})
+
+
+def _copy_field(entry: dict) -> dict:
+    return {**entry, "history": [dict(v) for v in entry["history"]]}

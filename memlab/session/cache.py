@@ -1,0 +1,120 @@
+"""The short-term session cache (SPEC §6.1, seed 000): :class:`PMMemoryStore`."""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections import OrderedDict
+from typing import Any
+
+__all__ = ["PMMemoryStore"]
+
+
+def _check_text(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} must be a non-empty string, got {value!r:.80}")
+    return value
+
+
+class PMMemoryStore:
+    """A fixed number of key → value slots with least-recently-used eviction. Thread-safe.
+
+    ``set`` returns the key's slot index (an update keeps it); ``peek`` returns
+    ``(hit, value, index)`` (``(False, None, -1)`` on a miss). A ``peek`` hit and every ``set``
+    count as a use, for the LRU order and for the per-key access counts (which a
+    :class:`~memlab.session.engine.PromotionPolicy` reads). A key's count goes with it when it is
+    evicted or flushed.
+
+    Parameters
+    ----------
+    silo_size : int
+        The number of slots (256).
+    promotion_policy : PromotionPolicy, optional
+        Opt-in automatic promotion, applied by :func:`~memlab.session.engine.resolve_context`.
+
+    Examples
+    --------
+    >>> store = PMMemoryStore(silo_size=2)
+    >>> store.set("a", "alpha"), store.set("b", "beta"), store.set("a", "alpha 2")
+    (0, 1, 0)
+    >>> store.set("c", "gamma")   # full: evicts "b", the least recently used, and takes its slot
+    1
+    >>> store.peek("b"), store.peek("a")
+    ((False, None, -1), (True, 'alpha 2', 0))
+    >>> store.access_count("a"), len(store), store.flush(), len(store)
+    (3, 2, 2, 0)
+    """
+
+    def __init__(self, silo_size: int = 256, *, promotion_policy: Any = None) -> None:
+        if isinstance(silo_size, bool) or not isinstance(silo_size, int) or silo_size < 1:
+            raise ValueError(f"silo_size must be an integer >= 1, got {silo_size!r}")
+        self._silo_size = silo_size
+        self.promotion_policy = promotion_policy
+        self._lock = threading.RLock()
+        self._slots: OrderedDict[str, int] = OrderedDict()  # LRU order, oldest first
+        self._values: list[str | None] = [None] * silo_size
+        self._free: list[int] = list(range(silo_size))  # a heap: the lowest free slot first
+        self._counts: dict[str, int] = {}
+
+    @property
+    def silo_size(self) -> int:
+        return self._silo_size
+
+    def set(self, key: str, value: str) -> int:
+        """Store ``value`` under ``key``; returns its slot index."""
+        _check_text(key, "key")
+        _check_text(value, "value")
+        with self._lock:
+            index = self._slots.get(key)
+            if index is None:
+                if self._free:
+                    index = heapq.heappop(self._free)
+                else:
+                    evicted, index = self._slots.popitem(last=False)
+                    self._counts.pop(evicted, None)
+                self._slots[key] = index
+            else:
+                self._slots.move_to_end(key)
+            self._values[index] = value
+            self._counts[key] = self._counts.get(key, 0) + 1
+            return index
+
+    def peek(self, key: str) -> tuple[bool, str | None, int]:
+        """``(True, value, index)`` for a cached key (a use), else ``(False, None, -1)``."""
+        _check_text(key, "key")
+        with self._lock:
+            index = self._slots.get(key)
+            if index is None:
+                return False, None, -1
+            self._slots.move_to_end(key)
+            self._counts[key] += 1
+            return True, self._values[index], index
+
+    def flush(self) -> int:
+        """Empty every slot; returns how many keys were held."""
+        with self._lock:
+            count = len(self._slots)
+            self._slots.clear()
+            self._values = [None] * self._silo_size
+            self._free = list(range(self._silo_size))
+            self._counts.clear()
+            return count
+
+    def access_count(self, key: str) -> int:
+        """How often ``key`` was set or peeked with a hit since it entered the cache."""
+        with self._lock:
+            return self._counts.get(key, 0)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """Every held key, least recently used first: ``{key, value, index, access_count}``."""
+        with self._lock:
+            return [{"key": k, "value": self._values[i], "index": i,
+                     "access_count": self._counts[k]} for k, i in self._slots.items()]
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __contains__(self, key: object) -> bool:
+        """Membership without counting a use."""
+        with self._lock:
+            return key in self._slots
