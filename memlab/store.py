@@ -42,6 +42,12 @@ __all__ = ["MemoryStore", "NewItem", "Workspace", "node_key_of", "paused_gc"]
 _TITLE_KEYS = ("title", "label", "name")
 
 
+def index_text(content: str, metadata: dict) -> str:
+    """The text BM25 indexes: the content, after a long-term node's label (found by its name)."""
+    label = metadata.get("label") if node_key_of(metadata) is not None else None
+    return f"{label}\n{content}" if label else content
+
+
 def node_key_of(metadata: dict) -> tuple[str, str] | None:
     """``(node_type, normalised label)`` of a long-term graph node's metadata, else None."""
     node_type, label = metadata.get("node_type"), metadata.get("label")
@@ -280,7 +286,7 @@ class MemoryStore:
                         is_node = True
                 longterm.append(is_node)
                 created.append(now_ts if new.created_at is None else created_at.timestamp())
-                token_lists.append(tokenize(new.content))
+                token_lists.append(tokenize(index_text(new.content, new.metadata)))
                 tokens.append(estimate_tokens(new.content))
                 eligible.append(new.memory_type != "anchor")
                 procedural.append(new.memory_type == "procedural")
@@ -322,8 +328,8 @@ class MemoryStore:
         with self.lock:
             ws = self.workspace(workspace_id)
             item = ws.items[idx]
+            old_text = index_text(item.content, item.metadata)
             if content is not None and content != item.content:
-                ws.bm25.replace(idx, tokenize(item.content), tokenize(content))
                 ws.tokens.data[idx] = estimate_tokens(content)
                 item.content = content
             if metadata is not None:
@@ -338,6 +344,9 @@ class MemoryStore:
                     if isinstance(metadata.get(key), str):
                         ws.gazetteer.add(metadata[key])
                 item.metadata = metadata
+            new_text = index_text(item.content, item.metadata)
+            if new_text != old_text:
+                ws.bm25.replace(idx, tokenize(old_text), tokenize(new_text))
             item.updated_at = now
             ws.updated_ts.data[idx] = now.timestamp()
             item.record({"ts": now.isoformat(), "kind": kind, "detail": detail or {}})
