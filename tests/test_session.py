@@ -4,7 +4,6 @@ import contextlib
 import io
 import json
 import math
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -93,20 +92,42 @@ def test_cache_rejects_bad_keys_and_values(call, arg):
 
 
 # ---------------------------------------------------------------------------- seed examples
-def _seed_example(title: str) -> str:
-    text = SEED_DOC.read_text()
-    block = text.split(title, 1)[1].split("\n\n", 1)[1]
-    end = block.index("\n\n", block.index("print(") if title == "Basic Usage" else
-                      block.index("get_memory_status(session_id"))
-    code = block[:end]
-    return re.sub(r"from pmll_memory_mcp import", "from memlab import", code)
+# The two examples of seeds/000 as printed there, with only the import line changed. When the
+# shared seed document is present, a test checks these copies against it word for word.
+SEED_EXAMPLES = {
+    "Basic Usage": """from memlab import PMMemoryStore, resolve_context
+
+store = PMMemoryStore()
+store.set("pricing", "cached pricing page")
+
+print(resolve_context("demo", "pricing", store))""",
+    "Advanced Usage": """from memlab import (
+    PMMemoryStore,
+    promote_to_long_term,
+    get_memory_status,
+    resolve_context,
+)
+
+session_id = "hybrid"
+store = PMMemoryStore()
+store.set("auth", "fresh login flow")
+
+promote_to_long_term(session_id, "authentication", "fresh login flow", "concept")
+print(resolve_context(session_id, "authentication", store))
+print(get_memory_status(session_id, store))""",
+}
 
 
 @pytest.mark.skipif(not SEED_DOC.exists(), reason="the shared seed documents are absent")
-@pytest.mark.parametrize("title", ["Basic Usage", "Advanced Usage"])
+@pytest.mark.parametrize("title", list(SEED_EXAMPLES))
+def test_seed_example_copies_match_the_seed_document(title):
+    original = SEED_EXAMPLES[title].replace("from memlab import", "from pmll_memory_mcp import")
+    assert f"{title}\n\n{original}\n" in SEED_DOC.read_text()
+
+
+@pytest.mark.parametrize("title", list(SEED_EXAMPLES))
 def test_seed_examples_run_with_only_the_import_changed(mem, title):
-    code = _seed_example(title)
-    assert "from memlab import" in code and "pmll" not in code
+    code = SEED_EXAMPLES[title]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code, f"seed-{title}", "exec"), {})
