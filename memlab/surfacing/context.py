@@ -23,19 +23,23 @@ from memlab.signals.activation import ACTIVATION_MODELS
 from memlab.signals.bm25 import lookup_scores
 from memlab.signals.recency import freshness_boost, recency
 from memlab.store import MemoryStore, Workspace
+from memlab.surfacing.composite import (TERM_COLUMNS, CompositeWeights, composite,
+                                        order_candidates, select)
 from memlab.surfacing.config import SurfacingConfig
 from memlab.surfacing.router import ENTITY_DETECTORS, route
 from memlab.surfacing.strategies import STRATEGIES
 from memlab.text import tokenize
 
 __all__ = ["ContextRecord", "CandidateTable", "QueryRun", "assemble", "SIGNAL_COLUMNS",
-           "TERM_COLUMNS"]
+           "TERM_COLUMNS", "COMPOSITE_INPUTS"]
 
-SIGNAL_COLUMNS = ("bm25", "relevance", "relevance_term", "recency", "recency_term", "activation", "centrality_raw",
-                  "centrality", "freshness_boost", "session_pin_boost", "pin_weight",
-                  "anchor_forced", "exact_match", "multiplier")
-TERM_COLUMNS = ("term_base", "term_centrality", "term_strategy", "term_anchor", "term_pin",
-                "term_freshness")
+SIGNAL_COLUMNS = ("bm25", "relevance", "relevance_term", "recency", "recency_term", "activation",
+                  "centrality_raw", "centrality", "freshness", "freshness_boost",
+                  "session_pin_boost", "pin_weight", "anchor_forced", "exact_match",
+                  "multiplier", "filtered")
+# what the composite reads (the harness re-scores recorded candidates from these columns)
+COMPOSITE_INPUTS = ("activation", "relevance_term", "recency_term", "centrality", "multiplier",
+                    "anchor_forced", "pin_weight", "freshness")
 
 
 class CandidateTable:
@@ -55,6 +59,7 @@ class CandidateTable:
         self.activation = zeros.copy()
         self.centrality_raw = zeros.copy()
         self.centrality = zeros.copy()
+        self.freshness = zeros.copy()
         self.freshness_boost = zeros.copy()
         self.session_pin_boost = zeros.copy()
         self.pin_weight = np.full(n, np.nan)
@@ -271,12 +276,9 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
         ws.activation, idx, now_ts, ws.created_ts.view()[idx])
     table.anchor_forced = np.isin(idx, np.asarray(anchors, dtype=np.int64))
     table.pin_weight = np.array([pin_idx.get(i, np.nan) for i in idx.tolist()])
-    if not legacy:
-        table.freshness_boost = freshness_boost(ws.created_ts.view()[idx], now_ts,
-                                                weight=config.freshness_weight,
-                                                window_h=config.freshness_window_h)
-        table.session_pin_boost = np.where(np.isnan(table.pin_weight), 0.0,
-                                           table.pin_weight * config.pin_boost_factor)
+    if not legacy:  # the unweighted factor; the composite applies freshness_weight
+        table.freshness = freshness_boost(ws.created_ts.view()[idx], now_ts, weight=1.0,
+                                          window_h=config.freshness_window_h)
     lap("signals")
 
     # 6. strategy adjustments (legacy mode has none) --------------------------------------
@@ -285,52 +287,20 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     lap("strategy_adjust")
 
     # 7. composite -------------------------------------------------------------------------
-    act = np.maximum(table.activation, config.activation_floor)
-    base = act * table.relevance_term * table.recency_term
+    weights = CompositeWeights.from_config(config)
+    score, terms = composite({name: getattr(table, name) for name in COMPOSITE_INPUTS},
+                             weights, legacy)
+    table.session_pin_boost = terms["term_pin"]
+    table.freshness_boost = terms["term_freshness"]
     n = len(idx)
-    terms = {name: np.zeros(n) for name in TERM_COLUMNS}
-    terms["term_base"] = base
-    if legacy:
-        score = base.copy()
-    else:
-        lifted = base * (1.0 + config.centrality_weight * table.centrality)
-        terms["term_centrality"] = base * config.centrality_weight * table.centrality
-        terms["term_strategy"] = lifted * (table.multiplier - 1.0)
-        terms["term_anchor"] = np.where(table.anchor_forced, config.anchor_boost, 0.0)
-        terms["term_pin"] = table.session_pin_boost
-        terms["term_freshness"] = table.freshness_boost
-        score = lifted * table.multiplier + terms["term_anchor"] + terms["term_pin"] + \
-            terms["term_freshness"]
     lap("composite")
 
     # 8. order and budget ------------------------------------------------------------------
     item_ids = ws.ids_of(idx)
-    # mandatory first, filtered last; then score desc, relevance desc, item_id asc
-    id_rank = np.argsort(np.argsort(np.array(item_ids, dtype=object), kind="stable"), kind="stable") \
-        if n else np.empty(0, np.int64)
-    order = np.lexsort((id_rank, -table.relevance, -score, ~table.mandatory, table.filtered))
+    order = order_candidates(item_ids, table.relevance, score, table.mandatory, table.filtered)
     item_tokens = tok[idx]
-    surfaced = np.zeros(n, dtype=bool)
-    drop: list[str | None] = list(table.filter_reason)
-    used, included_optional, included_total = 0, 0, 0
-    for pos in order.tolist():
-        if table.filtered[pos]:
-            continue
-        t = int(item_tokens[pos])
-        if table.mandatory[pos] and not legacy:
-            surfaced[pos] = True
-            used += t
-            continue
-        if (legacy and included_total >= k) or (not legacy and included_optional >= k):
-            drop[pos] = "k_cut"
-            continue
-        if max_tokens is not None and used + t > max_tokens:
-            drop[pos] = "budget_cut"
-            continue
-        surfaced[pos] = True
-        used += t
-        included_total += 1
-        included_optional += not table.mandatory[pos]
+    surfaced, drop, used = select(order, item_tokens, table.mandatory, table.filtered,
+                                  table.filter_reason, k=k, max_tokens=max_tokens, legacy=legacy)
     lap("select")
 
     # 9. response and record ---------------------------------------------------------------

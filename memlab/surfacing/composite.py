@@ -1,0 +1,113 @@
+"""The composite score (SPEC §3 step 4) and the ordered, budgeted selection (steps 5–6).
+
+Shared by live assembly and by counterfactual re-scoring in the harness, so that re-ranking the
+recorded candidates with unchanged weights reproduces the live ranking exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["CompositeWeights", "TERM_COLUMNS", "composite", "order_candidates", "select"]
+
+TERM_COLUMNS = ("term_base", "term_centrality", "term_strategy", "term_anchor", "term_pin",
+                "term_freshness")
+
+
+@dataclass(frozen=True)
+class CompositeWeights:
+    """The composite's constants (taken from a ``SurfacingConfig``)."""
+
+    activation_floor: float = 0.05
+    centrality_weight: float = 0.5
+    pin_boost_factor: float = 0.3
+    anchor_boost: float = 1.0
+    freshness_weight: float = 0.2
+
+    FIELDS = ("activation_floor", "centrality_weight", "pin_boost_factor", "anchor_boost",
+              "freshness_weight")
+
+    @classmethod
+    def from_config(cls, config) -> "CompositeWeights":
+        return cls(**{name: getattr(config, name) for name in cls.FIELDS})
+
+
+def composite(columns: Mapping[str, np.ndarray], weights: CompositeWeights,
+              legacy: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Scores and their additive terms from per-candidate ``columns``.
+
+    ``columns`` holds ``activation``, ``relevance_term``, ``recency_term``, ``centrality``,
+    ``multiplier``, ``anchor_forced``, ``pin_weight`` (NaN: not pinned) and ``freshness`` (the
+    unweighted freshness factor). Legacy: ``relevance * recency * max(activation, floor)``;
+    router: ``base * (1 + w_c * centrality) * multiplier + anchor + pin + freshness``.
+    """
+    act = np.maximum(np.asarray(columns["activation"], dtype=float), weights.activation_floor)
+    base = act * np.asarray(columns["relevance_term"]) * np.asarray(columns["recency_term"])
+    n = len(base)
+    terms = {name: np.zeros(n) for name in TERM_COLUMNS}
+    terms["term_base"] = base
+    if legacy:
+        return base.copy(), terms
+    centrality = np.asarray(columns["centrality"], dtype=float)
+    multiplier = np.asarray(columns["multiplier"], dtype=float)
+    pin_weight = np.asarray(columns["pin_weight"], dtype=float)
+    lifted = base * (1.0 + weights.centrality_weight * centrality)
+    terms["term_centrality"] = base * weights.centrality_weight * centrality
+    terms["term_strategy"] = lifted * (multiplier - 1.0)
+    terms["term_anchor"] = np.where(np.asarray(columns["anchor_forced"], dtype=bool),
+                                    weights.anchor_boost, 0.0)
+    terms["term_pin"] = np.where(np.isnan(pin_weight), 0.0,
+                                 pin_weight * weights.pin_boost_factor)
+    terms["term_freshness"] = np.asarray(columns["freshness"], dtype=float) * \
+        weights.freshness_weight
+    score = lifted * multiplier + terms["term_anchor"] + terms["term_pin"] + \
+        terms["term_freshness"]
+    return score, terms
+
+
+def order_candidates(item_ids: Sequence[str], relevance: np.ndarray, score: np.ndarray,
+                     mandatory: np.ndarray, filtered: np.ndarray) -> np.ndarray:
+    """Mandatory first, filtered last; then score desc, relevance desc, item id asc."""
+    n = len(item_ids)
+    if not n:
+        return np.empty(0, np.int64)
+    id_rank = np.argsort(np.argsort(np.array(item_ids, dtype=object), kind="stable"),
+                         kind="stable")
+    return np.lexsort((id_rank, -np.asarray(relevance), -np.asarray(score),
+                       ~np.asarray(mandatory, dtype=bool), np.asarray(filtered, dtype=bool)))
+
+
+def select(order: np.ndarray, tokens: np.ndarray, mandatory: np.ndarray, filtered: np.ndarray,
+           drop: Sequence[str | None], *, k: int, max_tokens: int | None,
+           legacy: bool) -> tuple[np.ndarray, list[str | None], int]:
+    """Walk ``order`` and surface within ``k`` and ``max_tokens`` (SPEC §3 step 6).
+
+    Returns ``(surfaced mask, drop reasons, tokens used)``; ``drop`` holds reasons already
+    known (filters) and is copied, not changed.
+    """
+    n = len(tokens)
+    surfaced = np.zeros(n, dtype=bool)
+    drop = list(drop)
+    used, included_optional, included_total = 0, 0, 0
+    for pos in order.tolist():
+        if filtered[pos]:
+            continue
+        t = int(tokens[pos])
+        if mandatory[pos] and not legacy:
+            surfaced[pos] = True
+            used += t
+            continue
+        if (legacy and included_total >= k) or (not legacy and included_optional >= k):
+            drop[pos] = "k_cut"
+            continue
+        if max_tokens is not None and used + t > max_tokens:
+            drop[pos] = "budget_cut"
+            continue
+        surfaced[pos] = True
+        used += t
+        included_total += 1
+        included_optional += not mandatory[pos]
+    return surfaced, drop, used
