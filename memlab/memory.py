@@ -425,13 +425,13 @@ class Memory:
         return self.store.pins(self.workspace_id, session_id, self.clock.now())
 
     def add_anchor(self, session_id: str, content: str, anchor_type: str = "goal",
-                   metadata: dict | None = None) -> str:
+                   metadata: dict | None = None, item_id: str | None = None) -> str:
         """Add an always-included, session-scoped item (``memory_type="anchor"``); returns its id."""
         validate_id(session_id, "session_id")
         validate_id(anchor_type, "anchor_type")
         meta = dict(metadata or {})
         meta.update({"anchor_type": anchor_type, "session_id": session_id})
-        new = self.store.prepare_item(content, "anchor", meta)
+        new = self.store.prepare_item(content, "anchor", meta, item_id=item_id)
         with self.store.lock:
             return self.store.add_anchor(self.workspace_id, session_id, new, self.clock.now(),
                                          self.config.activation_initial)

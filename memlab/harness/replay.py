@@ -1,0 +1,375 @@
+"""Replay a trace under a configuration into tidy DataFrames (SPEC §7).
+
+``replay`` builds a fresh store, drives a :class:`~memlab.Memory` through the trace's events on a
+manual clock set from the events' timestamps, and records every query's decision and candidates.
+It uses only the public API, like any user would.
+
+Frames (every frame has ``qid`` where it concerns a query):
+
+``decisions``
+    One row per query: ``qid``, ``session_id``, ``query``, ``category``, ``strategy_used``,
+    ``requested_strategy``, ``confidence``, ``reasons`` and ``signals`` (JSON text), ``k``,
+    ``max_tokens``, ``tokens_used``, ``n_candidates``, ``n_surfaced``, ``n_gold``, one
+    ``<stage>_ms`` column per pipeline stage and ``total_ms``, the graph stages' budget and flags
+    (``spread_budget_ms``, ``spread_over_budget``, ``ppr_method``, ``ppr_cache_hit``,
+    ``ppr_saturated``, ``ppr_over_budget``, …).
+``candidates``
+    One row per query × candidate, surfaced or not: ``item_id``, ``rank``, ``source``, every
+    signal raw and normalised, the composite terms (``term_*``), ``score``, ``surfaced``,
+    ``drop_reason``, ``gold`` (the graded relevance, 0 when not gold).
+``metrics``
+    Long: ``qid``, ``measure``, ``value``.
+``log``
+    What the other events did: one row per event that returns something (``resolve``,
+    ``maintenance``, ``cache_peek``, ``promote``, ``ingest``), with its outcome as JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from memlab.clock import ManualClock
+from memlab.harness.measures import DEFAULT_MEASURES, Measure, evaluate, parse_measures
+from memlab.harness.trace import Event, Trace
+from memlab.model import SurfacingStrategy
+from memlab.surfacing.config import DEFAULT, SurfacingConfig, get_recipe
+
+__all__ = ["ReplayResult", "ReplayError", "replay", "build_manifest", "resolve_config",
+           "DEFAULT_START"]
+
+DEFAULT_START = datetime(2024, 1, 1, tzinfo=timezone.utc)
+_FRAMES = ("decisions", "candidates", "metrics", "log")
+_JSON_COLUMNS = {"decisions": ("reasons", "signals", "category"), "log": ("outcome",)}
+
+
+class ReplayError(ValueError):
+    """An event the memory refused during replay (the message names the event and its line)."""
+
+
+def resolve_config(config: Any) -> SurfacingConfig:
+    """A SurfacingConfig, a recipe name, or None (memlab's ``DEFAULT``)."""
+    if config is None:
+        return DEFAULT
+    if isinstance(config, str):
+        return get_recipe(config)
+    if isinstance(config, SurfacingConfig):
+        return config
+    raise ValueError(f"config must be a SurfacingConfig, a recipe name or None, got {config!r}")
+
+
+def build_manifest(trace: Trace, config: SurfacingConfig, *, mode: str, k: int, seed: int,
+                   measures: Iterable[Measure], extra: dict | None = None) -> dict[str, Any]:
+    """Everything needed to reproduce a result (no wall-clock time: manifests are comparable)."""
+    import matplotlib
+    import networkx
+    import scipy
+
+    import memlab
+    return {
+        "trace": {"name": trace.name, "hash": trace.hash(), "events": len(trace),
+                  "queries": len(trace.queries)},
+        "config": config.to_dict(), "mode": mode, "k": k, "seed": seed,
+        "measures": [str(m) for m in measures],
+        "versions": {"memlab": memlab.__version__, "python": sys.version.split()[0],
+                     "numpy": np.__version__, "scipy": scipy.__version__,
+                     "pandas": pd.__version__, "networkx": networkx.__version__,
+                     "matplotlib": matplotlib.__version__},
+        "platform": platform.platform(),
+        **(extra or {}),
+    }
+
+
+@dataclass
+class ReplayResult:
+    """The frames of one replay and its manifest. ``save``/``load`` round-trip through Parquet."""
+
+    decisions: pd.DataFrame
+    candidates: pd.DataFrame
+    metrics: pd.DataFrame
+    log: pd.DataFrame
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> pd.Series:
+        """The mean of every measure over the queries where it is defined."""
+        if self.metrics.empty:
+            return pd.Series(dtype=float)
+        return self.metrics.groupby("measure", sort=False)["value"].mean()
+
+    def save(self, path: str | Path) -> Path:
+        """Write the frames as Parquet and the manifest as JSON into directory ``path``."""
+        _require_pyarrow()
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        for name in _FRAMES:
+            frame = getattr(self, name).copy()
+            for column in _JSON_COLUMNS.get(name, ()):
+                if column in frame:
+                    frame[column] = frame[column].map(lambda v: json.dumps(v, sort_keys=True))
+            frame.to_parquet(path / f"{name}.parquet", index=False)
+        (path / "manifest.json").write_text(json.dumps(self.manifest, indent=2, sort_keys=True))
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "ReplayResult":
+        _require_pyarrow()
+        path = Path(path)
+        if not (path / "manifest.json").is_file():
+            raise ValueError(f"path {str(path)!r} holds no saved result (manifest.json missing)")
+        frames = {}
+        for name in _FRAMES:
+            frame = pd.read_parquet(path / f"{name}.parquet")
+            for column in _JSON_COLUMNS.get(name, ()):
+                if column in frame:
+                    frame[column] = frame[column].map(json.loads)
+            frames[name] = frame
+        return cls(**frames, manifest=json.loads((path / "manifest.json").read_text()))
+
+
+def _require_pyarrow() -> None:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:  # pragma: no cover - depends on the install
+        raise ImportError("saving and loading results needs pyarrow: "
+                          "pip install 'memlab[parquet]'") from None
+
+
+def _gold_grades(gold: Any) -> dict[str, float]:
+    if gold is None:
+        return {}
+    if isinstance(gold, dict):
+        return {k: float(v) for k, v in gold.items()}
+    return {g: 1.0 for g in gold}
+
+
+def _flatten_stage(prefix: str, info: Any) -> dict[str, Any]:
+    if not isinstance(info, dict):
+        return {f"{prefix}_status": info}
+    out = {}
+    for key, value in info.items():
+        if isinstance(value, (list, dict)):
+            value = json.dumps(value, sort_keys=True)
+        out[f"{prefix}_{key}"] = value
+    budget, elapsed = info.get("budget_ms"), info.get("elapsed_ms")
+    if budget is not None and elapsed is not None:
+        out[f"{prefix}_over_budget"] = bool(elapsed > budget)
+    return out
+
+
+def _progress(total: int, enabled: bool | None):
+    if enabled is False or (enabled is None and total < 1000):
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # tqdm is optional (the notebooks/test extras install it)
+        return None
+    return tqdm(total=total, desc="replay", unit="event")
+
+
+class _Runner:
+    """Applies events to one memory and collects rows."""
+
+    def __init__(self, trace: Trace, config: SurfacingConfig, mode: str, k: int, seed: int,
+                 measures: list[Measure], record_candidates: bool,
+                 force_strategy: str | None) -> None:
+        from memlab.memory import Memory
+        from memlab.session import PMMemoryStore
+        from memlab.store import MemoryStore
+
+        start = trace.start or next((e.ts for e in trace.events if e.ts is not None),
+                                    DEFAULT_START)
+        self.clock = ManualClock(start)
+        self.memory = Memory(store=MemoryStore(), workspace_id=trace.workspace_id,
+                             surfacing_mode=mode, clock=self.clock, config=config, seed=seed)
+        self.cache = PMMemoryStore(silo_size=4096)
+        self.k, self.measures = k, measures
+        self.record_candidates = record_candidates
+        self.force_strategy = force_strategy
+        self.decisions: list[dict] = []
+        self.candidates: list[pd.DataFrame] = []
+        self.metrics: list[tuple[str, str, float]] = []
+        self.log: list[dict] = []
+
+    # ------------------------------------------------------------------ events
+    def apply(self, pos: int, event: Event, batch: list[Event]) -> None:
+        mem = self.memory
+        kind = event.type
+        if kind == "add":
+            mem.add_many([{"content": e.get("content"), "memory_type": e.get("memory_type",
+                                                                            "semantic"),
+                           "metadata": e.get("metadata"), "item_id": e.get("item_id"),
+                           "created_at": e.get("created_at")} for e in batch])
+        elif kind == "add_edge":
+            mem.add_edges([(e.get("src"), e.get("dst"), e.get("edge_type", "RELATED"),
+                            e.get("weight", 1.0)) for e in batch])
+        elif kind == "query":
+            self.query(event)
+        elif kind == "pin":
+            mem.pin_item(event.get("session_id"), event.get("item_id"), event.get("weight", 1.0))
+        elif kind == "unpin":
+            mem.unpin_item(event.get("session_id"), event.get("item_id"))
+        elif kind == "anchor":
+            mem.add_anchor(event.get("session_id"), event.get("content"),
+                           event.get("anchor_type", "goal"), item_id=event.get("item_id"))
+        elif kind == "clock":
+            self.clock.advance(seconds=event.get("advance_s", 0.0))
+        else:
+            self.log.append({"event": pos, "type": kind, "outcome": self.other(event)})
+
+    def other(self, event: Event) -> Any:
+        from memlab.maintenance import MaintenanceConfig, Reasoner
+        from memlab.session import promote_to_long_term, resolve_context
+        from memlab.topics import ingest
+
+        mem, kind = self.memory, event.type
+        if kind == "cache_set":
+            return {"index": self.cache.set(event.get("key"), event.get("value"))}
+        if kind == "cache_peek":
+            hit, value, index = self.cache.peek(event.get("key"))
+            return {"hit": hit, "value": value, "index": index}
+        if kind == "promote":
+            return promote_to_long_term(event.get("session_id"), event.get("key"),
+                                        event.get("value"), event.get("node_type", "concept"),
+                                        memory=mem)
+        if kind == "resolve":
+            return resolve_context(event.get("session_id"), event.get("key"), self.cache,
+                                   memory=mem)
+        if kind == "ingest":
+            fields = {k: v for k, v in event.fields.items() if k != "placement"}
+            return ingest(event.get("placement"), memory=mem, **fields)
+        if kind == "maintenance":
+            passes = event.get("passes")
+            config = MaintenanceConfig() if passes is None else \
+                MaintenanceConfig(passes=tuple(passes))
+            report = Reasoner(mem, config).run("trace", dry_run=event.get("dry_run", False))
+            return {"counts": report.counts(), "actions": report.actions}
+        raise ReplayError(f"unhandled event type {kind!r}")  # pragma: no cover - schema-checked
+
+    def query(self, event: Event) -> None:
+        mem = self.memory
+        qid = event.get("qid")
+        k = event.get("k", self.k)
+        strategy = self.force_strategy or event.get("strategy")
+        if mem.surfacing_mode == "legacy" and strategy not in (None, "fast:recency"):
+            strategy = None  # legacy accepts only fast:recency; a trace's hint is not an error
+        response = mem.get_working_context(event.get("session_id", "s1"), event.get("query"),
+                                           k=k, max_tokens=event.get("max_tokens"),
+                                           strategy=strategy)
+        record = mem.last_context_record
+        gold = _gold_grades(event.get("gold"))
+        decision = record.decision
+        row = {
+            "qid": qid, "session_id": record.session_id, "query": record.query,
+            "category": event.get("category"), "mode": record.mode, "recipe": record.recipe,
+            "strategy_used": record.strategy_used, "implementation": record.implementation,
+            "requested_strategy": record.requested_strategy,
+            "confidence": decision.confidence, "reasons": list(decision.reasons),
+            "signals": dict(decision.signals), "k": k, "max_tokens": record.max_tokens,
+            "tokens_used": record.tokens_used, "n_candidates": len(record.candidates["item_id"]),
+            "n_surfaced": len(record.surfaced_ids), "n_gold": len(gold),
+            "decision_id": record.decision_id, "now": record.now,
+        }
+        for stage, ms in record.timings_ms.items():
+            row[f"{stage}_ms"] = ms
+        for prefix, key in (("spread", "spreading"), ("ppr", "ppr")):
+            if key in record.notes:
+                row.update(_flatten_stage(prefix, record.notes[key]))
+        self.decisions.append(row)
+        if self.record_candidates:
+            frame = record.candidates_frame()
+            frame.insert(0, "qid", qid)
+            frame["gold"] = frame["item_id"].map(gold).fillna(0.0) if gold else 0.0
+            self.candidates.append(frame)
+        ranking = [item["item_id"] for item in response["items"]]
+        for name, value in evaluate(self.measures, ranking, gold, tokens=record.tokens_used,
+                                    latency_ms=record.timings_ms["total"]).items():
+            self.metrics.append((qid, name, value))
+
+
+def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 20,
+           measures: Iterable[str | Measure] | None = None, record_candidates: bool = True,
+           progress: bool | None = None, seed: int = 0,
+           force_strategy: str | None = None) -> ReplayResult:
+    """Replay ``trace`` and return its frames (see the module notes).
+
+    Parameters
+    ----------
+    trace : Trace
+    config : SurfacingConfig, recipe name or None
+        None is memlab's ``DEFAULT`` recipe.
+    mode : {"router", "legacy"}
+    k : int
+        Items per context when a query event does not say.
+    measures : list of str, optional
+        Default ``R@2``, ``R@5``, ``R@10``, ``MRR``, ``nDCG@10`` (defined where gold exists).
+    record_candidates : bool
+        Keep every candidate (the ``candidates`` frame); False leaves it empty.
+    progress : bool, optional
+        A tqdm bar (when tqdm is installed); by default on for traces of 1,000+ events.
+    seed : int
+        Seeds decision ids, so two replays give identical frames (latency columns aside).
+    force_strategy : str, optional
+        Ask every query for this strategy (router analysis).
+
+    Examples
+    --------
+    >>> from memlab.harness.trace import TraceBuilder
+    >>> trace = (TraceBuilder("tiny", start="2024-01-01T00:00:00+00:00")
+    ...          .add("We picked JWT because sessions did not scale", item_id="a")
+    ...          .add("Lunch on Friday is pizza", item_id="b")
+    ...          .query("q1", "why JWT", gold=["a"]).build())
+    >>> result = replay(trace)
+    >>> result.decisions[["qid", "strategy_used"]].values.tolist()
+    [['q1', 'deep:multi-hop']]
+    >>> float(result.summary()["R@2"])
+    1.0
+    """
+    if not isinstance(trace, Trace):
+        raise ValueError(f"trace must be a Trace, got {type(trace).__name__}")
+    config = resolve_config(config)
+    if mode not in ("router", "legacy"):
+        raise ValueError(f"mode must be 'router' or 'legacy', got {mode!r}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 100:
+        raise ValueError(f"k must be an int in 1..100, got {k!r}")
+    measures = DEFAULT_MEASURES if measures is None else parse_measures(measures)
+    if force_strategy is not None:
+        SurfacingStrategy.parse(force_strategy, "force_strategy")
+    runner = _Runner(trace, config, mode, k, seed, measures, record_candidates, force_strategy)
+    bar = _progress(len(trace), progress)
+    events = trace.events
+    pos = 0
+    while pos < len(events):
+        event = events[pos]
+        end = pos + 1
+        if event.type in ("add", "add_edge"):  # consecutive writes go in as one bulk write
+            while end < len(events) and events[end].type == event.type and \
+                    events[end].ts in (None, event.ts):
+                end += 1
+        if event.ts is not None:
+            runner.clock.set(event.ts)
+        try:
+            runner.apply(pos, event, events[pos:end])
+        except ValueError as exc:
+            raise ReplayError(f"event {pos} (line {pos + 2}, {event.type}): {exc}") from exc
+        if bar is not None:
+            bar.update(end - pos)
+        pos = end
+    if bar is not None:
+        bar.close()
+    decisions = pd.DataFrame(runner.decisions)
+    candidates = pd.concat(runner.candidates, ignore_index=True) if runner.candidates else \
+        pd.DataFrame(columns=["qid", "item_id", "rank", "surfaced", "drop_reason", "gold"])
+    metrics = pd.DataFrame(runner.metrics, columns=["qid", "measure", "value"])
+    log = pd.DataFrame(runner.log, columns=["event", "type", "outcome"])
+    manifest = build_manifest(trace, config, mode=mode, k=k, seed=seed, measures=measures,
+                              extra={"force_strategy": force_strategy,
+                                     "record_candidates": record_candidates})
+    return ReplayResult(decisions, candidates, metrics, log, manifest)
