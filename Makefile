@@ -9,7 +9,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed-base: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e '.[parquet]'
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python

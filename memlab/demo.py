@@ -1,5 +1,10 @@
-"""``memlab demo``: build a memory from the Apollo fixture, ask its queries in both modes, print
-the surfaced items with their score breakdowns, and write the candidate frame and a plot."""
+"""``make demo`` / ``memlab demo``: the main job on the built-in data.
+
+Replays the Apollo fixture's trace under the seed's behaviour (``SEED_COMPAT``, in legacy and in
+router mode) and memlab's ``DEFAULT`` recipe, prints what each query surfaced and the experiment
+table (means, bootstrap 95% intervals, paired tests against the seed), saves every result
+(Parquet frames and manifest) and a score-breakdown PNG.
+"""
 
 from __future__ import annotations
 
@@ -7,78 +12,48 @@ from pathlib import Path
 
 import pandas as pd
 
-from memlab.datasets import build_memory, load_fixture
+from memlab.datasets import fixture_trace, load_fixture
+from memlab.harness.experiment import Experiment, ExperimentResult
+from memlab.harness.plots import plot_score_breakdown
+from memlab.surfacing.config import DEFAULT, SEED_COMPAT
 
-__all__ = ["run_demo"]
+__all__ = ["run_demo", "DEMO_CONFIGS", "DEMO_MEASURES"]
 
-_BREAKDOWN = ["relevance", "recency", "activation", "centrality", "session_pin_boost",
-              "freshness_boost", "anchor_forced"]
+DEMO_CONFIGS = {"seed legacy": ("legacy", SEED_COMPAT), "seed router": ("router", SEED_COMPAT),
+                "memlab default": ("router", DEFAULT)}
+DEMO_MEASURES = ["R@5", "R@10", "MRR", "nDCG@10", "Tokens", "Latency"]
 
 
-def run_demo(out_dir: str | Path = "out/demo", k: int = 5, show: int = 4) -> pd.DataFrame:
-    """Run the demo; returns the candidates of every query in both modes as one DataFrame."""
-    fixture = load_fixture("apollo_demo")
+def run_demo(out_dir: str | Path = "out/demo", k: int = 10,
+             breakdown_qid: str = "q1") -> ExperimentResult:
+    """Run the demo and return its :class:`~memlab.harness.ExperimentResult`."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 100:
+        raise ValueError(f"k must be an int in 1..100, got {k!r}")
     out_dir = Path(out_dir)
+    trace = fixture_trace(load_fixture("apollo_demo"))
+    experiment = Experiment(trace, DEMO_CONFIGS, DEMO_MEASURES, baseline="seed legacy", k=k)
+    pd.set_option("display.width", 160)
+    for name, result in experiment.results.items():
+        print(f"\n=== {name} ===")
+        metrics = result.metrics.pivot(index="qid", columns="measure", values="value")
+        view = result.decisions.set_index("qid")[["query", "strategy_used", "confidence"]]
+        view = view.join(metrics[["R@5", "MRR"]])
+        surfaced = result.candidates[result.candidates["surfaced"]]
+        view["surfaced"] = surfaced.groupby("qid")["item_id"].apply(
+            lambda ids: ", ".join(ids.head(4)) + (" …" if len(ids) > 4 else ""))
+        print(view.to_string(float_format=lambda v: f"{v:.2f}", max_colwidth=40))
+    columns = ["name", "mode", "recipe"] + [c for m in DEMO_MEASURES for c in
+                                            (m, f"{m} ci_low", f"{m} ci_high", f"{m} p_wilcoxon")
+                                            if c in experiment.table]
+    print(f"\n=== experiment: {len(trace.queries)} queries, k={k}, baseline 'seed legacy' ===")
+    print(experiment.table[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    frames, summary = [], []
-    pd.set_option("display.width", 140)
-    for mode, recipe in (("legacy", "seed_compat"), ("router", "default")):
-        mem = build_memory(fixture, surfacing_mode=mode, config=recipe)
-        print(f"\n=== surfacing_mode={mode!r}, recipe={recipe!r}: {len(mem)} items, "
-              f"{len(mem.get_edges())} edges ===")
-        for q in fixture["queries"]:
-            response = mem.get_working_context(q["session_id"], q["query"], k=k)
-            record = mem.last_context_record
-            decision = record.decision
-            ids = [item["item_id"] for item in response["items"]]
-            gold = set(q["gold"])
-            hits = sum(1 for i in ids if i in gold)
-            print(f"\n[{q['qid']}] {q['query']!r} -> {response['strategy_used']} "
-                  f"(confidence {decision.confidence}, reasons {list(decision.reasons)}); "
-                  f"gold found {hits}/{len(gold)}, {response['tokens_used']} tokens, "
-                  f"{record.timings_ms['total']:.2f} ms")
-            rows = [{"item_id": item["item_id"], **{key: item["score_breakdown"][key]
-                                                   for key in _BREAKDOWN},
-                     "content": item["content"][:48]} for item in response["items"][:show]]
-            print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-            frame = record.candidates_frame()
-            frame.insert(0, "qid", q["qid"])
-            frame.insert(1, "mode", mode)
-            frame["gold"] = frame["item_id"].isin(gold)
-            frames.append(frame)
-            summary.append({"mode": mode, "qid": q["qid"], "strategy": response["strategy_used"],
-                            f"gold@{k}": hits / len(gold), "tokens": response["tokens_used"],
-                            "ms": record.timings_ms["total"]})
-    candidates = pd.concat(frames, ignore_index=True)
-    table = pd.DataFrame(summary).pivot_table(index="mode", values=[f"gold@{k}", "tokens", "ms"],
-                                              aggfunc="mean")
-    print(f"\n=== summary (mean over {len(fixture['queries'])} queries) ===")
-    print(table.to_string(float_format=lambda v: f"{v:.3f}"))
-    candidates.to_csv(out_dir / "candidates.csv", index=False)
-    _plot(candidates[candidates["mode"] == "router"], out_dir / "score_breakdown.png")
-    print(f"\nwrote {out_dir / 'candidates.csv'} ({len(candidates)} rows) and "
-          f"{out_dir / 'score_breakdown.png'}")
-    return candidates
-
-
-def _plot(frame: pd.DataFrame, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    terms = [c for c in frame.columns if c.startswith("term_")]
-    # anchors would top every query with the same +1: show each query's best retrieved item
-    top = frame[frame["surfaced"] & ~frame["mandatory"]].groupby("qid").head(1).set_index("qid")[terms]
-    fig, ax = plt.subplots(figsize=(8, 4))
-    bottom = None
-    for term in terms:
-        ax.bar(top.index, top[term], bottom=bottom, label=term.removeprefix("term_"))
-        bottom = top[term] if bottom is None else bottom + top[term]
-    ax.set_xlabel("query")
-    ax.set_ylabel("composite score")
-    ax.set_title("Score breakdown of each query's top retrieved item (router, DEFAULT)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    for name, result in experiment.results.items():
+        result.save(out_dir / name.replace(" ", "_"))
+    experiment.table.to_csv(out_dir / "experiment.csv", index=False)
+    figure = plot_score_breakdown(experiment.results["memlab default"], breakdown_qid)
+    figure.savefig(out_dir / "score_breakdown.png", dpi=100)
+    print(f"\nwrote {out_dir}/experiment.csv, one Parquet result folder per configuration "
+          f"({', '.join(n.replace(' ', '_') for n in experiment.results)}) and "
+          f"{out_dir}/score_breakdown.png")
+    return experiment

@@ -5,15 +5,24 @@ import sys
 
 from memlab.datasets import build_memory, load_fixture
 from memlab.demo import run_demo
+from memlab.harness import ReplayResult
 
 
-def test_demo_writes_frames_and_plot(tmp_path, capsys):
-    frame = run_demo(tmp_path, k=5)
-    assert (tmp_path / "candidates.csv").is_file()
+def test_demo_writes_results_table_and_plot(tmp_path, capsys):
+    experiment = run_demo(tmp_path, k=10)
+    assert (tmp_path / "experiment.csv").is_file()
     assert (tmp_path / "score_breakdown.png").stat().st_size > 1000
-    assert set(frame["mode"]) == {"legacy", "router"}
+    for name in ("seed_legacy", "seed_router", "memlab_default"):
+        back = ReplayResult.load(tmp_path / name)
+        assert len(back.decisions) == 7 and back.manifest["k"] == 10
+    table = experiment.table.set_index("name")
+    assert list(table.index) == ["seed legacy", "seed router", "memlab default"]
+    # memlab's default recipe finds more of the gold than the seed on the fixture
+    assert table.loc["memlab default", "R@10"] > table.loc["seed legacy", "R@10"]
     out = capsys.readouterr().out
-    assert "deep:multi-hop" in out and "temporal:windowed" in out and "procedural:lookup" in out
+    for strategy in ("deep:multi-hop", "temporal:windowed", "procedural:lookup"):
+        assert strategy in out
+    assert "experiment: 7 queries, k=10" in out
 
 
 def test_router_gold_recall_on_the_fixture_at_k10():

@@ -12,7 +12,7 @@ from typing import Any
 
 from memlab.datasets.synthetic import synthetic_items
 
-__all__ = ["FIXTURES_DIR", "load_fixture", "build_memory", "synthetic_items"]
+__all__ = ["FIXTURES_DIR", "load_fixture", "build_memory", "fixture_trace", "synthetic_items"]
 
 FIXTURES_DIR = Path(__file__).resolve().parents[2] / "datasets"
 
@@ -57,3 +57,33 @@ def build_memory(fixture: dict[str, Any], **memory_kwargs: Any):
     for anchor in fixture.get("anchors", []):
         mem.add_anchor(anchor["session_id"], anchor["content"], anchor.get("anchor_type", "goal"))
     return mem
+
+
+def fixture_trace(fixture: dict[str, Any]):
+    """A fixture as a replayable :class:`~memlab.harness.Trace`: its items (at their
+    ``created_at``), edges and anchors, then its queries with their gold at the fixture's ``now``.
+
+    Examples
+    --------
+    >>> trace = fixture_trace(load_fixture("apollo_demo"))
+    >>> len(trace.queries), trace.queries[0].get("gold")
+    (7, ['turn-06', 'fact-jwt'])
+    """
+    from memlab.harness.trace import TraceBuilder
+
+    first = min(item["created_at"] for item in fixture["items"])
+    builder = TraceBuilder(fixture.get("name", "fixture"), start=first,
+                           metadata={"description": fixture.get("description", "")})
+    builder.add_many({"content": item["content"], "item_id": item["item_id"],
+                      "memory_type": item.get("memory_type"), "metadata": item.get("metadata"),
+                      "created_at": item["created_at"]} for item in fixture["items"])
+    for edge in fixture.get("edges", []):
+        builder.edge(edge["src"], edge["dst"], edge.get("edge_type"), edge.get("weight"))
+    for anchor in fixture.get("anchors", []):
+        builder.anchor(anchor["session_id"], anchor["content"], anchor.get("anchor_type"),
+                       ts=fixture["now"])
+    for q in fixture["queries"]:
+        builder.query(q["qid"], q["query"], session_id=q.get("session_id"), gold=q.get("gold"),
+                      ts=fixture["now"])
+    return builder.build()
+

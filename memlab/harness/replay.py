@@ -39,7 +39,7 @@ import pandas as pd
 
 from memlab.clock import ManualClock
 from memlab.harness.measures import DEFAULT_MEASURES, Measure, evaluate, parse_measures
-from memlab.harness.trace import Event, Trace
+from memlab.harness.trace import Event, Trace, parse_ts
 from memlab.model import SurfacingStrategy
 from memlab.surfacing.config import DEFAULT, SurfacingConfig, get_recipe
 
@@ -48,7 +48,7 @@ __all__ = ["ReplayResult", "ReplayError", "replay", "build_manifest", "resolve_c
 
 DEFAULT_START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 _FRAMES = ("decisions", "candidates", "metrics", "log")
-_JSON_COLUMNS = {"decisions": ("reasons", "signals", "category"), "log": ("outcome",)}
+_JSON_COLUMNS = {"decisions": ("reasons", "signals", "category", "gold"), "log": ("outcome",)}
 
 
 class ReplayError(ValueError):
@@ -142,6 +142,20 @@ def _require_pyarrow() -> None:
                           "pip install 'memlab[parquet]'") from None
 
 
+def _tidy(frame: pd.DataFrame) -> pd.DataFrame:
+    """Give columns that are missing on some rows one honest type, so Parquet keeps them as is:
+    flags become nullable booleans, text columns use None (not NaN) where absent."""
+    for column in frame.columns:
+        if frame[column].dtype != object:
+            continue
+        present = frame[column].dropna()
+        if len(present) and all(isinstance(v, (bool, np.bool_)) for v in present):
+            frame[column] = frame[column].astype("boolean")
+        elif all(isinstance(v, str) for v in present):
+            frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
+    return frame
+
+
 def _gold_grades(gold: Any) -> dict[str, float]:
     if gold is None:
         return {}
@@ -206,7 +220,8 @@ class _Runner:
             mem.add_many([{"content": e.get("content"), "memory_type": e.get("memory_type",
                                                                             "semantic"),
                            "metadata": e.get("metadata"), "item_id": e.get("item_id"),
-                           "created_at": e.get("created_at")} for e in batch])
+                           "created_at": None if e.get("created_at") is None
+                           else parse_ts(e.get("created_at"))} for e in batch])
         elif kind == "add_edge":
             mem.add_edges([(e.get("src"), e.get("dst"), e.get("edge_type", "RELATED"),
                             e.get("weight", 1.0)) for e in batch])
@@ -274,7 +289,7 @@ class _Runner:
             "confidence": decision.confidence, "reasons": list(decision.reasons),
             "signals": dict(decision.signals), "k": k, "max_tokens": record.max_tokens,
             "tokens_used": record.tokens_used, "n_candidates": len(record.candidates["item_id"]),
-            "n_surfaced": len(record.surfaced_ids), "n_gold": len(gold),
+            "n_surfaced": len(record.surfaced_ids), "n_gold": len(gold), "gold": gold,
             "decision_id": record.decision_id, "now": record.now,
         }
         for stage, ms in record.timings_ms.items():
@@ -364,7 +379,7 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
         pos = end
     if bar is not None:
         bar.close()
-    decisions = pd.DataFrame(runner.decisions)
+    decisions = _tidy(pd.DataFrame(runner.decisions))
     candidates = pd.concat(runner.candidates, ignore_index=True) if runner.candidates else \
         pd.DataFrame(columns=["qid", "item_id", "rank", "surfaced", "drop_reason", "gold"])
     metrics = pd.DataFrame(runner.metrics, columns=["qid", "measure", "value"])

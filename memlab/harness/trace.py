@@ -101,9 +101,12 @@ EVENT_SCHEMA: dict[str, tuple[dict[str, Callable], dict[str, Callable]]] = {
 
 
 def parse_ts(value: Any) -> datetime:
-    """An ISO 8601 string (with timezone) or an aware datetime, as a UTC datetime."""
+    """An ISO 8601 string or datetime *with a timezone*, as a UTC datetime (a trace must not
+    leave the reader to guess the zone)."""
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
+    if isinstance(value, datetime) and value.tzinfo is None:
+        raise ValueError(f"ts must carry a timezone, got {value.isoformat()!r}")
     return as_utc(value, name="ts")
 
 

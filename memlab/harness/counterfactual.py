@@ -1,0 +1,107 @@
+"""Counterfactual re-scoring (SPEC §7): re-rank recorded candidates under new composite weights.
+
+Retrieval, routing and strategies are not re-run: every candidate a replay recorded keeps its
+signals, and only the composite (:mod:`memlab.surfacing.composite`) and the budgeted selection
+are recomputed, with the very functions live assembly uses. With unchanged weights the result is
+the live ranking exactly (tested). Only the composite's constants can change this way:
+``activation_floor``, ``centrality_weight``, ``pin_boost_factor``, ``anchor_boost`` and
+``freshness_weight``; anything that changes which candidates exist needs a real replay.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from memlab.harness.measures import Measure, evaluate, parse_measures
+from memlab.harness.replay import ReplayResult
+from memlab.surfacing.composite import (TERM_COLUMNS, CompositeWeights, composite,
+                                        order_candidates, select)
+from memlab.surfacing.config import SurfacingConfig
+
+__all__ = ["rescore", "weights_of", "RESCORABLE"]
+
+RESCORABLE = CompositeWeights.FIELDS
+
+
+def weights_of(result: ReplayResult, changes: Mapping[str, float] | SurfacingConfig | None
+               ) -> CompositeWeights:
+    """The replay's weights with ``changes`` applied (names outside :data:`RESCORABLE` raise)."""
+    recorded = CompositeWeights(**{f: result.manifest["config"][f] for f in RESCORABLE})
+    if changes is None:
+        return recorded
+    if isinstance(changes, SurfacingConfig):
+        return CompositeWeights.from_config(changes)
+    unknown = sorted(set(changes) - set(RESCORABLE))
+    if unknown:
+        raise ValueError(f"counterfactual weights must be among {list(RESCORABLE)}; "
+                         f"{unknown} change the candidates themselves (replay instead)")
+    for name, value in changes.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+    return dataclasses.replace(recorded, **{k: float(v) for k, v in changes.items()})
+
+
+def rescore(result: ReplayResult, weights: Mapping[str, float] | SurfacingConfig | None = None,
+            measures: Iterable[str | Measure] | None = None) -> ReplayResult:
+    """A new result whose candidates, tokens and metrics follow the new ``weights``.
+
+    Examples
+    --------
+    >>> from memlab.harness.trace import TraceBuilder
+    >>> from memlab.harness.replay import replay
+    >>> trace = (TraceBuilder("t", start="2024-01-01T00:00:00+00:00")
+    ...          .add("JWT was picked because sessions did not scale", item_id="a")
+    ...          .query("q1", "why JWT", gold=["a"]).build())
+    >>> live = replay(trace)
+    >>> same = rescore(live)
+    >>> same.candidates["score"].tolist() == live.candidates["score"].tolist()
+    True
+    """
+    if result.candidates.empty and not result.decisions.empty:
+        raise ValueError("result has no recorded candidates (replay with record_candidates=True)")
+    new_weights = weights_of(result, weights)
+    measures = parse_measures(measures if measures is not None else result.manifest["measures"])
+    decisions = result.decisions.copy()
+    legacy = result.manifest["mode"] == "legacy"
+    frames, metrics = [], []
+    by_qid = dict(tuple(result.candidates.groupby("qid", sort=False)))
+    for row_pos, decision in enumerate(decisions.itertuples(index=False)):
+        cand = by_qid.get(decision.qid)
+        if cand is None:
+            continue
+        cand = cand.reset_index(drop=True)
+        score, terms = composite(cand, new_weights, legacy)
+        filtered = cand["filtered"].to_numpy(dtype=bool)
+        order = order_candidates(cand["item_id"].tolist(), cand["relevance"].to_numpy(), score,
+                                 cand["mandatory"].to_numpy(dtype=bool), filtered)
+        known = [r if f else None for r, f in zip(cand["drop_reason"].tolist(), filtered)]
+        max_tokens = decision.max_tokens
+        max_tokens = None if max_tokens is None or pd.isna(max_tokens) else int(max_tokens)
+        surfaced, drop, used = select(order, cand["tokens"].to_numpy(),
+                                      cand["mandatory"].to_numpy(dtype=bool), filtered, known,
+                                      k=int(decision.k), max_tokens=max_tokens, legacy=legacy)
+        out = cand.copy()
+        for name in TERM_COLUMNS:
+            out[name] = terms[name]
+        out["session_pin_boost"], out["freshness_boost"] = terms["term_pin"], \
+            terms["term_freshness"]
+        out["score"], out["surfaced"], out["drop_reason"] = score, surfaced, drop
+        out = out.iloc[order].reset_index(drop=True)
+        out["rank"] = np.arange(len(out))
+        frames.append(out)
+        decisions.iat[row_pos, decisions.columns.get_loc("tokens_used")] = used
+        decisions.iat[row_pos, decisions.columns.get_loc("n_surfaced")] = int(surfaced.sum())
+        ranking = out.loc[out["surfaced"], "item_id"].tolist()
+        for name, value in evaluate(measures, ranking, decision.gold,
+                                    tokens=used, latency_ms=decision.total_ms).items():
+            metrics.append((decision.qid, name, value))
+    candidates = pd.concat(frames, ignore_index=True) if frames else result.candidates.iloc[:0]
+    manifest = {**result.manifest, "counterfactual": dataclasses.asdict(new_weights),
+                "measures": [str(m) for m in measures]}
+    return ReplayResult(decisions, candidates,
+                        pd.DataFrame(metrics, columns=["qid", "measure", "value"]),
+                        result.log.copy(), manifest)

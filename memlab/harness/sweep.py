@@ -1,0 +1,166 @@
+"""Parameter sweeps (SPEC §7), run in-process, on local processes, or on a Dask cluster.
+
+A grid maps configuration fields to the values to try: top-level ``SurfacingConfig`` fields
+(``"centrality_weight"``) or fields of its graph stages (``"ppr.alpha"``,
+``"spreading.depth"``). Every point is replayed from scratch, so the executors only decide where
+the work runs: ``"serial"`` (this process), ``"local"`` (a process pool) or ``"dask"``
+(``distributed``; a two-worker ``LocalCluster`` started for the call, or the scheduler at
+``address``). The results are the same whichever runs them (tested), in grid order.
+
+``counterfactual=True`` replays once and re-scores the recorded candidates for each point,
+which is much faster and exact for the composite's weights (see
+:mod:`memlab.harness.counterfactual`); other fields need real replays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from memlab.harness.counterfactual import RESCORABLE, rescore
+from memlab.harness.experiment import bootstrap_ci
+from memlab.harness.measures import DEFAULT_MEASURES, Measure, parse_measures
+from memlab.harness.replay import replay, resolve_config
+from memlab.harness.trace import Trace
+from memlab.surfacing.config import SurfacingConfig
+
+__all__ = ["sweep", "SweepResult", "grid_points", "apply_point", "EXECUTORS"]
+
+EXECUTORS = ("serial", "local", "dask")
+
+
+def grid_points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """Every combination of the grid's values, the first key varying slowest."""
+    if not isinstance(grid, Mapping) or not grid:
+        raise ValueError(f"grid must be a non-empty mapping of field -> values, got {grid!r}")
+    for key, values in grid.items():
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+            raise ValueError(f"grid[{key!r}] must be a non-empty list of values, got {values!r}")
+    keys = list(grid)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
+
+
+def apply_point(base: SurfacingConfig, point: Mapping[str, Any]) -> SurfacingConfig:
+    """``base`` with the point's values (``"ppr.alpha"`` reaches into a graph stage's config)."""
+    top: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    for key, value in point.items():
+        if "." in key:
+            stage, name = key.split(".", 1)
+            nested.setdefault(stage, {})[name] = value
+        else:
+            top[key] = value
+    for stage, changes in nested.items():
+        current = getattr(base, stage, None) if stage in ("ppr", "spreading") else None
+        if current is None:
+            raise ValueError(f"grid key {stage!r}.* needs a configured ppr or spreading stage")
+        try:
+            top[stage] = dataclasses.replace(current, **changes)
+        except TypeError as exc:
+            raise ValueError(f"grid key for {stage!r}: {exc}") from None
+    return base.replace(**top)
+
+
+def _run_point(trace: Trace, config: SurfacingConfig, mode: str, k: int,
+               measures: list[str], seed: int) -> pd.DataFrame:
+    """One grid point's per-query metrics (module level, so process pools can pickle it)."""
+    return replay(trace, config, mode=mode, k=k, measures=measures, seed=seed,
+                  record_candidates=False).metrics
+
+
+@dataclass
+class SweepResult:
+    """``table``: one row per point (``cfg_<field>`` columns, mean and bootstrap CI per measure);
+    ``per_query``: long (point, cfg_*, qid, measure, value)."""
+
+    table: pd.DataFrame
+    per_query: pd.DataFrame
+    executor: str
+
+
+def sweep(trace: Trace, grid: Mapping[str, Sequence[Any]], *, base: Any = None,
+          mode: str = "router", k: int = 20, measures: Iterable[str | Measure] | None = None,
+          executor: str = "serial", address: str | None = None, n_workers: int = 2,
+          seed: int = 0, n_boot: int = 1000, counterfactual: bool = False) -> SweepResult:
+    """Replay ``trace`` at every point of ``grid`` (see the module notes).
+
+    Examples
+    --------
+    >>> from memlab.harness.trace import TraceBuilder
+    >>> trace = (TraceBuilder("t", start="2024-01-01T00:00:00+00:00")
+    ...          .add("JWT was picked because sessions did not scale", item_id="a")
+    ...          .query("q1", "why JWT", gold=["a"]).build())
+    >>> out = sweep(trace, {"centrality_weight": [0.0, 1.0]}, measures=["MRR"])
+    >>> out.table[["cfg_centrality_weight", "MRR"]].values.tolist()
+    [[0.0, 1.0], [1.0, 1.0]]
+    """
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {list(EXECUTORS)}, got {executor!r}")
+    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
+        raise ValueError(f"n_workers must be an integer >= 1, got {n_workers!r}")
+    base = resolve_config(base)
+    measures = [str(m) for m in (DEFAULT_MEASURES if measures is None
+                                 else parse_measures(measures))]
+    points = grid_points(grid)
+    configs = [apply_point(base, p) for p in points]  # validates every point before any work
+    if counterfactual:
+        unknown = sorted(set(grid) - set(RESCORABLE))
+        if unknown:
+            raise ValueError(f"counterfactual sweeps can vary only {list(RESCORABLE)}; "
+                             f"{unknown} need replays")
+        live = replay(trace, base, mode=mode, k=k, measures=measures, seed=seed)
+        frames = [rescore(live, p, measures).metrics for p in points]
+    elif executor == "serial":
+        frames = [_run_point(trace, c, mode, k, measures, seed) for c in configs]
+    elif executor == "local":
+        from concurrent.futures import ProcessPoolExecutor
+        with ProcessPoolExecutor(max_workers=n_workers) as pool:
+            frames = list(pool.map(_run_point, [trace] * len(configs), configs,
+                                   [mode] * len(configs), [k] * len(configs),
+                                   [measures] * len(configs), [seed] * len(configs)))
+    else:
+        frames = _run_dask(trace, configs, mode, k, measures, seed, address, n_workers)
+    per_query = []
+    rows = []
+    for index, (point, frame) in enumerate(zip(points, frames)):
+        cfg = {f"cfg_{key}": value for key, value in point.items()}
+        per_query.append(frame.assign(point=index, **cfg))
+        row: dict[str, Any] = {"point": index, **cfg}
+        for m in measures:
+            values = frame.loc[frame["measure"] == m, "value"].to_numpy()
+            row[m] = float(values.mean()) if len(values) else math.nan
+            row[f"{m} ci_low"], row[f"{m} ci_high"] = bootstrap_ci(values, n_boot=n_boot,
+                                                                   seed=seed)
+        rows.append(row)
+    per_query_frame = pd.concat(per_query, ignore_index=True) if per_query else pd.DataFrame()
+    return SweepResult(pd.DataFrame(rows), per_query_frame,
+                       "counterfactual" if counterfactual else executor)
+
+
+def _run_dask(trace, configs, mode, k, measures, seed, address, n_workers):
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:  # pragma: no cover - depends on the install
+        raise ImportError("executor='dask' needs distributed: pip install 'memlab[dist]'") \
+            from None
+    cluster = None
+    if address is None:
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        client = Client(cluster)
+    else:
+        client = Client(address)
+    try:
+        shared = client.scatter(trace, broadcast=True)
+        futures = [client.submit(_run_point, shared, c, mode, k, measures, seed, pure=False)
+                   for c in configs]
+        return client.gather(futures)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
