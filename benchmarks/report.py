@@ -36,7 +36,28 @@ def main(path: str) -> str:
     if bulk:
         out.append(f"- add_many: {50_000 / bulk['stats']['median']:,.0f} items/s")
     out += graph_lines(rows)
+    out += replay_lines(rows)
     return "\n".join(out)
+
+
+def replay_lines(rows: dict) -> list[str]:
+    """Replay throughput and the cost of recording every candidate (issue 5)."""
+    out = []
+    for strategy in ("fast:recency", "deep:multi-hop"):
+        with_c = rows.get(f"test_replay_throughput[{strategy}-candidates]")
+        without = rows.get(f"test_replay_throughput[{strategy}-no-candidates]")
+        if not (with_c and without):
+            continue
+        info = with_c["extra_info"]
+        end_to_end = info["queries"] / with_c["stats"]["median"]
+        in_queries = info["queries"] / (info["query_ms_total"] / 1e3)
+        overhead = with_c["stats"]["median"] / without["stats"]["median"] - 1.0
+        out.append(f"- replay, {strategy}, {info['items']:,} items + {info['queries']:,} queries: "
+                   f"{with_c['stats']['median']:.2f} s end to end ({end_to_end:,.0f} queries/s "
+                   f"including ingest, {in_queries:,.0f} queries/s in get_working_context); "
+                   f"recording every candidate ({info['candidate_rows']:,} rows) costs "
+                   f"{overhead:+.1%} (target <= 20%)")
+    return out
 
 
 def _median(rows: dict, name: str) -> float | None:

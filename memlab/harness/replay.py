@@ -208,7 +208,7 @@ class _Runner:
         self.record_candidates = record_candidates
         self.force_strategy = force_strategy
         self.decisions: list[dict] = []
-        self.candidates: list[pd.DataFrame] = []
+        self.candidate_columns: dict[str, list] = {}
         self.metrics: list[tuple[str, str, float]] = []
         self.log: list[dict] = []
 
@@ -298,11 +298,15 @@ class _Runner:
             if key in record.notes:
                 row.update(_flatten_stage(prefix, record.notes[key]))
         self.decisions.append(row)
-        if self.record_candidates:
-            frame = record.candidates_frame()
-            frame.insert(0, "qid", qid)
-            frame["gold"] = frame["item_id"].map(gold).fillna(0.0) if gold else 0.0
-            self.candidates.append(frame)
+        if self.record_candidates:  # columns grow as lists; one DataFrame at the end
+            columns = record.candidates
+            n = len(columns["item_id"])
+            self.candidate_columns.setdefault("qid", []).extend([qid] * n)
+            self.candidate_columns.setdefault("decision_id", []).extend([record.decision_id] * n)
+            for name, values in columns.items():
+                self.candidate_columns.setdefault(name, []).extend(values)
+            self.candidate_columns.setdefault("gold", []).extend(
+                [gold.get(i, 0.0) for i in columns["item_id"]])
         ranking = [item["item_id"] for item in response["items"]]
         for name, value in evaluate(self.measures, ranking, gold, tokens=record.tokens_used,
                                     latency_ms=record.timings_ms["total"]).items():
@@ -380,7 +384,7 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
     if bar is not None:
         bar.close()
     decisions = _tidy(pd.DataFrame(runner.decisions))
-    candidates = pd.concat(runner.candidates, ignore_index=True) if runner.candidates else \
+    candidates = pd.DataFrame(runner.candidate_columns) if runner.candidate_columns else \
         pd.DataFrame(columns=["qid", "item_id", "rank", "surfaced", "drop_reason", "gold"])
     metrics = pd.DataFrame(runner.metrics, columns=["qid", "measure", "value"])
     log = pd.DataFrame(runner.log, columns=["event", "type", "outcome"])
