@@ -201,8 +201,12 @@ class _Runner:
         start = trace.start or next((e.ts for e in trace.events if e.ts is not None),
                                     DEFAULT_START)
         self.clock = ManualClock(start)
-        self.memory = Memory(store=MemoryStore(), workspace_id=trace.workspace_id,
-                             surfacing_mode=mode, clock=self.clock, config=config, seed=seed)
+        self.store = MemoryStore()
+        self.default_workspace = trace.workspace_id
+        self.memories: dict[str, Memory] = {}
+        self._new_memory = lambda ws: Memory(store=self.store, workspace_id=ws,
+                                             surfacing_mode=mode, clock=self.clock,
+                                             config=config, seed=seed)
         self.cache = PMMemoryStore(silo_size=4096)
         self.k, self.measures = k, measures
         self.record_candidates = record_candidates
@@ -213,8 +217,15 @@ class _Runner:
         self.log: list[dict] = []
 
     # ------------------------------------------------------------------ events
+    def memory_for(self, event: Event):
+        ws = event.get("workspace_id", self.default_workspace)
+        mem = self.memories.get(ws)
+        if mem is None:
+            mem = self.memories[ws] = self._new_memory(ws)
+        return mem
+
     def apply(self, pos: int, event: Event, batch: list[Event]) -> None:
-        mem = self.memory
+        mem = self.memory = self.memory_for(event)
         kind = event.type
         if kind == "add":
             mem.add_many([{"content": e.get("content"), "memory_type": e.get("memory_type",
@@ -282,7 +293,8 @@ class _Runner:
         gold = _gold_grades(event.get("gold"))
         decision = record.decision
         row = {
-            "qid": qid, "session_id": record.session_id, "query": record.query,
+            "qid": qid, "workspace_id": record.workspace_id, "session_id": record.session_id,
+            "query": record.query,
             "category": event.get("category"), "mode": record.mode, "recipe": record.recipe,
             "strategy_used": record.strategy_used, "implementation": record.implementation,
             "requested_strategy": record.requested_strategy,
@@ -369,8 +381,10 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
         event = events[pos]
         end = pos + 1
         if event.type in ("add", "add_edge"):  # consecutive writes go in as one bulk write
+            workspace = event.get("workspace_id")
             while end < len(events) and events[end].type == event.type and \
-                    events[end].ts in (None, event.ts):
+                    events[end].ts in (None, event.ts) and \
+                    events[end].get("workspace_id") == workspace:
                 end += 1
         if event.ts is not None:
             runner.clock.set(event.ts)

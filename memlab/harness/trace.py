@@ -3,7 +3,8 @@
 A trace is a header and a sequence of events. Each event has a ``type`` from
 :data:`EVENT_SCHEMA`, that type's fields (checked for presence and type), and an optional ``ts``
 (ISO 8601 with a timezone): replay sets its manual clock to ``ts`` before applying the event, so
-timestamps must never go backwards. On disk, line 1 is the header and each further line one event::
+timestamps must never go backwards. Any event may carry ``workspace_id`` (default: the header's),
+so one trace can drive several independent workspaces of one store. On disk, line 1 is the header and each further line one event::
 
     {"type": "header", "format": "memlab-trace", "version": 1, "name": "demo", "start": "2024-05-01T09:00:00+00:00"}
     {"type": "add", "ts": "2024-05-01T09:00:00+00:00", "item_id": "t1", "content": "We picked JWT"}
@@ -98,6 +99,12 @@ EVENT_SCHEMA: dict[str, tuple[dict[str, Callable], dict[str, Callable]]] = {
     "clock": ({}, {"advance_s": _number}),
     "maintenance": ({}, {"dry_run": lambda v: isinstance(v, bool), "passes": _text_list}),
 }
+
+
+for _required, _optional in EVENT_SCHEMA.values():
+    # any event may name the workspace it acts on (default: the trace's), so one trace can hold
+    # several independent memories, e.g. one per LoCoMo conversation
+    _optional["workspace_id"] = _text
 
 
 def parse_ts(value: Any) -> datetime:
@@ -290,8 +297,16 @@ class TraceBuilder:
         self.metadata = dict(metadata or {})
         self.events: list[Event] = []
         self._now = self.start
+        self.current_workspace: str | None = None  # set by in_workspace()
+
+    def in_workspace(self, workspace_id: str | None) -> "TraceBuilder":
+        """Stamp the following events with ``workspace_id`` (None: the trace's default)."""
+        self.current_workspace = workspace_id
+        return self
 
     def event(self, kind: str, ts: Any = None, **fields: Any) -> "TraceBuilder":
+        if self.current_workspace is not None:
+            fields.setdefault("workspace_id", self.current_workspace)
         data = {"type": kind, **{k: v for k, v in fields.items() if v is not None}}
         if ts is not None:
             data["ts"] = parse_ts(ts).isoformat()

@@ -56,6 +56,7 @@ class SurfacingConfig:
     # recency and freshness (SPEC §2.2)
     recency_tau_h: float = 24.0
     recency_floor: float = 0.0  # router mode: recency term = floor + (1 - floor) * recency
+    recency_cue_floor: float = 0.0  # the floor when the query asks for recency (fast:recency)
     freshness_weight: float = 0.2
     freshness_window_h: float = 24.0
     # activation (SPEC §2.3)
@@ -107,7 +108,8 @@ class SurfacingConfig:
                      "actr_scale", "pin_ttl_h", "overfetch"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        for name in ("bm25_b", "recency_floor", "activation_floor", "activation_initial",
+        for name in ("bm25_b", "recency_floor", "recency_cue_floor", "activation_floor",
+                     "activation_initial",
                      "temporal_window_relevance_floor"):
             if getattr(self, name) > 1:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")

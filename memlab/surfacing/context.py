@@ -96,6 +96,7 @@ class QueryRun:
     timings: dict[str, float] = field(default_factory=dict)
     window: Any = None
     lock: Any = None  # the store's lock (held during assembly; graph stages re-enter it)
+    decision: SurfacingDecision | None = None
     _pool: dict[int, str] = field(default_factory=dict)
     _relevance_override: dict[int, float] = field(default_factory=dict)
 
@@ -221,7 +222,8 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     lap("route")
 
     # 2. relevance candidates --------------------------------------------------------------
-    run = QueryRun(ws, config, query, tokenize(query), k, now, timings=timings, lock=store.lock)
+    run = QueryRun(ws, config, query, tokenize(query), k, now, timings=timings, lock=store.lock,
+                   decision=decision)
     docs, bm25 = ws.bm25.scores(run.tokens, k1=config.bm25_k1, b=config.bm25_b)
     if len(docs):
         live = ws.eligible.view()[docs]

@@ -94,8 +94,19 @@ def rule_temporal(q: RouterInput) -> RuleResult:
     return SurfacingStrategy.TEMPORAL_WINDOWED, 0.7, (f"time_window:{window.phrase}",)
 
 
+def rule_question(q: RouterInput) -> RuleResult:
+    """A question with no other cue (beyond the seed): expand it through the graph."""
+    first = q.words[0].lower().strip(".,;:!?\"'()[]") if q.words else ""
+    if first in QUESTION_WORDS:
+        return SurfacingStrategy.DEEP_MULTI_HOP, 0.6, (f"question:{first}",)
+    if q.query.rstrip().endswith("?"):
+        return SurfacingStrategy.DEEP_MULTI_HOP, 0.6, ("question:?",)
+    return None
+
+
 ROUTER_RULES: dict[str, Callable[[RouterInput], RuleResult]] = {
     "multi_hop": rule_multi_hop,
+    "question": rule_question,
     "recency": rule_recency,
     "point_query": rule_point_query,
     "procedural": rule_procedural,

@@ -68,6 +68,14 @@ class RecencyStrategy(RelevanceOnly):
         order = np.lexsort((eligible, -ref))
         run.add_candidates(eligible[order], "recent")
 
+    def adjust(self, run: "QueryRun", table: "CandidateTable") -> None:
+        # A query that asks for recency ("latest", "today", …) gets the full recency term; a
+        # query routed here by default keeps the configuration's gentler floor.
+        reasons = run.decision.reasons if run.decision is not None else ()
+        if any(r.startswith("recency_signal:") for r in reasons):
+            floor = run.config.recency_cue_floor
+            table.recency_term = floor + (1.0 - floor) * table.recency
+
 
 def _normalise(text: str) -> str:
     return " ".join(re.findall(r"[^\W_]+", text.lower()))
