@@ -13,11 +13,10 @@ from memlab.model import (Edge, SurfacingDecision, SurfacingStrategy, copy_json,
                           validate_id, validate_weight)
 from memlab.signals.activation import ACTIVATION_MODELS
 from memlab.store import MemoryStore, NewItem, paused_gc
-from memlab.surfacing.config import DEFAULT, SurfacingConfig, get_recipe
+from memlab.surfacing.config import DEFAULT, SEED_COMPAT, SurfacingConfig, get_recipe
 from memlab.surfacing.context import ContextRecord, assemble
 from memlab.surfacing.router import ENTITY_DETECTORS, ROUTER_RULES
 from memlab.surfacing.strategies import STRATEGIES
-from memlab.text import tokenize
 
 __all__ = ["Memory", "SURFACING_MODES"]
 
@@ -55,8 +54,9 @@ class Memory:
         ``"router"``: the router, strategies, pins' boosts, freshness and centrality.
     clock : Clock, optional
         The time source of every time-dependent rule (``SystemClock()`` by default).
-    config : SurfacingConfig or str
-        Configuration or recipe name (``"default"``, ``"seed_compat"``); memlab's ``DEFAULT``.
+    config : SurfacingConfig or str, optional
+        Configuration or recipe name (``"default"``, ``"seed_compat"``). Without one: the seed's
+        constants (``SEED_COMPAT``) in legacy mode, memlab's ``DEFAULT`` in router mode.
     seed : int
         Seeds the decision-id generator, so replays are reproducible.
     on_record : callable, optional
@@ -78,7 +78,7 @@ class Memory:
 
     def __init__(self, store: MemoryStore | None = None, workspace_id: str = "default",
                  surfacing_mode: str = "legacy", clock: Clock | None = None,
-                 config: SurfacingConfig | str = DEFAULT, seed: int = 0,
+                 config: SurfacingConfig | str | None = None, seed: int = 0,
                  on_record: Callable[[ContextRecord], None] | None = None) -> None:
         if surfacing_mode not in SURFACING_MODES:
             raise ValueError(f"surfacing_mode must be one of {SURFACING_MODES}, "
@@ -92,6 +92,8 @@ class Memory:
             raise ValueError(f"on_record must be callable, got {on_record!r}")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed must be an int, got {seed!r}")
+        if config is None:  # each mode's own defaults: the seed's constants in legacy mode
+            config = SEED_COMPAT if surfacing_mode == "legacy" else DEFAULT
         self.config = _check_config(config)
         self.store = store if store is not None else MemoryStore()
         self.workspace_id = workspace_id
@@ -327,7 +329,7 @@ class Memory:
             raise ValueError(f"top_k must be an int in 1..1000, got {top_k!r}")
         with self.store.lock:
             ws = self._ws
-            docs, scores = ws.bm25.scores(tokenize(query), k1=self.config.bm25_k1,
+            docs, scores = ws.bm25.scores(ws.analyze(query), k1=self.config.bm25_k1,
                                           b=self.config.bm25_b)
             live = ws.eligible.view()[docs] if len(docs) else np.empty(0, bool)
             docs, scores = docs[live], scores[live]

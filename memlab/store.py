@@ -35,7 +35,7 @@ from memlab.model import (
 )
 from memlab.signals.activation import ActivationState
 from memlab.signals.bm25 import BM25Index
-from memlab.text import Gazetteer, estimate_tokens, normalise_title, tokenize
+from memlab.text import ANALYZERS, Gazetteer, estimate_tokens, normalise_title
 
 __all__ = ["MemoryStore", "NewItem", "Workspace", "node_key_of", "paused_gc"]
 
@@ -88,8 +88,10 @@ class NewItem:
 class Workspace:
     """One workspace's items as columns (numbered 0, 1, … in order of addition), index and edges."""
 
-    def __init__(self, workspace_id: str) -> None:
+    def __init__(self, workspace_id: str, analyzer: str = "porter") -> None:
         self.workspace_id = workspace_id
+        self.analyzer = analyzer
+        self.analyze = ANALYZERS[analyzer]  # text -> BM25 terms, for items and queries alike
         self.items: list[MemoryItem] = []
         self.item_ids: list[str] = []  # item_ids[i] == items[i].item_id, for fast lookups
         self.index_of: dict[str, int] = {}
@@ -158,6 +160,9 @@ class MemoryStore:
     memory_types : iterable of str, optional
         Extra memory types accepted besides the built-in ones (``semantic``, ``episodic``,
         ``procedural``, ``working``, ``topic``, ``anchor``, ``concept``).
+    analyzer : {"porter", "plain"}
+        How item text and queries become BM25 terms: lowercase words without stopwords, Porter-
+        stemmed (``"porter"``, the default: "painting" finds "paint") or not (``"plain"``).
 
     Examples
     --------
@@ -169,7 +174,10 @@ class MemoryStore:
     (['ws-a', 'ws-b'], 0)
     """
 
-    def __init__(self, memory_types: Iterable[str] = ()) -> None:
+    def __init__(self, memory_types: Iterable[str] = (), *, analyzer: str = "porter") -> None:
+        if analyzer not in ANALYZERS:
+            raise ValueError(f"analyzer must be one of {sorted(ANALYZERS)}, got {analyzer!r}")
+        self.analyzer = analyzer
         self.lock = threading.RLock()
         self._workspaces: dict[str, Workspace] = {}
         self._pins: dict[str, _PinSession] = {}
@@ -184,7 +192,7 @@ class MemoryStore:
             ws = self._workspaces.get(workspace_id)
             if ws is None:
                 validate_id(workspace_id, "workspace_id")
-                ws = self._workspaces[workspace_id] = Workspace(workspace_id)
+                ws = self._workspaces[workspace_id] = Workspace(workspace_id, self.analyzer)
             return ws
 
     def workspace_ids(self) -> list[str]:
@@ -286,7 +294,7 @@ class MemoryStore:
                         is_node = True
                 longterm.append(is_node)
                 created.append(now_ts if new.created_at is None else created_at.timestamp())
-                token_lists.append(tokenize(index_text(new.content, new.metadata)))
+                token_lists.append(ws.analyze(index_text(new.content, new.metadata)))
                 tokens.append(estimate_tokens(new.content))
                 eligible.append(new.memory_type != "anchor")
                 procedural.append(new.memory_type == "procedural")
@@ -346,7 +354,7 @@ class MemoryStore:
                 item.metadata = metadata
             new_text = index_text(item.content, item.metadata)
             if new_text != old_text:
-                ws.bm25.replace(idx, tokenize(old_text), tokenize(new_text))
+                ws.bm25.replace(idx, ws.analyze(old_text), ws.analyze(new_text))
             item.updated_at = now
             ws.updated_ts.data[idx] = now.timestamp()
             item.record({"ts": now.isoformat(), "kind": kind, "detail": detail or {}})

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+
+from memlab.stemming import porter_stem
 from typing import Protocol, runtime_checkable
 
 __all__ = ["STOPWORDS", "tokenize", "estimate_tokens", "EntityDetector", "CapitalisedSpanDetector",
@@ -33,6 +35,21 @@ def tokenize(text: str) -> list[str]:
     ['pick', 'jwt', 'sessions']
     """
     return [w for w in _WORD_RE.findall(text.lower()) if w not in STOPWORDS]
+
+
+def analyze_porter(text: str) -> list[str]:
+    """:func:`tokenize`, then the Porter stem of each token (memlab's default BM25 analyzer).
+
+    Examples
+    --------
+    >>> analyze_porter("She went to the painting classes")
+    ['went', 'paint', 'class']
+    """
+    return [porter_stem(w) for w in tokenize(text)]
+
+
+# how item text and queries become BM25 terms; chosen per store (index and queries must agree)
+ANALYZERS = {"porter": analyze_porter, "plain": tokenize}
 
 
 def normalise_title(text: str) -> str:

@@ -28,7 +28,6 @@ from memlab.clock import as_utc
 from memlab.graph.spreading import SpreadConfig, run_spread
 from memlab.model import HISTORY_CAP, validate_id
 from memlab.session.longterm import resolve_memory
-from memlab.text import tokenize
 
 __all__ = ["PLACEMENTS", "FIELD_TYPES", "QUERY_STAGES", "REFERENCE_EDGE", "SALIENCE_BUMP",
            "ingest", "query", "get_topic"]
@@ -319,7 +318,7 @@ def query(q: str, stages=QUERY_STAGES, explain: bool = False, top_k: int = 8, *,
     with store.lock:
         ws = store.workspace(mem.workspace_id)
         now = mem.clock.now()
-        tokens = tokenize(q)
+        tokens = ws.analyze(q)
         docs, cover = ws.bm25.coverage(tokens)
         is_topic = np.array([i in ws.topic_fields and not ws.items[i].archived
                              for i in docs.tolist()], dtype=bool)

@@ -392,7 +392,8 @@ def test_graph_view_memory_is_reported():
 
 # ---------------------------------------------------------------------------- surfacing
 def test_multi_hop_brings_spread_items_and_normalised_centrality():
-    mem = make_memory(6)
+    mem = make_memory(6, config=DEFAULT.replace(spread_relevance="seed",
+                                                 spreading=SpreadConfig()))
     mem.add("the auth service picked JWT tokens", item_id="auth")
     mem.add_edges([("auth", "n001"), ("n001", "n002"), ("n003", "auth")])
     ctx = mem.get_working_context("s1", "why JWT tokens", k=10)
@@ -409,6 +410,25 @@ def test_multi_hop_brings_spread_items_and_normalised_centrality():
     assert notes["spreading"]["results"] == 3 and {"spread", "ppr"} <= set(record.timings_ms)
     mem.get_working_context("s1", "why JWT tokens", k=10)
     assert mem.last_context_record.notes["ppr"]["cache_hit"] is True
+
+
+def test_propagated_spreading_scales_by_the_seed_relevance_and_lifts_retrieved_items():
+    config = DEFAULT.replace(spread_relevance="propagated", spreading=SpreadConfig(damping=0.5))
+    mem = make_memory(4, config=config)
+    mem.add("JWT tokens picked for the auth service", item_id="strong")
+    mem.add("tokens rotate monthly with every other secret kept in the shared vault of the team",
+            item_id="weak")                                          # a weaker BM25 hit
+    mem.add_edges([("strong", "n001"), ("n001", "n002"), ("strong", "weak")])
+    mem.get_working_context("s1", "why JWT tokens", k=10)
+    c = mem.last_context_record.candidates
+    relevance = dict(zip(c["item_id"], c["relevance"]))
+    source = dict(zip(c["item_id"], c["source"]))
+    assert relevance["strong"] == 1.0
+    assert relevance["n001"] == pytest.approx(0.5) and relevance["n002"] == pytest.approx(0.25)
+    # "weak" was retrieved on its own (below 0.5) and is lifted to what spreading brings it
+    bm25 = dict(zip(c["item_id"], c["bm25"]))
+    assert bm25["weak"] / bm25["strong"] < 0.5
+    assert source["weak"] == "relevance" and relevance["weak"] == pytest.approx(0.5)
 
 
 def test_seed_compat_skips_ppr_above_ten_thousand_items_and_records_it():

@@ -38,8 +38,9 @@ def test_point_query_exact_match_boost_and_softer_recency(router, clock):
     c = router.last_context_record.candidates
     row = {i: r for r, i in enumerate(c["item_id"])}
     assert c["exact_match"][row["def"]] and c["multiplier"][row["def"]] == pytest.approx(1.5)
+    floor = router.config.recency_floor
     assert c["recency_term"][row["def"]] == pytest.approx(
-        (0.2 + 0.8 * np.exp(-48 / 24)) ** 0.25)
+        (floor + (1 - floor) * np.exp(-48 / 24)) ** 0.25)
     assert c["item_id"][0] == "def"
 
 

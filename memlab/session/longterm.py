@@ -23,7 +23,7 @@ import numpy as np
 
 from memlab.graph.spreading import SpreadConfig, run_spread
 from memlab.model import validate_edge_type, validate_id, validate_metadata, validate_weight
-from memlab.text import normalise_title, tokenize
+from memlab.text import normalise_title
 
 __all__ = ["NODE_TYPES", "register_node_type", "upsert_node", "search_graph", "create_relation",
            "retrieve_with_traversal", "prune_stale_links", "add_interlinked_context",
@@ -122,7 +122,7 @@ def upsert_node(session_id: str, node_type: str, label: str, content: str,
 
 def _direct_hits(ws, query: str) -> tuple[np.ndarray, np.ndarray]:
     """Long-term nodes matching ``query`` with their absolute scores (unsorted)."""
-    docs, cover = ws.bm25.coverage(tokenize(query))
+    docs, cover = ws.bm25.coverage(ws.analyze(query))
     if len(docs):
         keep = ws.longterm.view()[docs] & ws.eligible.view()[docs]
         docs, cover = docs[keep], cover[keep]

@@ -28,7 +28,6 @@ from memlab.surfacing.composite import (TERM_COLUMNS, CompositeWeights, composit
 from memlab.surfacing.config import SurfacingConfig
 from memlab.surfacing.router import ENTITY_DETECTORS, route
 from memlab.surfacing.strategies import STRATEGIES
-from memlab.text import tokenize
 
 __all__ = ["ContextRecord", "CandidateTable", "QueryRun", "assemble", "SIGNAL_COLUMNS",
            "TERM_COLUMNS", "COMPOSITE_INPUTS"]
@@ -99,6 +98,7 @@ class QueryRun:
     decision: SurfacingDecision | None = None
     _pool: dict[int, str] = field(default_factory=dict)
     _relevance_override: dict[int, float] = field(default_factory=dict)
+    _relevance_lift: dict[int, float] = field(default_factory=dict)
 
     @property
     def now_ts(self) -> float:
@@ -114,6 +114,17 @@ class QueryRun:
                 self._pool[i] = source
                 if rel is not None:
                     self._relevance_override[i] = rel[pos]
+
+    def lift_relevance(self, idx: np.ndarray, values: np.ndarray) -> None:
+        """Candidates' relevance will be at least ``values`` (e.g. activation spread to them)."""
+        for i, v in zip(np.asarray(idx).tolist(), np.asarray(values, dtype=float).tolist()):
+            if v > self._relevance_lift.get(i, 0.0):
+                self._relevance_lift[i] = v
+
+    def normalised_relevance(self, idx: np.ndarray) -> np.ndarray:
+        """BM25 of ``idx`` over the best BM25 of this query (what the relevance signal will be)."""
+        top = self.matched_bm25.max() if len(self.matched_bm25) else 0.0
+        return self.bm25_of(idx) / top if top > 0 else np.zeros(len(idx))
 
     def bm25_of(self, idx: np.ndarray) -> np.ndarray:
         """Raw BM25 of items ``idx`` for this query (0 where no query term occurs)."""
@@ -222,7 +233,7 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     lap("route")
 
     # 2. relevance candidates --------------------------------------------------------------
-    run = QueryRun(ws, config, query, tokenize(query), k, now, timings=timings, lock=store.lock,
+    run = QueryRun(ws, config, query, ws.analyze(query), k, now, timings=timings, lock=store.lock,
                    decision=decision)
     docs, bm25 = ws.bm25.scores(run.tokens, k1=config.bm25_k1, b=config.bm25_b)
     if len(docs):
@@ -271,6 +282,9 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     for pos, i in enumerate(idx.tolist()):
         if i in run._relevance_override:  # e.g. spread-only items: relevance = spread score
             table.relevance[pos] = run._relevance_override[i]
+        lift = run._relevance_lift.get(i)
+        if lift is not None and lift > table.relevance[pos]:
+            table.relevance[pos] = lift
     table.relevance_term = table.relevance.copy()
     table.recency = run.recency_at(idx, now_ts)
     table.recency_term = table.recency.copy() if legacy else run.recency_term(table.recency)

@@ -193,11 +193,37 @@ class MultiHopStrategy(RelevanceOnly):
         if config is None:
             run.notes["spreading"] = "not_configured"
             return
-        result = run_spread(run.ws, seeds, config)
-        run.timings["spread"] = result.elapsed_ms
-        run.notes["spreading"] = result.info()
-        run.add_candidates(result.indices, "spread",
-                           relevance=config.damping ** result.hops.astype(float))
+        if run.config.spread_relevance == "seed":
+            result = run_spread(run.ws, seeds, config)
+            run.timings["spread"] = result.elapsed_ms
+            run.notes["spreading"] = result.info()
+            run.add_candidates(result.indices, "spread",
+                               relevance=config.damping ** result.hops.astype(float))
+            return
+        # "propagated": activation leaves each seed in proportion to the seed's own relevance,
+        # and lifts every item it reaches, retrieved or not, to at least what arrives there
+        seed_relevance = run.normalised_relevance(seeds)
+        reached: dict[int, float] = {}
+        infos = []
+        elapsed = 0.0
+        for seed, relevance in zip(seeds.tolist(), seed_relevance.tolist()):
+            result = run_spread(run.ws, np.array([seed]), config)
+            elapsed += result.elapsed_ms
+            infos.append(result.info())
+            for node, hops in zip(result.indices.tolist(), result.hops.tolist()):
+                value = relevance * config.damping ** hops
+                if value > reached.get(node, 0.0):
+                    reached[node] = value
+        run.timings["spread"] = elapsed
+        run.notes["spreading"] = {**infos[0], "elapsed_ms": elapsed,
+                                  "results": len(reached), "per_seed": len(infos),
+                                  "budget_exhausted": any(i["budget_exhausted"] for i in infos),
+                                  "overrun_ms": max(0.0, elapsed - config.budget_ms)} \
+            if infos else {"results": 0}
+        nodes = np.fromiter(reached.keys(), np.int64, len(reached))
+        values = np.fromiter(reached.values(), np.float64, len(reached))
+        run.add_candidates(nodes, "spread", relevance=values)
+        run.lift_relevance(nodes, values)
 
     def adjust(self, run: "QueryRun", table: "CandidateTable") -> None:
         config = run.config.ppr
