@@ -193,7 +193,7 @@ class _Runner:
 
     def __init__(self, trace: Trace, config: SurfacingConfig, mode: str, k: int, seed: int,
                  measures: list[Measure], record_candidates: bool,
-                 force_strategy: str | None) -> None:
+                 force_strategy: str | None, analyzer: str = "porter") -> None:
         from memlab.memory import Memory
         from memlab.session import PMMemoryStore
         from memlab.store import MemoryStore
@@ -201,7 +201,7 @@ class _Runner:
         start = trace.start or next((e.ts for e in trace.events if e.ts is not None),
                                     DEFAULT_START)
         self.clock = ManualClock(start)
-        self.store = MemoryStore()
+        self.store = MemoryStore(analyzer=analyzer)
         self.default_workspace = trace.workspace_id
         self.memories: dict[str, Memory] = {}
         self._new_memory = lambda ws: Memory(store=self.store, workspace_id=ws,
@@ -328,7 +328,7 @@ class _Runner:
 def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 20,
            measures: Iterable[str | Measure] | None = None, record_candidates: bool = True,
            progress: bool | None = None, seed: int = 0,
-           force_strategy: str | None = None) -> ReplayResult:
+           force_strategy: str | None = None, analyzer: str = "porter") -> ReplayResult:
     """Replay ``trace`` and return its frames (see the module notes).
 
     Parameters
@@ -349,6 +349,8 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
         Seeds decision ids, so two replays give identical frames (latency columns aside).
     force_strategy : str, optional
         Ask every query for this strategy (router analysis).
+    analyzer : {"porter", "plain"}
+        The store's BM25 analyzer (see :class:`~memlab.MemoryStore`).
 
     Examples
     --------
@@ -373,7 +375,11 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
     measures = DEFAULT_MEASURES if measures is None else parse_measures(measures)
     if force_strategy is not None:
         SurfacingStrategy.parse(force_strategy, "force_strategy")
-    runner = _Runner(trace, config, mode, k, seed, measures, record_candidates, force_strategy)
+    from memlab.text import ANALYZERS
+    if analyzer not in ANALYZERS:
+        raise ValueError(f"analyzer must be one of {sorted(ANALYZERS)}, got {analyzer!r}")
+    runner = _Runner(trace, config, mode, k, seed, measures, record_candidates, force_strategy,
+                     analyzer)
     bar = _progress(len(trace), progress)
     events = trace.events
     pos = 0
@@ -403,6 +409,6 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
     metrics = pd.DataFrame(runner.metrics, columns=["qid", "measure", "value"])
     log = pd.DataFrame(runner.log, columns=["event", "type", "outcome"])
     manifest = build_manifest(trace, config, mode=mode, k=k, seed=seed, measures=measures,
-                              extra={"force_strategy": force_strategy,
+                              extra={"force_strategy": force_strategy, "analyzer": analyzer,
                                      "record_candidates": record_candidates})
     return ReplayResult(decisions, candidates, metrics, log, manifest)

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 from memlab.graph.ppr import PPRConfig
 from memlab.graph.spreading import SpreadConfig
 
-__all__ = ["SurfacingConfig", "SEED_COMPAT", "DEFAULT", "RECIPES", "get_recipe"]
+__all__ = ["SurfacingConfig", "SEED_COMPAT", "DEFAULT", "BM25_ONLY", "RECIPES", "get_recipe"]
 
 _STRATEGY_NAMES = ("fast:recency", "deep:multi-hop", "factual:point-query", "procedural:lookup",
                    "temporal:windowed")
@@ -200,11 +200,27 @@ DEFAULT = SurfacingConfig(
     spreading=SpreadConfig(damping=0.7),
 )
 
-RECIPES: dict[str, SurfacingConfig] = {"seed_compat": SEED_COMPAT, "default": DEFAULT}
+# Plain BM25 as a baseline: no router, no graph, no recency, flat activation, no boosts.
+BM25_ONLY = SurfacingConfig(
+    name="bm25",
+    router_rules=(),
+    recency_floor=1.0,
+    activation_floor=1.0,
+    freshness_weight=0.0,
+    centrality_weight=0.0,
+    strategies=(("fast:recency", "relevance"), ("deep:multi-hop", "relevance"),
+                ("factual:point-query", "relevance"), ("procedural:lookup", None),
+                ("temporal:windowed", None)),
+    spreading=None,
+    ppr=None,
+)
+
+RECIPES: dict[str, SurfacingConfig] = {"seed_compat": SEED_COMPAT, "default": DEFAULT,
+                                       "bm25": BM25_ONLY}
 
 
 def get_recipe(name: str) -> SurfacingConfig:
-    """The named recipe (``"seed_compat"`` or ``"default"``), else ValueError listing them."""
+    """The named recipe (``"seed_compat"``, ``"default"``, ``"bm25"``), else ValueError."""
     try:
         return RECIPES[name]
     except (KeyError, TypeError):
