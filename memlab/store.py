@@ -108,6 +108,7 @@ class Workspace:
         self.node_index: dict[tuple[str, str], int] = {}  # (node_type, normalised label) -> item
         self.topic_fields: dict[int, dict[str, dict]] = {}  # topic item -> its versioned fields
         self.last_decay_ts: float | None = None  # the maintenance decay sweep's last run
+        self.dense: dict = {}  # embedder name -> memlab.signals.dense.DenseIndex (built lazily)
         self.version = 0  # bumped by every write
         self._next_generated = 0
 

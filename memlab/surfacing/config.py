@@ -28,6 +28,7 @@ from typing import Any, Mapping
 
 from memlab.graph.ppr import PPRConfig
 from memlab.graph.spreading import SpreadConfig
+from memlab.signals.dense import DenseConfig
 
 __all__ = ["SurfacingConfig", "SEED_COMPAT", "DEFAULT", "BM25_ONLY", "RECIPES", "get_recipe"]
 
@@ -101,6 +102,8 @@ class SurfacingConfig:
     # graph stages of deep:multi-hop (SPEC §5); None skips the stage (noted in the record)
     spreading: SpreadConfig | None = SpreadConfig()
     ppr: PPRConfig | None = PPRConfig()
+    # hybrid dense relevance (router mode; the dense extra's embedder, or a registered one)
+    dense: DenseConfig | None = None
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -124,7 +127,8 @@ class SurfacingConfig:
             raise ValueError(f"spread_relevance must be 'seed' or 'propagated', "
                              f"got {self.spread_relevance!r}")
         object.__setattr__(self, "router_rules", tuple(self.router_rules))
-        for name, kind in (("spreading", SpreadConfig), ("ppr", PPRConfig)):
+        for name, kind in (("spreading", SpreadConfig), ("ppr", PPRConfig),
+                           ("dense", DenseConfig)):
             value = getattr(self, name)
             if isinstance(value, Mapping):
                 object.__setattr__(self, name, kind.from_dict(value))
@@ -156,7 +160,7 @@ class SurfacingConfig:
         out = dataclasses.asdict(self)
         out["router_rules"] = list(self.router_rules)
         out["strategies"] = dict(self.strategies)
-        for name in ("spreading", "ppr"):
+        for name in ("spreading", "ppr", "dense"):
             value = getattr(self, name)
             out[name] = None if value is None else value.to_dict()
         return out

@@ -21,6 +21,7 @@ from memlab.errors import BudgetTooSmall
 from memlab.model import SurfacingDecision, SurfacingStrategy, copy_json
 from memlab.signals.activation import ACTIVATION_MODELS
 from memlab.signals.bm25 import lookup_scores
+from memlab.signals.dense import DenseConfig, dense_search
 from memlab.signals.recency import freshness_boost, recency
 from memlab.store import MemoryStore, Workspace
 from memlab.surfacing.composite import (TERM_COLUMNS, CompositeWeights, composite,
@@ -32,7 +33,7 @@ from memlab.surfacing.strategies import STRATEGIES
 __all__ = ["ContextRecord", "CandidateTable", "QueryRun", "assemble", "SIGNAL_COLUMNS",
            "TERM_COLUMNS", "COMPOSITE_INPUTS"]
 
-SIGNAL_COLUMNS = ("bm25", "relevance", "relevance_term", "recency", "recency_term", "activation",
+SIGNAL_COLUMNS = ("bm25", "dense", "relevance", "relevance_term", "recency", "recency_term", "activation",
                   "centrality_raw", "centrality", "freshness", "freshness_boost",
                   "session_pin_boost", "pin_weight", "anchor_forced", "exact_match",
                   "multiplier", "filtered")
@@ -51,6 +52,7 @@ class CandidateTable:
         self.mandatory = mandatory
         zeros = np.zeros(n)
         self.bm25 = zeros.copy()
+        self.dense = zeros.copy()
         self.relevance = zeros.copy()
         self.relevance_term = zeros.copy()
         self.recency = zeros.copy()
@@ -99,6 +101,8 @@ class QueryRun:
     _pool: dict[int, str] = field(default_factory=dict)
     _relevance_override: dict[int, float] = field(default_factory=dict)
     _relevance_lift: dict[int, float] = field(default_factory=dict)
+    dense_sims: np.ndarray | None = None  # cosine of every item to the query (dense on)
+    hybrid: tuple[np.ndarray, np.ndarray] | None = None  # (docs asc, hybrid relevance)
 
     @property
     def now_ts(self) -> float:
@@ -122,7 +126,10 @@ class QueryRun:
                 self._relevance_lift[i] = v
 
     def normalised_relevance(self, idx: np.ndarray) -> np.ndarray:
-        """BM25 of ``idx`` over the best BM25 of this query (what the relevance signal will be)."""
+        """BM25 of ``idx`` over the best BM25 of this query (what the relevance signal will be),
+        or the hybrid relevance when dense relevance is on."""
+        if self.hybrid is not None:
+            return lookup_scores(self.hybrid[0], self.hybrid[1], idx)
         top = self.matched_bm25.max() if len(self.matched_bm25) else 0.0
         return self.bm25_of(idx) / top if top > 0 else np.zeros(len(idx))
 
@@ -189,6 +196,30 @@ def _top_by_score(docs: np.ndarray, scores: np.ndarray, n: int) -> np.ndarray:
     return np.lexsort((docs, -scores))
 
 
+def _dense_stage(run: QueryRun, dense: DenseConfig, docs: np.ndarray, bm25: np.ndarray,
+                 overfetch: int) -> None:
+    """Hybrid retrieval: the nearest items join, and the over-fetch (and so the multi-hop
+    seeds) is re-ranked by hybrid relevance over BM25's matches and the nearest items."""
+    _, sims = dense_search(run.ws, run.query, dense)
+    run.dense_sims = sims
+    finite = np.flatnonzero(np.isfinite(sims))
+    nearest = finite[_top_by_score(finite, sims[finite], dense.candidates)] \
+        if dense.candidates else np.empty(0, np.int64)
+    union = np.union1d(docs, nearest)
+    lexical = lookup_scores(docs, bm25, union)
+    top_lex = lexical.max() if len(lexical) else 0.0
+    semantic = np.maximum(sims[union], 0.0) if len(union) else np.empty(0)
+    top_sem = semantic.max() if len(semantic) else 0.0
+    hybrid = (1.0 - dense.weight) * (lexical / top_lex if top_lex > 0 else 0.0) + \
+        dense.weight * (semantic / top_sem if top_sem > 0 else 0.0)
+    run.hybrid = (union, hybrid)
+    run.ranked_docs = union[_top_by_score(union, hybrid, overfetch)]
+    run.add_candidates(nearest, "dense")
+    run.add_candidates(run.ranked_docs, "relevance")
+    run.notes["dense"] = {"embedder": dense.embedder, "weight": dense.weight,
+                          "nearest": len(nearest)}
+
+
 def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, k: int,
              max_tokens: int | None, requested: SurfacingStrategy | None, mode: str,
              config: SurfacingConfig, now: datetime, rng: random.Random
@@ -244,6 +275,9 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     run.ranked_docs = docs[top]
     run.add_candidates(run.ranked_docs, "relevance")
     lap("relevance")
+    if config.dense is not None and not legacy:
+        _dense_stage(run, config.dense, docs, bm25, config.overfetch * k)
+        lap("dense")
 
     # 3. strategy candidates ---------------------------------------------------------------
     strategy.expand(run)
@@ -279,6 +313,12 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     lexical = np.where(pinned_only, 0.0, table.bm25)  # SPEC §3: fetched pins get relevance 0
     top_rel = lexical.max() if len(lexical) else 0.0
     table.relevance = lexical / top_rel if top_rel > 0 else np.zeros(len(idx))
+    if run.dense_sims is not None:  # hybrid: (1 - w) * lexical + w * dense, each over its max
+        table.dense = np.where(pinned_only, 0.0, np.maximum(run.dense_sims[idx], 0.0))
+        top_dense = table.dense.max() if len(idx) else 0.0
+        dense_rel = table.dense / top_dense if top_dense > 0 else np.zeros(len(idx))
+        w = config.dense.weight
+        table.relevance = (1.0 - w) * table.relevance + w * dense_rel
     for pos, i in enumerate(idx.tolist()):
         if i in run._relevance_override:  # e.g. spread-only items: relevance = spread score
             table.relevance[pos] = run._relevance_override[i]
