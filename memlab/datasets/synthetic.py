@@ -10,7 +10,8 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 
-__all__ = ["synthetic_items", "synthetic_vocabulary", "power_law_edges"]
+__all__ = ["synthetic_items", "synthetic_vocabulary", "power_law_edges", "synthetic_trace",
+           "QUERY_KINDS"]
 
 
 _SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
@@ -95,3 +96,140 @@ def power_law_edges(n: int, edges_per_node: int = 5, seed: int = 0,
     dst = np.floor(src * rng.random(len(src)) ** skew).astype(np.int64)
     return src, dst
 
+
+
+_MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December"]
+_VERBS = ["deploy", "rotate", "migrate", "restore", "configure", "upgrade", "audit", "scale"]
+QUERY_KINDS = ("point", "recency", "multi_hop", "procedural", "temporal")
+
+
+def synthetic_trace(n_items: int = 1000, n_queries: int = 100, *, seed: int = 0,
+                    n_topics: int = 20, n_sessions: int = 50, span_days: float = 180.0,
+                    start: datetime = datetime(2024, 1, 1, tzinfo=timezone.utc),
+                    query_mix: dict[str, float] | None = None):
+    """A seeded trace of any size: sessions of items on topics, edges, and gold-labelled queries
+    aimed at each strategy (the query's ``category`` says which).
+
+    Items belong to a topic (its name is a capitalised word; its words a Zipf-weighted subset of
+    the vocabulary) and a session (sessions are consecutive in time over ``span_days``). A tenth
+    carry a title, a tenth are procedures ("steps to <verb> <object>"). Each topic's items form a
+    chain of ``RELATED`` edges in time order. Queries come after the last session:
+
+    ``point``: "show <title>" → the titled item. ``recency``: "latest <Topic> news" → the
+    topic's 3 newest items. ``multi_hop``: "why <two rare words of an item>" → that item and its
+    chain successor, which shares no query word (only the graph reaches it). ``procedural``:
+    "how to <verb> <object>" → that procedure. ``temporal``: "what happened with <Topic> in
+    <Month Year>" → the topic's items of that month.
+
+    Examples
+    --------
+    >>> trace = synthetic_trace(200, 20, seed=1)
+    >>> sum(e.type == "add" for e in trace), len(trace.queries)
+    (200, 20)
+    >>> sorted({q.get("category") for q in trace.queries}) == sorted(QUERY_KINDS)
+    True
+    """
+    from memlab.harness.trace import TraceBuilder
+
+    for name, value, low in (("n_items", n_items, 10), ("n_queries", n_queries, 0),
+                             ("n_topics", n_topics, 1), ("n_sessions", n_sessions, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    mix = dict(query_mix or {kind: 1.0 for kind in QUERY_KINDS})
+    unknown = set(mix) - set(QUERY_KINDS)
+    if unknown or not mix or any(v < 0 for v in mix.values()) or sum(mix.values()) <= 0:
+        raise ValueError(f"query_mix must weigh kinds among {list(QUERY_KINDS)}, got {mix!r}")
+    rng = np.random.default_rng(seed)
+    vocab = synthetic_vocabulary(5000 + 40 * n_topics)
+    names = [w.capitalize() for w in vocab[:n_topics]]
+    pool = vocab[n_topics:]
+    topic_words = [rng.choice(len(pool), 40, replace=False) for _ in range(n_topics)]
+    zipf = 1.0 / np.arange(1, 41)
+    zipf /= zipf.sum()
+    seconds = np.sort(rng.uniform(0, span_days * 86400.0, n_items))
+    session_of = np.minimum((seconds / (span_days * 86400.0) * n_sessions).astype(int),
+                            n_sessions - 1)
+    topic_of = rng.integers(0, n_topics, n_items)
+    kind_of = rng.random(n_items)
+    items = []
+    used_titles: set[str] = set()
+    for i in range(n_items):
+        t = int(topic_of[i])
+        words = [pool[j] for j in rng.choice(topic_words[t], rng.integers(6, 14), p=zipf)]
+        words += [pool[j] for j in rng.integers(0, len(pool), 3)]  # general noise words
+        unique = f"{pool[int(rng.integers(len(pool)))]}{i}"  # a rare word of its own
+        metadata: dict = {"topic": names[t], "session": int(session_of[i])}
+        memory_type = "semantic"
+        if kind_of[i] < 0.1:
+            verb, obj = _VERBS[i % len(_VERBS)], f"{names[t].lower()}{i}"
+            content = f"Steps to {verb} {obj}: " + " ".join(words)
+            memory_type = "procedural"
+            metadata["procedure"] = [verb, obj]
+        else:
+            content = f"{names[t]} {' '.join(words)} {unique}"
+            if kind_of[i] < 0.2:
+                title = f"{names[t]} {unique}"
+                if title not in used_titles:
+                    used_titles.add(title)
+                    metadata["title"] = title
+        items.append({"item_id": f"s{i}", "content": content, "memory_type": memory_type,
+                      "metadata": metadata, "unique": unique,
+                      "created_at": start + timedelta(seconds=float(seconds[i]))})
+    builder = TraceBuilder(f"synthetic-{n_items}-{seed}", start=start,
+                           metadata={"seed": seed, "n_topics": n_topics,
+                                     "n_sessions": n_sessions, "generator": "synthetic_trace"})
+    for item in items:
+        builder.add(item["content"], item_id=item["item_id"], memory_type=item["memory_type"],
+                    metadata=item["metadata"], created_at=item["created_at"],
+                    ts=item["created_at"])
+    by_topic: dict[int, list[int]] = {}
+    for i in range(n_items):
+        by_topic.setdefault(int(topic_of[i]), []).append(i)
+    successor: dict[int, int] = {}
+    for members in by_topic.values():
+        for a, b in zip(members, members[1:]):
+            builder.edge(f"s{a}", f"s{b}", "RELATED")
+            successor[a] = b
+    end = start + timedelta(days=span_days, hours=1)
+    kinds = list(mix)
+    weights = np.array([mix[k] for k in kinds], dtype=float)
+    plan = rng.choice(len(kinds), n_queries, p=weights / weights.sum())
+    for q, kind_index in enumerate(plan.tolist()):
+        kind = kinds[kind_index]
+        query, gold = _synthetic_query(kind, rng, items, names, by_topic, successor, topic_of,
+                                       seconds, start)
+        builder.query(f"q{q}", query, gold=gold, category=kind, ts=end)
+    return builder.build()
+
+
+def _synthetic_query(kind, rng, items, names, by_topic, successor, topic_of, seconds, start):
+    n = len(items)
+    if kind == "point":
+        titled = [i for i in range(n) if "title" in items[i]["metadata"]] or [0]
+        i = titled[int(rng.integers(len(titled)))]
+        title = items[i]["metadata"].get("title", items[i]["unique"])
+        return f"show {title}", [items[i]["item_id"]]
+    if kind == "recency":
+        t = int(rng.integers(len(names)))
+        members = by_topic.get(t) or [n - 1]
+        return f"latest {names[t]} news", [items[i]["item_id"] for i in members[-3:]]
+    if kind == "multi_hop":
+        chained = [i for i in successor if items[i]["memory_type"] == "semantic"] or [0]
+        a = chained[int(rng.integers(len(chained)))]
+        b = successor.get(a, a)
+        words = items[a]["content"].split()
+        rare = [items[a]["unique"], words[1]]
+        return f"why {' '.join(rare)}", [items[a]["item_id"], items[b]["item_id"]]
+    if kind == "procedural":
+        procedures = [i for i in range(n) if items[i]["memory_type"] == "procedural"] or [0]
+        i = procedures[int(rng.integers(len(procedures)))]
+        verb, obj = items[i]["metadata"].get("procedure", ["do", items[i]["unique"]])
+        return f"how to {verb} {obj}", [items[i]["item_id"]]
+    i = int(rng.integers(n))  # temporal
+    t = int(topic_of[i])
+    when = items[i]["created_at"]
+    gold = [items[j]["item_id"] for j in by_topic[t]
+            if items[j]["created_at"].year == when.year
+            and items[j]["created_at"].month == when.month]
+    return f"what happened with {names[t]} in {_MONTHS[when.month - 1]} {when.year}", gold

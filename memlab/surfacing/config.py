@@ -194,7 +194,7 @@ DEFAULT = SurfacingConfig(
     recency_cue_floor=0.2,
     activation_floor=0.5,
     freshness_weight=0.0,
-    router_rules=("procedural", "multi_hop", "temporal", "recency", "point_query", "question"),
+    router_rules=("procedural", "temporal", "multi_hop", "recency", "point_query", "question"),
     strategies=(
         ("fast:recency", "recency"), ("deep:multi-hop", "multi_hop"),
         ("factual:point-query", "point_query"), ("procedural:lookup", "procedural"),
