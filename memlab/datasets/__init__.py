@@ -1,7 +1,5 @@
-"""Datasets: the repository's small fixtures and a seeded synthetic generator.
-
-Loaders for public data (LoCoMo, HippoRAG, LongMemEval) arrive with the real-data work.
-"""
+"""Datasets: loaders for public data (LoCoMo, HippoRAG, LongMemEval), graph builders, the
+repository's small fixtures, and seeded synthetic generators."""
 
 from __future__ import annotations
 
@@ -10,9 +8,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memlab.datasets.synthetic import synthetic_items
+from memlab.datasets.loaders import load_hipporag, load_locomo, load_longmemeval
+from memlab.datasets.synthetic import synthetic_items, synthetic_trace
 
-__all__ = ["FIXTURES_DIR", "load_fixture", "build_memory", "fixture_trace", "synthetic_items"]
+__all__ = ["FIXTURES_DIR", "load_fixture", "build_memory", "fixture_trace", "synthetic_items",
+           "synthetic_trace", "load_locomo", "load_hipporag", "load_longmemeval"]
 
 FIXTURES_DIR = Path(__file__).resolve().parents[2] / "datasets"
 
@@ -86,4 +86,3 @@ def fixture_trace(fixture: dict[str, Any]):
         builder.query(q["qid"], q["query"], session_id=q.get("session_id"), gold=q.get("gold"),
                       ts=fixture["now"])
     return builder.build()
-
