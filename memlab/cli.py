@@ -1,26 +1,160 @@
-"""The ``memlab`` command."""
+"""The ``memlab`` command: ``demo``, ``replay``, ``experiment``, ``sweep``, ``eval``, ``bench``.
+
+Every subcommand drives the library as a user would. Bad input ends with one line on stderr,
+``memlab <command>: error: <what>``, and exit code 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser"]
+
+_TRACE_HELP = ("a trace: a JSON Lines file (see memlab.harness.trace), or fixture:<name> for a "
+               "repository fixture such as fixture:apollo_demo, or synthetic:<items>:<queries> "
+               "for a seeded synthetic trace")
+_CONFIG_HELP = ("a recipe name (default, seed_compat, bm25) or a JSON file holding "
+                "SurfacingConfig.to_dict() output")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="memlab", description="memlab: memory surfacing for "
-                                     "LLM agents, as a research toolkit.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="replay the Apollo fixture's trace under the seed's "
-                          "behaviour and memlab's default recipe; print the experiment table, "
-                          "save the results and a score-breakdown plot")
-    demo.add_argument("--out", default="out/demo", help="folder for the saved results, "
-                      "experiment.csv and score_breakdown.png (default: out/demo)")
+class _Fail(Exception):
+    """A user error: printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (``memlab <command>: error: …``), exit code 2."""
+
+    def error(self, message: str):  # noqa: D102 - argparse's hook
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _load_trace(spec: str):
+    from memlab.harness.trace import Trace
+
+    if spec.startswith("fixture:"):
+        from memlab.datasets import fixture_trace, load_fixture
+        return fixture_trace(load_fixture(spec.split(":", 1)[1]))
+    if spec.startswith("synthetic:"):
+        from memlab.datasets.synthetic import synthetic_trace
+        parts = spec.split(":")
+        try:
+            items, queries = int(parts[1]), int(parts[2])
+        except (IndexError, ValueError):
+            raise _Fail(f"trace {spec!r} must look like synthetic:<items>:<queries>") from None
+        return synthetic_trace(items, queries, seed=0)
+    path = Path(spec)
+    if not path.is_file():
+        raise _Fail(f"trace {spec!r} is not a file (nor fixture:<name> / synthetic:<n>:<q>)")
+    return Trace.read_jsonl(path)
+
+
+def _load_config(spec: str):
+    from memlab.surfacing.config import RECIPES, SurfacingConfig
+
+    if spec in RECIPES:
+        return RECIPES[spec]
+    path = Path(spec)
+    if path.suffix == ".json" and path.is_file():
+        try:
+            return SurfacingConfig.from_dict(json.loads(path.read_text()))
+        except json.JSONDecodeError as exc:
+            raise _Fail(f"config {spec!r} is not valid JSON: {exc.msg}") from None
+    raise _Fail(f"config {spec!r} is neither a recipe ({', '.join(sorted(RECIPES))}) nor a "
+                f"JSON file")
+
+
+def _grid(pairs: list[str]) -> dict[str, list[Any]]:
+    grid: dict[str, list[Any]] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise _Fail(f"grid entry {pair!r} must look like field=v1,v2,...")
+        key, values = pair.split("=", 1)
+        parsed = []
+        for value in values.split(","):
+            try:
+                parsed.append(json.loads(value))
+            except json.JSONDecodeError:
+                parsed.append(value)
+        grid[key.strip()] = parsed
+    return grid
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="memlab", description="memlab: research and run memory surfacing for LLM agents. "
+        "Replay traces, compare configurations with significance tests, sweep parameters, "
+        "evaluate on public data and benchmark.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command",
+                                parser_class=_Parser)
+
+    demo = sub.add_parser("demo", help="the main job on the built-in data", description=(
+        "Replay the Apollo fixture's trace under the seed's behaviour (SEED_COMPAT, legacy and "
+        "router mode) and memlab's DEFAULT recipe; print the experiment table; save the results "
+        "(Parquet), experiment.csv and score_breakdown.png."))
+    demo.add_argument("--out", default="out/demo", help="output folder (default: out/demo)")
     demo.add_argument("-k", type=int, default=10, help="items per context, 1..100 (default: 10)")
-    ev = sub.add_parser("eval", help="replay the shared public datasets (LoCoMo, MuSiQue) under "
-                        "memlab's recipe, its no-graph ablation and BM25 baselines; write one "
-                        "results table")
+
+    rp = sub.add_parser("replay", help="replay a trace into DataFrames", description=(
+        "Replay a trace under one configuration; print the mean of each measure and save the "
+        "decisions, candidates, metrics and log frames (Parquet) with their manifest."))
+    rp.add_argument("trace", help=_TRACE_HELP)
+    rp.add_argument("--config", default="default", help=_CONFIG_HELP + " (default: default)")
+    rp.add_argument("--mode", default="router", choices=["router", "legacy"],
+                    help="surfacing mode (default: router)")
+    rp.add_argument("-k", type=int, default=20, help="items per context when a query does not "
+                    "say, 1..100 (default: 20)")
+    rp.add_argument("--measures", nargs="+", default=None, metavar="MEASURE",
+                    help="measures such as R@5 nDCG@10 MRR Hit@5 P@5 Tokens Latency (default: "
+                    "R@2 R@5 R@10 MRR nDCG@10)")
+    rp.add_argument("--out", default="out/replay", help="folder for the saved result "
+                    "(default: out/replay)")
+    rp.add_argument("--seed", type=int, default=0, help="seed of decision ids (default: 0)")
+
+    ex = sub.add_parser("experiment", help="compare configurations on one trace", description=(
+        "Replay a trace under several configurations and print one row per configuration: "
+        "means, bootstrap 95%% intervals, and paired t-test and Wilcoxon p-values against the "
+        "baseline."))
+    ex.add_argument("trace", help=_TRACE_HELP)
+    ex.add_argument("--config", action="append", required=True, metavar="NAME=CONFIG[:MODE]",
+                    help="a configuration to compare, repeatable: a name, '=', a recipe or JSON "
+                    "file, and optionally ':legacy' or ':router' (e.g. seed=seed_compat:legacy)")
+    ex.add_argument("--baseline", default=None, help="the name the others are tested against "
+                    "(default: the first)")
+    ex.add_argument("--measures", nargs="+", default=None, metavar="MEASURE",
+                    help="measures (default: R@2 R@5 R@10 MRR nDCG@10)")
+    ex.add_argument("-k", type=int, default=20, help="items per context (default: 20)")
+    ex.add_argument("--out", default="out/experiment", help="folder for experiment.csv and "
+                    "per_query.csv (default: out/experiment)")
+
+    sw = sub.add_parser("sweep", help="sweep configuration fields over a grid", description=(
+        "Replay a trace at every point of a grid of configuration fields; print one row per "
+        "point with the measures' means and bootstrap intervals."))
+    sw.add_argument("trace", help=_TRACE_HELP)
+    sw.add_argument("--grid", nargs="+", required=True, metavar="FIELD=V1,V2",
+                    help="fields and values, e.g. centrality_weight=0,0.5,1 ppr.alpha=0.5,0.85 "
+                    "(values are parsed as JSON where they can be)")
+    sw.add_argument("--config", default="default", help="the base: " + _CONFIG_HELP)
+    sw.add_argument("--executor", default="serial", choices=["serial", "local", "dask"],
+                    help="where points run: this process, a process pool, or Dask (a "
+                    "LocalCluster, or --address) (default: serial)")
+    sw.add_argument("--address", default=None, help="a Dask scheduler address (dask executor)")
+    sw.add_argument("--workers", type=int, default=2, help="processes or Dask workers "
+                    "(default: 2)")
+    sw.add_argument("--counterfactual", action="store_true", help="replay once and re-score the "
+                    "recorded candidates per point (composite weights only)")
+    sw.add_argument("--measures", nargs="+", default=None, metavar="MEASURE", help="measures")
+    sw.add_argument("-k", type=int, default=20, help="items per context (default: 20)")
+    sw.add_argument("--out", default="out/sweep", help="folder for sweep.csv (default: "
+                    "out/sweep)")
+
+    ev = sub.add_parser("eval", help="quality on the shared public datasets", description=(
+        "Replay LoCoMo and HippoRAG's MuSiQue under memlab's DEFAULT recipe, its no-graph "
+        "ablation and BM25 baselines; write one results table."))
     ev.add_argument("--data", default="../shared/datasets", help="folder holding locomo/ and "
                     "hipporag/ as in the shared datasets' README (default: ../shared/datasets)")
     ev.add_argument("--out", default="out/eval", help="folder for results.csv and results.md "
@@ -30,28 +164,104 @@ def main(argv: list[str] | None = None) -> int:
                     "relevance (needs the 'dense' extra)")
     ev.add_argument("--datasets", nargs="+", default=["musique", "locomo"],
                     choices=["musique", "locomo"], help="which datasets (default: both)")
-    args = parser.parse_args(argv)
+
+    bench = sub.add_parser("bench", help="run the benchmark suite", description=(
+        "Run benchmarks/ with pytest-benchmark (the 'bench' extra), save the JSON and print the "
+        "performance table."))
+    bench.add_argument("--json", default="benchmarks/results.json", help="where to save the "
+                       "pytest-benchmark JSON (default: benchmarks/results.json)")
+    bench.add_argument("-k", dest="select", default=None, help="only benchmarks whose name "
+                       "matches this pytest -k expression (e.g. 'ppr or spread')")
+    return parser
+
+
+def _check_k(k: int) -> None:
+    if not 1 <= k <= 100:
+        raise _Fail(f"k must be in 1..100, got {k}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "demo":
+        from memlab.demo import run_demo
+        _check_k(args.k)
+        run_demo(args.out, k=args.k)
+        return 0
+    if args.command == "replay":
+        from memlab.harness import replay
+        _check_k(args.k)
+        result = replay(_load_trace(args.trace), _load_config(args.config), mode=args.mode,
+                        k=args.k, measures=args.measures, seed=args.seed)
+        print(result.summary().to_string(float_format=lambda v: f"{v:.4f}"))
+        result.save(args.out)
+        print(f"wrote {args.out} ({len(result.decisions)} queries, "
+              f"{len(result.candidates)} candidate rows)")
+        return 0
+    if args.command == "experiment":
+        from memlab.harness import Experiment
+        _check_k(args.k)
+        configs = {}
+        for entry in args.config:
+            if "=" not in entry:
+                raise _Fail(f"--config {entry!r} must look like NAME=CONFIG[:MODE]")
+            name, spec = entry.split("=", 1)
+            mode = "router"
+            if spec.endswith((":legacy", ":router")):
+                spec, mode = spec.rsplit(":", 1)
+            configs[name] = (mode, _load_config(spec))
+        out = Experiment(_load_trace(args.trace), configs, args.measures, args.baseline,
+                         k=args.k)
+        print(out.table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        out.table.to_csv(Path(args.out) / "experiment.csv", index=False)
+        out.per_query.to_csv(Path(args.out) / "per_query.csv", index=False)
+        print(f"wrote {args.out}/experiment.csv and per_query.csv")
+        return 0
+    if args.command == "sweep":
+        from memlab.harness import sweep
+        _check_k(args.k)
+        out = sweep(_load_trace(args.trace), _grid(args.grid), base=_load_config(args.config),
+                    k=args.k, measures=args.measures, executor=args.executor,
+                    address=args.address, n_workers=args.workers,
+                    counterfactual=args.counterfactual)
+        print(out.table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        out.table.to_csv(Path(args.out) / "sweep.csv", index=False)
+        print(f"wrote {args.out}/sweep.csv")
+        return 0
     if args.command == "eval":
         from memlab.evaluation import run_eval, to_markdown
-
-        try:
-            table = run_eval(args.data, out=args.out, k=args.k, dense=args.dense,
-                             datasets=tuple(args.datasets))
-        except (ValueError, ImportError) as exc:
-            print(f"memlab eval: error: {exc}", file=sys.stderr)
-            return 2
+        _check_k(args.k)
+        table = run_eval(args.data, out=args.out, k=args.k, dense=args.dense,
+                         datasets=tuple(args.datasets))
         print(to_markdown(table))
         print(f"wrote {args.out}/results.csv and {args.out}/results.md")
         return 0
-    if args.command == "demo":
-        from memlab.demo import run_demo
+    # bench
+    if not Path("benchmarks").is_dir():
+        raise _Fail("bench runs from the repository root (no benchmarks/ folder here)")
+    try:
+        import pytest_benchmark  # noqa: F401
+    except ImportError:
+        raise _Fail("bench needs the bench extra: pip install -e '.[bench]'") from None
+    command = [sys.executable, "-m", "pytest", "benchmarks", "-q", "--benchmark-only",
+               f"--benchmark-json={args.json}", "-p", "no:cacheprovider", "-o", "addopts="]
+    if args.select:
+        command += ["-k", args.select]
+    code = subprocess.call(command)
+    if code == 0:
+        subprocess.call([sys.executable, "benchmarks/report.py", args.json])
+    return code
 
-        try:
-            run_demo(args.out, k=args.k)
-        except ValueError as exc:
-            print(f"memlab demo: error: {exc}", file=sys.stderr)
-            return 2
-    return 0
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except (_Fail, ValueError, ImportError) as exc:
+        message = " ".join(str(exc).split())
+        print(f"memlab {args.command}: error: {message}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

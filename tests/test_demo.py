@@ -1,8 +1,5 @@
 """The demo and the fixture run end to end."""
 
-import subprocess
-import sys
-
 from memlab.datasets import build_memory, load_fixture
 from memlab.demo import run_demo
 from memlab.harness import ReplayResult
@@ -36,14 +33,6 @@ def test_router_gold_recall_on_the_fixture_at_k10():
     # turn-17 ("Batching the inventory lookup ... p99 down to 240 ms") shares no word with
     # "list load test results", which routes to point-query: only graph spreading reaches it.
     assert misses == {("q7", "turn-17")}
-
-
-def test_cli_help_and_bad_argument():
-    ok = subprocess.run([sys.executable, "-m", "memlab", "--help"], capture_output=True, text=True)
-    assert ok.returncode == 0 and "demo" in ok.stdout
-    bad = subprocess.run([sys.executable, "-m", "memlab", "demo", "-k", "0", "--out", "/tmp/x-memlab"],
-                         capture_output=True, text=True)
-    assert bad.returncode == 2 and "k must be an int in 1..100" in bad.stderr
 
 
 def test_multi_hop_reaches_what_no_word_of_the_query_matches():
