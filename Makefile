@@ -2,7 +2,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-all bench clean
+.PHONY: demo test test-all bench lab clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,13 @@ $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[bench]'
 	touch $@
 
+$(VENV)/.installed-notebooks: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[notebooks]'
+	touch $@
+
+lab: $(VENV)/.installed-notebooks
+	$(BIN)/jupyter lab notebooks/
+
 demo: $(VENV)/.installed-base
 	$(BIN)/python -m memlab demo
 
@@ -30,7 +37,7 @@ test-all: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -m ''
 
 bench: $(VENV)/.installed-bench
-	$(BIN)/python -m pytest benchmarks -q --benchmark-only --benchmark-json=benchmarks/results.json -p no:cacheprovider -o addopts=''
+	$(BIN)/python -m memlab bench --json benchmarks/results.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info
