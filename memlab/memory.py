@@ -61,6 +61,9 @@ class Memory:
         Seeds the decision-id generator, so replays are reproducible.
     on_record : callable, optional
         Called with every :class:`~memlab.surfacing.context.ContextRecord` (the harness's hook).
+    path : str, optional
+        Open (or create) a durable store in this SQLite file (see :mod:`memlab.persist`);
+        ``Memory(path=p)`` is ``Memory(store=MemoryStore(path=p))``.
 
     Examples
     --------
@@ -79,7 +82,12 @@ class Memory:
     def __init__(self, store: MemoryStore | None = None, workspace_id: str = "default",
                  surfacing_mode: str = "legacy", clock: Clock | None = None,
                  config: SurfacingConfig | str | None = None, seed: int = 0,
-                 on_record: Callable[[ContextRecord], None] | None = None) -> None:
+                 on_record: Callable[[ContextRecord], None] | None = None,
+                 path: str | None = None) -> None:
+        if path is not None:
+            if store is not None:
+                raise ValueError("give either store or path, not both")
+            store = MemoryStore(path=path)
         if surfacing_mode not in SURFACING_MODES:
             raise ValueError(f"surfacing_mode must be one of {SURFACING_MODES}, "
                              f"got {surfacing_mode!r}")

@@ -8,10 +8,14 @@ All access goes through one re-entrant lock, which makes a store safe to share b
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
+import json
 import gc
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +29,7 @@ from memlab.errors import (
     UnknownItemError,
 )
 from memlab.graph.csr import EdgeTable, GraphView
+from memlab.persist import Journal, PersistenceError, decode, encode
 from memlab.model import (
     MEMORY_TYPES,
     MemoryItem,
@@ -83,6 +88,9 @@ class NewItem:
     memory_type: str
     metadata: dict
     created_at: datetime | None
+
+
+_CLASSES = {"NewItem": NewItem}  # dataclasses that journaled arguments may hold
 
 
 class Workspace:
@@ -153,6 +161,35 @@ class _PinSession:
     expires_ts: float = 0.0
 
 
+def journaled(method):
+    """Make a store write durable: after it applies, its name and arguments go to the journal
+    (outermost call only). If the journal cannot be written, the store is rebuilt from disk, so
+    a failed write changes nothing, and :class:`~memlab.persist.PersistenceError` is raised."""
+    signature = inspect.signature(method)
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if self._journal is None or self._replaying:
+            return method(self, *args, **kwargs)
+        with self.lock:
+            self._depth += 1
+            try:
+                result = method(self, *args, **kwargs)
+            finally:
+                self._depth -= 1
+            if self._depth == 0:
+                bound = signature.bind(self, *args, **kwargs)
+                payload = {k: v for k, v in bound.arguments.items() if k != "self"}
+                op = (f"store.{method.__name__}", encode(payload))
+                if self._batch is not None:
+                    self._batch.append(op)  # written with the rest of the transaction
+                else:
+                    self._write_journal([op], method.__name__)
+            return result
+
+    return wrapper
+
+
 class MemoryStore:
     """Holds every workspace. Create one and share it between facades.
 
@@ -175,16 +212,79 @@ class MemoryStore:
     (['ws-a', 'ws-b'], 0)
     """
 
-    def __init__(self, memory_types: Iterable[str] = (), *, analyzer: str = "porter") -> None:
+    def __init__(self, memory_types: Iterable[str] = (), *, analyzer: str = "porter",
+                 path: str | Path | None = None) -> None:
         if analyzer not in ANALYZERS:
             raise ValueError(f"analyzer must be one of {sorted(ANALYZERS)}, got {analyzer!r}")
         self.analyzer = analyzer
         self.lock = threading.RLock()
+        self.memory_types = frozenset(MEMORY_TYPES | set(memory_types))
+        self._reset_state()
+        self._depth = 0  # nesting of journaled calls (only the outermost is written)
+        self._batch: list[tuple[str, str]] | None = None  # ops of an open transaction()
+        self._replaying = False
+        self.path = None if path is None else Path(path)
+        self._journal = None if path is None else Journal(path)
+        if self._journal is not None:
+            self._replay()
+
+    def _reset_state(self) -> None:
         self._workspaces: dict[str, Workspace] = {}
         self._pins: dict[str, _PinSession] = {}
         self._anchors: dict[tuple[str, str], list[int]] = {}
         self._anchor_reviews: dict[tuple[str, str], dict[str, str]] = {}
-        self.memory_types = frozenset(MEMORY_TYPES | set(memory_types))
+
+    # ------------------------------------------------------------ durability
+    def _replay(self) -> None:
+        """Rebuild the in-memory state from the journal (see :mod:`memlab.persist`)."""
+        with self.lock:
+            self._reset_state()
+            self._replaying = True
+            try:
+                for op, payload in self._journal.ops(prefix="store."):
+                    getattr(self, op.removeprefix("store."))(**decode(payload, _CLASSES))
+            finally:
+                self._replaying = False
+
+    def _write_journal(self, ops: list[tuple[str, str]], what: str) -> None:
+        try:
+            self._journal.append_many(ops)
+        except Exception as exc:
+            self._replay()  # back to what is on disk: a failed write changes nothing
+            raise PersistenceError(f"{what} could not be written to {self._journal.path}: "
+                                   f"{exc}") from exc
+
+    @contextlib.contextmanager
+    def transaction(self):
+        """Group several writes so that they reach the disk together or not at all.
+
+        In memory they apply one by one as usual; the journal receives them in one SQLite
+        transaction when the block ends (nothing if it raises, and the store is rebuilt from
+        disk, so a failed group changes nothing)."""
+        with self.lock:
+            if self._journal is None or self._batch is not None or self._replaying:
+                yield
+                return
+            self._batch = []
+            try:
+                yield
+            except BaseException:
+                self._batch = None
+                self._replay()
+                raise
+            ops, self._batch = self._batch, None
+            if ops:
+                self._write_journal(ops, "transaction")
+
+    def close(self) -> None:
+        """Close the database file (an in-memory store has nothing to close)."""
+        if self._journal is not None:
+            self._journal.close()
+
+    @property
+    def journal(self) -> Journal | None:
+        """The SQLite journal when the store is durable, else None."""
+        return self._journal
 
     # ------------------------------------------------------------ workspaces
     def workspace(self, workspace_id: str) -> Workspace:
@@ -255,6 +355,7 @@ class MemoryStore:
             created_at = as_utc(created_at, name="created_at")
         return NewItem(item_id, content, memory_type, validate_metadata(metadata), created_at)
 
+    @journaled
     def add_items(self, workspace_id: str, new_items: Sequence[NewItem], now: datetime,
                   initial_activation: float = 0.5) -> list[str]:
         """Write validated items all-or-nothing; returns their ids in order."""
@@ -313,6 +414,7 @@ class MemoryStore:
             ws.version += 1
             return ids
 
+    @journaled
     def record_retrieval(self, workspace_id: str, idx: Sequence[int], now: datetime, *,
                          increment: float, half_life_h: float, kind: str) -> None:
         """Reinforce activation of explicitly retrieved items and append a history event."""
@@ -327,6 +429,7 @@ class MemoryStore:
                 ws.items[i].record({"ts": event_ts, "kind": "reinforced", "detail": {"via": kind}})
             ws.version += 1
 
+    @journaled
     def update_item(self, workspace_id: str, idx: int, now: datetime, *,
                     content: str | None = None, metadata: dict | None = None,
                     kind: str = "updated", detail: dict | None = None) -> None:
@@ -361,6 +464,7 @@ class MemoryStore:
             item.record({"ts": now.isoformat(), "kind": kind, "detail": detail or {}})
             ws.version += 1
 
+    @journaled
     def record_event(self, workspace_id: str, idx: int, now: datetime, kind: str,
                      detail: dict | None = None) -> None:
         """Append a history event to one item."""
@@ -369,6 +473,7 @@ class MemoryStore:
             ws.items[idx].record({"ts": now.isoformat(), "kind": kind, "detail": detail or {}})
             ws.version += 1
 
+    @journaled
     def set_salience(self, workspace_id: str, idx: Sequence[int], values: Sequence[float]) -> None:
         """Set items' salience (clamped to [0, 10])."""
         with self.lock:
@@ -378,6 +483,7 @@ class MemoryStore:
                 ws.items[i].salience = round(min(10.0, max(0.0, float(value))), 12)
             ws.version += 1
 
+    @journaled
     def archive(self, workspace_id: str, idx: Sequence[int], now: datetime, reason: str,
                 detail: dict | None = None) -> None:
         """Archive items: kept with their history, never surfaced again (nothing is deleted)."""
@@ -396,6 +502,30 @@ class MemoryStore:
                              "detail": {"reason": reason, **(detail or {})}})
             ws.version += 1
 
+    @journaled
+    def set_topic_fields(self, workspace_id: str, idx: int, fields: dict[str, dict]) -> None:
+        """Replace a topic's versioned fields (a JSON-able copy is stored)."""
+        with self.lock:
+            ws = self.workspace(workspace_id)
+            ws.topic_fields[idx] = json.loads(json.dumps(fields))
+            ws.version += 1
+
+    @journaled
+    def set_stored_activation(self, workspace_id: str, idx: Sequence[int],
+                              values: Sequence[float]) -> None:
+        """Overwrite items' stored activation (capacity inhibition)."""
+        with self.lock:
+            ws = self.workspace(workspace_id)
+            for i, v in zip(idx, values):
+                ws.activation.stored.data[int(i)] = float(v)
+            ws.version += 1
+
+    @journaled
+    def set_last_decay(self, workspace_id: str, ts: float) -> None:
+        """Record when the maintenance decay sweep last ran."""
+        with self.lock:
+            self.workspace(workspace_id).last_decay_ts = float(ts)
+
     # ------------------------------------------------------------ edges
     def prepare_edge(self, workspace_id: str, src: Any, dst: Any, edge_type: Any = "RELATED",
                      weight: Any = 1.0) -> tuple[int, int, str, float]:
@@ -407,6 +537,7 @@ class MemoryStore:
         return s, d, validate_edge_type(edge_type), validate_weight(weight, "weight",
                                                                     allow_zero=False)
 
+    @journaled
     def add_edges(self, workspace_id: str, edges: Sequence[tuple[int, int, str, float]],
                   now: datetime | None = None) -> None:
         """Write prepared edges (an existing ``(src, dst, type)`` edge gets the new weight)."""
@@ -416,6 +547,7 @@ class MemoryStore:
         self.add_edge_arrays(workspace_id, np.array(src, np.int64), np.array(dst, np.int64),
                              list(types), np.array(weights, np.float64), now)
 
+    @journaled
     def add_edge_arrays(self, workspace_id: str, src: np.ndarray, dst: np.ndarray,
                         edge_types: Sequence[str] | str, weights: np.ndarray,
                         now: datetime | None = None) -> None:
@@ -427,6 +559,7 @@ class MemoryStore:
                                float("nan") if now is None else now.timestamp())
                 ws.version += 1
 
+    @journaled
     def remove_edges(self, workspace_id: str, rows: Sequence[int]) -> int:
         """Remove edge rows (see :meth:`EdgeTable.remove`); returns how many were live."""
         with self.lock:
@@ -464,6 +597,7 @@ class MemoryStore:
             return None
         return state
 
+    @journaled
     def pin(self, workspace_id: str, session_id: Any, item_id: Any, weight: Any, now: datetime,
             ttl_h: float) -> None:
         with self.lock:
@@ -481,6 +615,7 @@ class MemoryStore:
             state.pins[item_id] = weight
             state.expires_ts = now_ts + ttl_h * 3600.0
 
+    @journaled
     def unpin(self, workspace_id: str, session_id: Any, item_id: Any, now: datetime,
               ttl_h: float) -> None:
         with self.lock:
@@ -503,6 +638,7 @@ class MemoryStore:
             return dict(state.pins)
 
     # ------------------------------------------------------------ anchors
+    @journaled
     def add_anchor(self, workspace_id: str, session_id: Any, new_item: NewItem,
                    now: datetime, initial_activation: float = 0.5) -> str:
         with self.lock:
@@ -516,6 +652,7 @@ class MemoryStore:
         with self.lock:
             return list(self._anchors.get((workspace_id, session_id), ()))
 
+    @journaled
     def flag_anchor(self, workspace_id: str, session_id: Any, anchor_id: Any, reason: Any) -> None:
         with self.lock:
             validate_id(session_id, "session_id")
@@ -526,6 +663,7 @@ class MemoryStore:
             validate_id(reason, "reason")
             self._anchor_reviews.setdefault((workspace_id, session_id), {})[anchor_id] = reason
 
+    @journaled
     def clear_anchor_flag(self, workspace_id: str, session_id: str, anchor_id: str) -> None:
         with self.lock:
             self._anchor_reviews.get((workspace_id, session_id), {}).pop(anchor_id, None)

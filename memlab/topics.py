@@ -18,6 +18,7 @@ each ingest and query; its failures are recorded there and never reach the calle
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import datetime
 from typing import Any, Mapping
@@ -195,11 +196,7 @@ def ingest(placement: str, *, topic_id: str | None = None, title: str | None = N
                 raise ValueError(f"topic_id {topic_id!r} already exists")
             plans = [_prepare_field(ws, n, s, now, "fields", topic_id)
                      for n, s in _field_items(fields, required=False)]
-            # ---- validated: write
-            (topic_id,) = store.add_items(mem.workspace_id, [new], now,
-                                          mem.config.activation_initial)
-            idx = ws.index_of[topic_id]
-            ws.topic_fields[idx] = {}
+            idx = None
             changes.append({"op": "create_topic", "field": None, "version_id": None})
         elif placement == "extend_topic":
             idx = _topic_index(ws, topic_id)
@@ -220,29 +217,43 @@ def ingest(placement: str, *, topic_id: str | None = None, title: str | None = N
                     "ref": current["ref"] if ref is None else ref, "why_changed": why_changed,
                     "provenance": provenance, "valid_from": valid_from}
             plans = [_prepare_field(ws, field, spec, now, "version_field", topic_id)]
-        # ---- validated: write
-        topic = ws.items[idx]
-        topic_fields = ws.topic_fields[idx]
-        version_ids = []
-        edges = []
-        for name, plan in plans:
-            entry = topic_fields.setdefault(name, {"type": plan["type"], "ref": None,
-                                                    "salience": plan["salience"], "history": []})
-            entry["ref"] = plan["ref"]
-            version_id = _new_version(topic.item_id, name, entry, plan, now)
-            version_ids.append(version_id)
-            changes.append({"op": "version_field" if placement == "version_field"
-                            else "add_field", "field": name, "version_id": version_id})
-            if plan["ref"] is not None:
-                edges.append((idx, ws.index_of[plan["ref"]], REFERENCE_EDGE, 1.0))
-        if edges:
-            store.add_edges(mem.workspace_id, edges, now)
-        store.update_item(mem.workspace_id, idx, now,
-                          content=render_topic(topic.metadata["title"], topic_fields),
-                          kind="ingested", detail={"placement": placement,
-                                                   "version_ids": version_ids})
+        # ---- validated: write, as one transaction on a durable store
+        with store.transaction():
+            if idx is None:
+                (topic_id,) = store.add_items(mem.workspace_id, [new], now,
+                                              mem.config.activation_initial)
+                idx = ws.index_of[topic_id]
+                store.set_topic_fields(mem.workspace_id, idx, {})
+            topic, version_ids = _write_fields(store, mem.workspace_id, ws, idx, plans,
+                                               placement, now, changes)
     _after(mem, "ingest")
     return {"topic_id": topic.item_id, "changes": changes, "version_ids": version_ids}
+
+
+def _write_fields(store, workspace_id: str, ws, idx: int, plans: list, placement: str, now,
+                  changes: list) -> tuple[Any, list[str]]:
+    topic = ws.items[idx]
+    topic_fields = json.loads(json.dumps(ws.topic_fields[idx]))  # changed as a copy, then stored
+    version_ids = []
+    edges = []
+    for name, plan in plans:
+        entry = topic_fields.setdefault(name, {"type": plan["type"], "ref": None,
+                                                "salience": plan["salience"], "history": []})
+        entry["ref"] = plan["ref"]
+        version_id = _new_version(topic.item_id, name, entry, plan, now)
+        version_ids.append(version_id)
+        changes.append({"op": "version_field" if placement == "version_field"
+                        else "add_field", "field": name, "version_id": version_id})
+        if plan["ref"] is not None:
+            edges.append((idx, ws.index_of[plan["ref"]], REFERENCE_EDGE, 1.0))
+    store.set_topic_fields(workspace_id, idx, topic_fields)
+    if edges:
+        store.add_edges(workspace_id, edges, now)
+    store.update_item(workspace_id, idx, now,
+                      content=render_topic(topic.metadata["title"], topic_fields),
+                      kind="ingested", detail={"placement": placement,
+                                               "version_ids": version_ids})
+    return topic, version_ids
 
 
 def _field_items(fields: Any, *, required: bool) -> list[tuple[Any, Any]]:

@@ -206,10 +206,11 @@ class Reasoner:
                 if name in passes:
                     actions += getattr(self, f"_plan_{name}")(ws, state, now)
             if not dry_run:
-                for action in actions:
-                    self._apply(ws, action, now)
-                if "decay_sweep" in passes:
-                    ws.last_decay_ts = now.timestamp()
+                with store.transaction():
+                    for action in actions:
+                        self._apply(ws, action, now)
+                    if "decay_sweep" in passes:
+                        store.set_last_decay(mem.workspace_id, now.timestamp())
             report = MaintenanceReport(event, dry_run, now.isoformat(), actions)
             self.reports.append(report)
             del self.reports[:-100]
@@ -358,7 +359,7 @@ class Reasoner:
                           {"salience": action["salience"]})
         elif kind == "inhibit":
             i = ws.index_of[action["item_id"]]
-            ws.activation.stored.data[i] = action["stored_after"]
+            store.set_stored_activation(wid, [i], [action["stored_after"]])
             store.record_event(wid, i, now, "inhibited",
                                {"stored_before": action["stored_before"],
                                 "stored_after": action["stored_after"]})
@@ -415,6 +416,7 @@ def _merge(store, ws, wid: str, keep: int, other: int, action: dict, now) -> Non
     kept_fields = ws.topic_fields.get(keep)
     other_fields = ws.topic_fields.get(other, {})
     if kept_fields is not None:
+        kept_fields = {name: _copy_field(entry) for name, entry in kept_fields.items()}
         for name, entry in other_fields.items():
             if name not in kept_fields:
                 kept_fields[name] = _copy_field(entry)
@@ -427,6 +429,7 @@ def _merge(store, ws, wid: str, keep: int, other: int, action: dict, now) -> Non
                     entry.get("dropped_versions", 0) + max(0, len(history) - HISTORY_CAP)
                 target["history"] = history[:HISTORY_CAP]
                 target["salience"] = max(target["salience"], entry["salience"])
+        store.set_topic_fields(wid, keep, kept_fields)
     keep_item, other_item = ws.items[keep], ws.items[other]
     store.set_salience(wid, [keep], [max(keep_item.salience, other_item.salience)])
     content = None

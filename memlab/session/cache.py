@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import json
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -31,6 +32,9 @@ class PMMemoryStore:
         The number of slots (256).
     promotion_policy : PromotionPolicy, optional
         Opt-in automatic promotion, applied by :func:`~memlab.session.engine.resolve_context`.
+    durable : MemoryStore, optional
+        A store opened with a path: the cache journals its writes into the same file and is
+        restored from it (under ``name``) when created again.
 
     Examples
     --------
@@ -45,16 +49,34 @@ class PMMemoryStore:
     (3, 2, 2, 0)
     """
 
-    def __init__(self, silo_size: int = 256, *, promotion_policy: Any = None) -> None:
+    def __init__(self, silo_size: int = 256, *, promotion_policy: Any = None,
+                 durable: Any = None, name: str = "default") -> None:
         if isinstance(silo_size, bool) or not isinstance(silo_size, int) or silo_size < 1:
             raise ValueError(f"silo_size must be an integer >= 1, got {silo_size!r}")
+        _check_text(name, "name")
         self._silo_size = silo_size
         self.promotion_policy = promotion_policy
+        self.name = name
         self._lock = threading.RLock()
         self._slots: OrderedDict[str, int] = OrderedDict()  # LRU order, oldest first
         self._values: list[str | None] = [None] * silo_size
         self._free: list[int] = list(range(silo_size))  # a heap: the lowest free slot first
         self._counts: dict[str, int] = {}
+        # a durable MemoryStore's journal also keeps this cache (set, peek hits, flush)
+        self._journal = getattr(durable, "journal", None)
+        if durable is not None and self._journal is None and \
+                not hasattr(durable, "journal"):
+            raise ValueError(f"durable must be a MemoryStore, got {durable!r:.80}")
+        if self._journal is not None:
+            journal, self._journal = self._journal, None  # replay without re-journaling
+            for op, payload in journal.ops(prefix=f"cache:{name}."):
+                args = json.loads(payload)
+                getattr(self, op.rsplit(".", 1)[1])(*args)
+            self._journal = journal
+
+    def _log(self, op: str, *args: Any) -> None:
+        if self._journal is not None:
+            self._journal.append(f"cache:{self.name}.{op}", json.dumps(args))
 
     @property
     def silo_size(self) -> int:
@@ -77,6 +99,7 @@ class PMMemoryStore:
                 self._slots.move_to_end(key)
             self._values[index] = value
             self._counts[key] = self._counts.get(key, 0) + 1
+            self._log("set", key, value)
             return index
 
     def peek(self, key: str) -> tuple[bool, str | None, int]:
@@ -88,6 +111,7 @@ class PMMemoryStore:
                 return False, None, -1
             self._slots.move_to_end(key)
             self._counts[key] += 1
+            self._log("peek", key)
             return True, self._values[index], index
 
     def flush(self) -> int:
@@ -98,6 +122,7 @@ class PMMemoryStore:
             self._values = [None] * self._silo_size
             self._free = list(range(self._silo_size))
             self._counts.clear()
+            self._log("flush")
             return count
 
     def access_count(self, key: str) -> int:
