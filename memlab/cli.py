@@ -1,4 +1,5 @@
-"""The ``memlab`` command: ``demo``, ``replay``, ``experiment``, ``sweep``, ``eval``, ``bench``.
+"""The ``memlab`` command: ``demo``, ``replay``, ``experiment``, ``sweep``, ``eval``, ``bench``,
+``serve`` and ``mcp``.
 
 Every subcommand drives the library as a user would. Bad input ends with one line on stderr,
 ``memlab <command>: error: <what>``, and exit code 2.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -165,6 +167,27 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--datasets", nargs="+", default=["musique", "locomo"],
                     choices=["musique", "locomo"], help="which datasets (default: both)")
 
+    serve = sub.add_parser("serve", help="the HTTP service", description=(
+        "Serve memlab over HTTP (FastAPI on uvicorn; the 'service' extra). Every route but "
+        "/health takes the API key when one is set; the OpenAPI schema is at /docs and "
+        "/openapi.json."))
+    serve.add_argument("--host", default="127.0.0.1", help="interface (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="port (default: 8765)")
+    serve.add_argument("--db", default=os.environ.get("MEMLAB_DB"), help="SQLite file of a "
+                       "durable store (default: $MEMLAB_DB; in memory when unset)")
+    serve.add_argument("--api-key", default=os.environ.get("MEMLAB_API_KEY"), help="require "
+                       "this key as X-API-Key or Bearer (default: $MEMLAB_API_KEY)")
+    serve.add_argument("--record", default=os.environ.get("MEMLAB_RECORD"), help="append every "
+                       "request to this JSON Lines trace (default: $MEMLAB_RECORD)")
+    serve.add_argument("--no-maintenance", action="store_true", help="do not run maintenance "
+                       "after ingest and query requests")
+
+    mcp = sub.add_parser("mcp", help="the MCP server over stdio", description=(
+        "Serve memlab's tools over the Model Context Protocol on stdin/stdout (the official "
+        "SDK; the 'service' extra)."))
+    mcp.add_argument("--db", default=os.environ.get("MEMLAB_DB"), help="SQLite file of a "
+                     "durable store (default: $MEMLAB_DB; in memory when unset)")
+
     bench = sub.add_parser("bench", help="run the benchmark suite", description=(
         "Run benchmarks/ with pytest-benchmark (the 'bench' extra), save the JSON and print the "
         "performance table."))
@@ -227,6 +250,24 @@ def _run(args: argparse.Namespace) -> int:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         out.table.to_csv(Path(args.out) / "sweep.csv", index=False)
         print(f"wrote {args.out}/sweep.csv")
+        return 0
+    if args.command == "serve":
+        from memlab.service import ServiceState, create_app
+        try:
+            import uvicorn
+        except ImportError:
+            raise _Fail("serve needs the service extra: pip install -e '.[service]'") from None
+        state = ServiceState(db_path=args.db, record=args.record,
+                             maintenance=not args.no_maintenance)
+        uvicorn.run(create_app(state, api_key=args.api_key), host=args.host, port=args.port,
+                    log_level="warning")
+        return 0
+    if args.command == "mcp":
+        import asyncio
+
+        from memlab.service import ServiceState, create_mcp_server
+        server = create_mcp_server(ServiceState(db_path=args.db))
+        asyncio.run(server.run_stdio_async())
         return 0
     if args.command == "eval":
         from memlab.evaluation import run_eval, to_markdown

@@ -7,7 +7,7 @@ import pytest
 
 from memlab.cli import build_parser, main
 
-SUBCOMMANDS = ["demo", "replay", "experiment", "sweep", "eval", "bench"]
+SUBCOMMANDS = ["demo", "replay", "experiment", "sweep", "eval", "bench", "serve", "mcp"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

@@ -1,0 +1,147 @@
+"""The MCP server (SPEC §9): memlab's tools over the official ``mcp`` SDK (extra ``service``).
+
+``memlab mcp`` serves them over stdio (the store in ``$MEMLAB_DB`` when set). Every tool has a
+JSON schema from its signature; a ``ValueError`` becomes an MCP tool error with its message.
+The server takes the same :class:`~memlab.service.state.ServiceState` as the HTTP app, so in one
+process both surfaces share one store.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from memlab.service.state import ServiceState
+
+__all__ = ["create_mcp_server", "TOOLS"]
+
+TOOLS = ("get_working_context", "resolve_context", "promote_to_long_term", "memory_status",
+         "peek", "set", "flush", "search_memory_graph", "upsert_memory_node", "pin_item",
+         "unpin_item", "add_memory")
+
+
+def create_mcp_server(state: ServiceState | None = None):
+    """An ``MCPServer`` whose tools act on ``state`` (a fresh in-memory one when omitted)."""
+    try:
+        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver.exceptions import ToolError
+    except ImportError:  # pragma: no cover - depends on the install
+        raise ImportError("the MCP server needs the service extra: "
+                          "pip install 'memlab[service]'") from None
+    from memlab.session import (get_memory_status, promote_to_long_term, resolve_context,
+                                search_graph, upsert_node)
+
+    state = state or ServiceState()
+
+    def errors_as_tool_errors(fn):
+        """memlab's ValueErrors become MCP tool errors that carry their message."""
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except ValueError as exc:
+                raise ToolError(str(exc)) from exc
+        return wrapper
+
+    server = MCPServer(name="memlab", instructions=(
+        "memlab memory: store memories, surface a working context for the current turn, keep a "
+        "short-term cache and promote what matters to the long-term graph."))
+
+    @server.tool()
+    @errors_as_tool_errors
+    def get_working_context(session_id: str, query: str, k: int = 20,
+                            max_tokens: int | None = None, strategy: str | None = None,
+                            workspace_id: str = "default") -> dict[str, Any]:
+        """The memories to put in front of the model for this turn, with score breakdowns."""
+        return state.memory(workspace_id).get_working_context(
+            session_id, query, k=k, max_tokens=max_tokens, strategy=strategy)
+
+    @server.tool()
+    @errors_as_tool_errors
+    def add_memory(content: str, memory_type: str = "semantic",
+                   metadata: dict[str, Any] | None = None, item_id: str | None = None,
+                   workspace_id: str = "default") -> dict[str, Any]:
+        """Store one memory; returns its id."""
+        return {"item_id": state.memory(workspace_id).add(content, memory_type, metadata,
+                                                          item_id)}
+
+    @server.tool(name="resolve_context")
+    @errors_as_tool_errors
+    def resolve_context_tool(session_id: str, key: str, cache: str = "default",
+                             workspace_id: str = "default") -> dict[str, Any]:
+        """Short-term cache first, then the long-term graph, else a miss (scores in [0, 1])."""
+        return resolve_context(session_id, key, state.cache(cache),
+                               memory=state.memory(workspace_id))
+
+    @server.tool(name="promote_to_long_term")
+    @errors_as_tool_errors
+    def promote_to_long_term_tool(session_id: str, key: str, value: str,
+                                  node_type: str = "concept",
+                                  workspace_id: str = "default") -> dict[str, Any]:
+        """Write key -> value to the long-term graph (an explicit promotion)."""
+        return promote_to_long_term(session_id, key, value, node_type,
+                                    memory=state.memory(workspace_id))
+
+    @server.tool()
+    @errors_as_tool_errors
+    def memory_status(session_id: str, cache: str = "default",
+                      workspace_id: str = "default") -> dict[str, Any]:
+        """Short-term slots and long-term nodes and edges (observational)."""
+        return get_memory_status(session_id, state.cache(cache),
+                                 memory=state.memory(workspace_id))
+
+    @server.tool()
+    @errors_as_tool_errors
+    def peek(key: str, cache: str = "default") -> dict[str, Any]:
+        """Read the short-term cache: {hit, value, index}."""
+        hit, value, index = state.cache(cache).peek(key)
+        return {"hit": hit, "value": value, "index": index}
+
+    @server.tool(name="set")
+    @errors_as_tool_errors
+    def set_(key: str, value: str, cache: str = "default") -> dict[str, Any]:
+        """Write the short-term cache; returns the slot index."""
+        return {"index": state.cache(cache).set(key, value)}
+
+    @server.tool()
+    @errors_as_tool_errors
+    def flush(cache: str = "default") -> dict[str, Any]:
+        """Empty the short-term cache."""
+        return {"flushed": state.cache(cache).flush()}
+
+    @server.tool()
+    @errors_as_tool_errors
+    def search_memory_graph(session_id: str, query: str, max_depth: int = 1, top_k: int = 5,
+                            workspace_id: str = "default") -> list[dict[str, Any]]:
+        """Long-term nodes matching the query and their neighbours, scores in [0, 1]."""
+        return search_graph(session_id, query, max_depth, top_k,
+                            memory=state.memory(workspace_id))
+
+    @server.tool()
+    @errors_as_tool_errors
+    def upsert_memory_node(session_id: str, node_type: str, label: str, content: str,
+                           metadata: dict[str, Any] | None = None,
+                           workspace_id: str = "default") -> dict[str, Any]:
+        """Create or update the long-term node with this type and label."""
+        return {"node_id": upsert_node(session_id, node_type, label, content, metadata,
+                                       memory=state.memory(workspace_id))}
+
+    @server.tool()
+    @errors_as_tool_errors
+    def pin_item(session_id: str, item_id: str, weight: float = 1.0,
+                 workspace_id: str = "default") -> dict[str, Any]:
+        """Force an item into the session's contexts (24 h, refreshed by pin writes)."""
+        mem = state.memory(workspace_id)
+        mem.pin_item(session_id, item_id, weight)
+        return {"pins": mem.get_pins(session_id)}
+
+    @server.tool()
+    @errors_as_tool_errors
+    def unpin_item(session_id: str, item_id: str,
+                   workspace_id: str = "default") -> dict[str, Any]:
+        """Remove a pin."""
+        mem = state.memory(workspace_id)
+        mem.unpin_item(session_id, item_id)
+        return {"pins": mem.get_pins(session_id)}
+
+    return server
