@@ -8,7 +8,7 @@ hint when the store cannot be read. Maintenance runs after the response is sent,
 never reaches the client (it is kept in the reasoner's ``failures``).
 """
 
-from __future__ import annotations
+
 
 import hmac
 from typing import Any, Literal

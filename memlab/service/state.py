@@ -87,7 +87,7 @@ class ServiceState:
         self.config = config
         self.maintenance = maintenance
         self.recorder = Recorder(record) if record else None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reasoner() builds its memory() under the lock
         self._memories: dict[str, Memory] = {}
         self._caches: dict[str, PMMemoryStore] = {}
         self._reasoners: dict[str, Reasoner] = {}
