@@ -38,7 +38,7 @@ def test_replay_throughput(benchmark, strategy, record):
     trace = synthetic_trace(strategy)
     result = benchmark.pedantic(replay, args=(trace,),
                                 kwargs={"record_candidates": record, "progress": False},
-                                rounds=3, iterations=1)
+                                rounds=5, iterations=1)
     benchmark.extra_info.update(items=N_ITEMS, queries=N_QUERIES, strategy=strategy,
                                 record_candidates=record, candidate_rows=len(result.candidates),
                                 query_ms_total=float(result.decisions["total_ms"].sum()))
