@@ -137,20 +137,10 @@ def load_locomo(path: str | Path, *, graph: Iterable[str] | None = ("turn_adjace
                              {"qid": f"{sample}/q{n}", "query": qa["question"],
                               "gold": list(dict.fromkeys(gold)), "category": qa.get("category"),
                               "session_id": sample, "workspace_id": sample}))
-    timeline.sort(key=lambda entry: (entry[0], entry[1]))
-    start = timeline[0][0] if timeline else None
-    builder = TraceBuilder("locomo", start=start, metadata={
+    return _timeline_trace("locomo", timeline, {
         "source": str(path), "conversations": sorted({e[3]["workspace_id"] for e in timeline}),
         "turns": turns_total, "skipped_evidence": len(skipped), "skipped": skipped,
         "graph": list(graph) if graph is not None else [], "categories": LOCOMO_CATEGORIES})
-    for ts, _, kind, payload in timeline:
-        if kind == "add":
-            _add(builder, ts, payload)
-        elif kind == "edge":
-            builder.event("add_edge", ts, **payload)
-        else:
-            builder.event("query", ts, **payload)
-    return builder.build()
 
 
 def load_hipporag(questions_path: str | Path, corpus_path: str | Path, *,
@@ -261,24 +251,26 @@ def load_longmemeval(path: str | Path, *, graph: Iterable[str] | None = ("turn_a
                           "gold": marked or session_turns,
                           "category": record.get("question_type"), "session_id": qid,
                           "workspace_id": qid}))
+    return _timeline_trace("longmemeval", timeline, {
+        "source": str(path), "graph": list(graph) if graph is not None else []})
+
+
+def _timeline_trace(name: str, timeline: list[tuple[datetime, int, str, dict]],
+                    metadata: dict) -> Trace:
+    """A trace of ``(ts, order, kind, payload)`` entries, in time order (ties: order)."""
     timeline.sort(key=lambda entry: (entry[0], entry[1]))
-    builder = TraceBuilder("longmemeval", start=timeline[0][0] if timeline else None,
-                           metadata={"source": str(path),
-                                     "graph": list(graph) if graph is not None else []})
+    builder = TraceBuilder(name, start=timeline[0][0] if timeline else None, metadata=metadata)
     for ts, _, kind, payload in timeline:
         if kind == "add":
-            _add(builder, ts, payload)
+            builder.event("add", ts, content=payload["content"], item_id=payload["item_id"],
+                          memory_type="episodic", metadata=payload["metadata"],
+                          created_at=payload["ts"].isoformat(),
+                          workspace_id=payload["workspace_id"])
         elif kind == "edge":
             builder.event("add_edge", ts, **payload)
         else:
             builder.event("query", ts, **payload)
     return builder.build()
-
-
-def _add(builder: TraceBuilder, ts: datetime, payload: dict) -> None:
-    builder.event("add", ts, content=payload["content"], item_id=payload["item_id"],
-                  memory_type="episodic", metadata=payload["metadata"],
-                  created_at=payload["ts"].isoformat(), workspace_id=payload["workspace_id"])
 
 
 def _lme_time(text: str) -> datetime:
