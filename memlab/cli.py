@@ -86,6 +86,15 @@ def _grid(pairs: list[str]) -> dict[str, list[Any]]:
     return grid
 
 
+def _replay_options(parser: argparse.ArgumentParser) -> None:
+    """-k and --measures, shared by the subcommands that replay traces."""
+    parser.add_argument("-k", type=int, default=20, help="items per context when a query does "
+                        "not say, 1..100 (default: 20)")
+    parser.add_argument("--measures", nargs="+", default=None, metavar="MEASURE",
+                        help="measures such as R@5 nDCG@10 MRR Hit@5 P@5 Tokens Latency "
+                        "(default: R@2 R@5 R@10 MRR nDCG@10)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="memlab", description="memlab: research and run memory surfacing for LLM agents. "
@@ -108,11 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--config", default="default", help=_CONFIG_HELP + " (default: default)")
     rp.add_argument("--mode", default="router", choices=["router", "legacy"],
                     help="surfacing mode (default: router)")
-    rp.add_argument("-k", type=int, default=20, help="items per context when a query does not "
-                    "say, 1..100 (default: 20)")
-    rp.add_argument("--measures", nargs="+", default=None, metavar="MEASURE",
-                    help="measures such as R@5 nDCG@10 MRR Hit@5 P@5 Tokens Latency (default: "
-                    "R@2 R@5 R@10 MRR nDCG@10)")
+    _replay_options(rp)
     rp.add_argument("--out", default="out/replay", help="folder for the saved result "
                     "(default: out/replay)")
     rp.add_argument("--seed", type=int, default=0, help="seed of decision ids (default: 0)")
@@ -127,9 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "file, and optionally ':legacy' or ':router' (e.g. seed=seed_compat:legacy)")
     ex.add_argument("--baseline", default=None, help="the name the others are tested against "
                     "(default: the first)")
-    ex.add_argument("--measures", nargs="+", default=None, metavar="MEASURE",
-                    help="measures (default: R@2 R@5 R@10 MRR nDCG@10)")
-    ex.add_argument("-k", type=int, default=20, help="items per context (default: 20)")
+    _replay_options(ex)
     ex.add_argument("--out", default="out/experiment", help="folder for experiment.csv and "
                     "per_query.csv (default: out/experiment)")
 
@@ -149,8 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "(default: 2)")
     sw.add_argument("--counterfactual", action="store_true", help="replay once and re-score the "
                     "recorded candidates per point (composite weights only)")
-    sw.add_argument("--measures", nargs="+", default=None, metavar="MEASURE", help="measures")
-    sw.add_argument("-k", type=int, default=20, help="items per context (default: 20)")
+    _replay_options(sw)
     sw.add_argument("--out", default="out/sweep", help="folder for sweep.csv (default: "
                     "out/sweep)")
 

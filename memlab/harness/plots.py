@@ -58,8 +58,10 @@ def plot_stage_latency(result: ReplayResult, percentiles: Iterable[float] = (50,
                        ) -> Figure:
     """Per-stage latency percentiles (ms) over the replay's queries."""
     decisions = result.decisions
-    stages = [c for c in decisions.columns if c.endswith("_ms") and "_budget" not in c
-              and not c.startswith(("spread_", "ppr_")) or c in ("spread_ms", "ppr_ms")]
+    # stage timings: "<stage>_ms", including the graph stages' own "spread_ms" and "ppr_ms",
+    # but not the graph stages' budget/elapsed/overrun details ("spread_budget_ms", …)
+    stages = [c for c in decisions.columns if c in ("spread_ms", "ppr_ms") or (
+        c.endswith("_ms") and not c.startswith(("spread_", "ppr_")))]
     percentiles = list(percentiles)
     if decisions.empty or not stages:
         raise ValueError("result has no decisions with stage timings")

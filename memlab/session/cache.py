@@ -63,10 +63,9 @@ class PMMemoryStore:
         self._free: list[int] = list(range(silo_size))  # a heap: the lowest free slot first
         self._counts: dict[str, int] = {}
         # a durable MemoryStore's journal also keeps this cache (set, peek hits, flush)
-        self._journal = getattr(durable, "journal", None)
-        if durable is not None and self._journal is None and \
-                not hasattr(durable, "journal"):
+        if durable is not None and not hasattr(durable, "journal"):
             raise ValueError(f"durable must be a MemoryStore, got {durable!r:.80}")
+        self._journal = getattr(durable, "journal", None)
         if self._journal is not None:
             journal, self._journal = self._journal, None  # replay without re-journaling
             for op, payload in journal.ops(prefix=f"cache:{name}."):
