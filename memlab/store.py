@@ -117,6 +117,7 @@ class Workspace:
         self.topic_fields: dict[int, dict[str, dict]] = {}  # topic item -> its versioned fields
         self.last_decay_ts: float | None = None  # the maintenance decay sweep's last run
         self.dense: dict = {}  # embedder name -> memlab.signals.dense.DenseIndex (built lazily)
+        self.content_changes: list[int] = []  # items whose content changed, in order (for caches)
         self.version = 0  # bumped by every write
         self._next_generated = 0
 
@@ -389,7 +390,7 @@ class MemoryStore:
                     for key in _TITLE_KEYS:
                         title = new.metadata.get(key)
                         if isinstance(title, str):
-                            gazetteer.add(title)
+                            gazetteer.add(title, first + offset)
                     node_key = node_key_of(new.metadata)
                     if node_key is not None:
                         ws.node_index.setdefault(node_key, first + offset)
@@ -444,6 +445,7 @@ class MemoryStore:
             if content is not None and content != item.content:
                 ws.tokens.data[idx] = estimate_tokens(content)
                 item.content = content
+                ws.content_changes.append(idx)
             if metadata is not None:
                 old_key, new_key = node_key_of(item.metadata), node_key_of(metadata)
                 if old_key != new_key:
@@ -453,8 +455,11 @@ class MemoryStore:
                         ws.node_index.setdefault(new_key, idx)
                     ws.longterm.data[idx] = new_key is not None
                 for key in _TITLE_KEYS:
+                    if isinstance(item.metadata.get(key), str):
+                        ws.gazetteer.remove(item.metadata[key], idx)
+                for key in _TITLE_KEYS:
                     if isinstance(metadata.get(key), str):
-                        ws.gazetteer.add(metadata[key])
+                        ws.gazetteer.add(metadata[key], idx)
                 item.metadata = metadata
             new_text = index_text(item.content, item.metadata)
             if new_text != old_text:

@@ -8,7 +8,7 @@ from memlab.stemming import porter_stem
 from typing import Protocol, runtime_checkable
 
 __all__ = ["STOPWORDS", "tokenize", "estimate_tokens", "EntityDetector", "CapitalisedSpanDetector",
-           "Gazetteer"]
+           "Gazetteer", "strip_parenthetical"]
 
 # NLTK's English stopword list (public domain), lowercase, apostrophes split the way ``tokenize``
 # splits them.
@@ -24,6 +24,7 @@ wouldn y you your yours yourself yourselves
 """.split())
 
 _WORD_RE = re.compile(r"[^\W_]+")
+_PARENTHETICAL_RE = re.compile(r"\s*\([^)]*\)\s*$")
 
 
 def tokenize(text: str) -> list[str]:
@@ -74,50 +75,87 @@ def estimate_tokens(text: str) -> int:
     return 0 if not text else max(1, len(text) // 4)
 
 
+def strip_parenthetical(title: str) -> str:
+    """``"Paris (Texas)"`` → ``"Paris"``: the disambiguation suffix is not how text names it.
+
+    Examples
+    --------
+    >>> strip_parenthetical("Mercury (planet)"), strip_parenthetical("Mercury")
+    ('Mercury', 'Mercury')
+    """
+    return _PARENTHETICAL_RE.sub("", title).strip()
+
+
 class Gazetteer:
     """Known item titles/labels of a workspace, matched as whole word sequences, case-insensitive.
 
     Matching generates the query's word n-grams (up to the longest known title, at most
-    ``max_words``) and looks each up in a set, so its cost does not grow with the number of titles.
+    ``max_words``) and looks each up in a dict, so its cost does not grow with the number of
+    titles. A title with a parenthetical suffix ("David Jones (rugby)") is also known without it.
+    Each title remembers the items it names (``add(title, item)``), so a query can be mapped to
+    the items it names by title (:meth:`items_named`).
 
     Examples
     --------
-    >>> g = Gazetteer(); g.add("Auth Service"); g.add("JWT")
+    >>> g = Gazetteer(); g.add("Auth Service", 0); g.add("JWT", 1); g.add("JWT (token)", 2)
     >>> sorted(g.find("does the auth service issue a jwt"))
     [(9, 21, 'auth service'), (30, 33, 'jwt')]
+    >>> g.items_named("does the auth service issue a jwt")
+    [0, 1, 2]
     """
 
     def __init__(self, max_words: int = 8) -> None:
-        self._titles: set[str] = set()
+        self._items: dict[str, set[int]] = {}  # phrase -> the items it names (-1: no item)
         self._longest = 0
         self._max_words = max_words
 
     def __len__(self) -> int:
-        return len(self._titles)
+        return len(self._items)
 
-    def add(self, title: str) -> None:
-        words = _WORD_RE.findall(title.lower())
-        if not words or len(words) > self._max_words:
-            return
-        self._titles.add(" ".join(words))
-        self._longest = max(self._longest, len(words))
+    def _phrases(self, title: str) -> list[str]:
+        out = []
+        for variant in (title, strip_parenthetical(title)):
+            words = _WORD_RE.findall(variant.lower())
+            if words and len(words) <= self._max_words and " ".join(words) not in out:
+                out.append(" ".join(words))
+        return out
+
+    def add(self, title: str, item: int = -1) -> None:
+        """Know ``title`` (and its parenthesis-free form) as naming ``item``."""
+        for phrase in self._phrases(title):
+            self._items.setdefault(phrase, set()).add(item)
+            self._longest = max(self._longest, phrase.count(" ") + 1)
+
+    def remove(self, title: str, item: int = -1) -> None:
+        """Forget that ``title`` names ``item`` (a title naming nothing else is forgotten)."""
+        for phrase in self._phrases(title):
+            named = self._items.get(phrase)
+            if named is not None:
+                named.discard(item)
+                if not named:
+                    del self._items[phrase]
 
     def find(self, text: str) -> list[tuple[int, int, str]]:
         """Non-overlapping ``(start, end, title)`` matches in ``text``, longest match first."""
-        if not self._titles:
+        if not self._items:
             return []
         spans = [(m.start(), m.end(), m.group().lower()) for m in _WORD_RE.finditer(text)]
         found, i = [], 0
         while i < len(spans):
             for n in range(min(self._longest, len(spans) - i), 0, -1):
                 phrase = " ".join(s[2] for s in spans[i:i + n])
-                if phrase in self._titles:
+                if phrase in self._items:
                     found.append((spans[i][0], spans[i + n - 1][1], phrase))
                     i += n
                     break
             else:
                 i += 1
         return found
+
+    def items_named(self, text: str) -> list[int]:
+        """The items whose title ``text`` names (per :meth:`find`), ascending."""
+        return sorted({i for _, _, phrase in self.find(text) for i in self._items[phrase]
+                       if i >= 0})
 
 
 @runtime_checkable

@@ -14,26 +14,14 @@ import re
 from collections import defaultdict
 from typing import Callable, Iterable, Sequence
 
-from memlab.text import STOPWORDS
+from memlab.text import STOPWORDS, strip_parenthetical
 
 __all__ = ["GRAPH_BUILDERS", "register_graph_builder", "build_edges", "turn_adjacency",
            "session_adjacency", "title_mentions", "shared_entities", "strip_parenthetical"]
 
 Edge = tuple[str, str, str, float]
 _WORD = re.compile(r"[A-Za-z0-9]+")
-_PAREN = re.compile(r"\s*\([^)]*\)\s*$")
 _CAPITALISED = re.compile(r"\b[A-Z][a-zA-Z0-9'’-]+(?:\s+(?:of|the|de|von|van|and)?\s*[A-Z][a-zA-Z0-9'’-]+)*")
-
-
-def strip_parenthetical(title: str) -> str:
-    """``"Paris (Texas)"`` → ``"Paris"``: the disambiguation suffix is not how text names it.
-
-    Examples
-    --------
-    >>> strip_parenthetical("Mercury (planet)"), strip_parenthetical("Mercury")
-    ('Mercury', 'Mercury')
-    """
-    return _PAREN.sub("", title).strip()
 
 
 def _both_ways(a: str, b: str, kind: str, weight: float = 1.0) -> list[Edge]:

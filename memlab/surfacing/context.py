@@ -22,6 +22,7 @@ from memlab.model import SurfacingDecision, SurfacingStrategy, copy_json
 from memlab.signals.activation import ACTIVATION_MODELS
 from memlab.signals.bm25 import lookup_scores
 from memlab.signals.dense import DenseConfig, dense_search
+from memlab.signals.fusion import HybridScale, ScoreScale
 from memlab.signals.recency import freshness_boost, recency
 from memlab.store import MemoryStore, Workspace
 from memlab.surfacing.composite import (TERM_COLUMNS, CompositeWeights, composite,
@@ -35,7 +36,7 @@ __all__ = ["ContextRecord", "CandidateTable", "QueryRun", "assemble", "SIGNAL_CO
 
 SIGNAL_COLUMNS = ("bm25", "dense", "relevance", "relevance_term", "recency", "recency_term", "activation",
                   "centrality_raw", "centrality", "freshness", "freshness_boost",
-                  "session_pin_boost", "pin_weight", "anchor_forced", "exact_match",
+                  "session_pin_boost", "pin_weight", "anchor_forced", "exact_match", "title_match",
                   "multiplier", "filtered")
 # what the composite reads (the harness re-scores recorded candidates from these columns)
 COMPOSITE_INPUTS = ("activation", "relevance_term", "recency_term", "centrality", "multiplier",
@@ -66,6 +67,7 @@ class CandidateTable:
         self.pin_weight = np.full(n, np.nan)
         self.anchor_forced = np.zeros(n, dtype=bool)
         self.exact_match = np.zeros(n, dtype=bool)
+        self.title_match = np.zeros(n, dtype=bool)
         self.multiplier = np.ones(n)
         self.filtered = np.zeros(n, dtype=bool)
         self.filter_reason: list[str | None] = [None] * n
@@ -101,8 +103,9 @@ class QueryRun:
     _pool: dict[int, str] = field(default_factory=dict)
     _relevance_override: dict[int, float] = field(default_factory=dict)
     _relevance_lift: dict[int, float] = field(default_factory=dict)
-    dense_sims: np.ndarray | None = None  # cosine of every item to the query (dense on)
-    hybrid: tuple[np.ndarray, np.ndarray] | None = None  # (docs asc, hybrid relevance)
+    dense_sims: np.ndarray | None = None  # similarity of every item to the query (dense on)
+    hybrid: HybridScale | None = None  # BM25 and similarity -> relevance (dense on)
+    named: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # title matches
 
     @property
     def now_ts(self) -> float:
@@ -126,12 +129,19 @@ class QueryRun:
                 self._relevance_lift[i] = v
 
     def normalised_relevance(self, idx: np.ndarray) -> np.ndarray:
-        """BM25 of ``idx`` over the best BM25 of this query (what the relevance signal will be),
-        or the hybrid relevance when dense relevance is on."""
+        """The relevance signal of items ``idx`` for this query: BM25 over the query's best BM25,
+        or the hybrid with dense relevance on; then mixed with the title match
+        (``title_match_weight``)."""
+        idx = np.asarray(idx, dtype=np.int64)
         if self.hybrid is not None:
-            return lookup_scores(self.hybrid[0], self.hybrid[1], idx)
-        top = self.matched_bm25.max() if len(self.matched_bm25) else 0.0
-        return self.bm25_of(idx) / top if top > 0 else np.zeros(len(idx))
+            rel = self.hybrid(self.bm25_of(idx), self.dense_sims[idx])
+        else:
+            top = self.matched_bm25.max() if len(self.matched_bm25) else 0.0
+            rel = self.bm25_of(idx) / top if top > 0 else np.zeros(len(idx))
+        if len(self.named):
+            weight = self.config.title_match_weight
+            rel = (1.0 - weight) * rel + weight * np.isin(idx, self.named)
+        return rel
 
     def bm25_of(self, idx: np.ndarray) -> np.ndarray:
         """Raw BM25 of items ``idx`` for this query (0 where no query term occurs)."""
@@ -196,28 +206,32 @@ def _top_by_score(docs: np.ndarray, scores: np.ndarray, n: int) -> np.ndarray:
     return np.lexsort((docs, -scores))
 
 
-def _dense_stage(run: QueryRun, dense: DenseConfig, docs: np.ndarray, bm25: np.ndarray,
-                 overfetch: int) -> None:
-    """Hybrid retrieval: the nearest items join, and the over-fetch (and so the multi-hop
-    seeds) is re-ranked by hybrid relevance over BM25's matches and the nearest items."""
+def _dense_stage(run: QueryRun, dense: DenseConfig) -> np.ndarray:
+    """Hybrid retrieval: the nearest items join (and are returned), and the hybrid scale is
+    fitted to this query."""
     _, sims = dense_search(run.ws, run.query, dense)
     run.dense_sims = sims
     finite = np.flatnonzero(np.isfinite(sims))
     nearest = finite[_top_by_score(finite, sims[finite], dense.candidates)] \
         if dense.candidates else np.empty(0, np.int64)
-    union = np.union1d(docs, nearest)
-    lexical = lookup_scores(docs, bm25, union)
-    top_lex = lexical.max() if len(lexical) else 0.0
-    semantic = np.maximum(sims[union], 0.0) if len(union) else np.empty(0)
-    top_sem = semantic.max() if len(semantic) else 0.0
-    hybrid = (1.0 - dense.weight) * (lexical / top_lex if top_lex > 0 else 0.0) + \
-        dense.weight * (semantic / top_sem if top_sem > 0 else 0.0)
-    run.hybrid = (union, hybrid)
-    run.ranked_docs = union[_top_by_score(union, hybrid, overfetch)]
+    semantic = np.maximum(sims[finite], 0.0)
+    run.hybrid = HybridScale(
+        ScoreScale.fit(run.matched_bm25, dense.normalise, dense.norm_depth),
+        ScoreScale.fit(semantic[semantic > 0], dense.normalise, dense.norm_depth), dense.weight)
     run.add_candidates(nearest, "dense")
-    run.add_candidates(run.ranked_docs, "relevance")
     run.notes["dense"] = {"embedder": dense.embedder, "weight": dense.weight,
-                          "nearest": len(nearest)}
+                          "normalise": dense.normalise, "nearest": len(nearest)}
+    return nearest
+
+
+def _title_stage(run: QueryRun) -> np.ndarray:
+    """Items whose title the query names (the workspace gazetteer) join the candidates."""
+    named = np.asarray(run.ws.gazetteer.items_named(run.query), dtype=np.int64)
+    named = named[run.ws.eligible.view()[named]] if len(named) else named
+    run.named = named
+    run.add_candidates(named, "title")
+    run.notes["title_match"] = run.ws.ids_of(named)
+    return named
 
 
 def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, k: int,
@@ -275,9 +289,20 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     run.ranked_docs = docs[top]
     run.add_candidates(run.ranked_docs, "relevance")
     lap("relevance")
-    if config.dense is not None and not legacy:
-        _dense_stage(run, config.dense, docs, bm25, config.overfetch * k)
-        lap("dense")
+    if not legacy and (config.dense is not None or config.title_match_weight > 0):
+        # more signals than BM25: the over-fetch (and so the multi-hop seeds) is re-ranked by
+        # the full relevance over BM25's matches, the nearest items and the items named
+        pool = [docs]
+        if config.dense is not None:
+            pool.append(_dense_stage(run, config.dense))
+            lap("dense")
+        if config.title_match_weight > 0:
+            pool.append(_title_stage(run))
+            lap("title_match")
+        union = np.unique(np.concatenate(pool))
+        run.ranked_docs = union[_top_by_score(union, run.normalised_relevance(union),
+                                              config.overfetch * k)]
+        run.add_candidates(run.ranked_docs, "relevance")
 
     # 3. strategy candidates ---------------------------------------------------------------
     strategy.expand(run)
@@ -310,15 +335,11 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     now_ts = now.timestamp()
     table.bm25 = run.bm25_of(idx)
     pinned_only = np.array([s == "pin" for s in table.sources], dtype=bool)
-    lexical = np.where(pinned_only, 0.0, table.bm25)  # SPEC §3: fetched pins get relevance 0
-    top_rel = lexical.max() if len(lexical) else 0.0
-    table.relevance = lexical / top_rel if top_rel > 0 else np.zeros(len(idx))
-    if run.dense_sims is not None:  # hybrid: (1 - w) * lexical + w * dense, each over its max
+    # SPEC §3: fetched pins get relevance 0
+    table.relevance = np.where(pinned_only, 0.0, run.normalised_relevance(idx))
+    table.title_match = np.isin(idx, run.named)
+    if run.dense_sims is not None:
         table.dense = np.where(pinned_only, 0.0, np.maximum(run.dense_sims[idx], 0.0))
-        top_dense = table.dense.max() if len(idx) else 0.0
-        dense_rel = table.dense / top_dense if top_dense > 0 else np.zeros(len(idx))
-        w = config.dense.weight
-        table.relevance = (1.0 - w) * table.relevance + w * dense_rel
     for pos, i in enumerate(idx.tolist()):
         if i in run._relevance_override:  # e.g. spread-only items: relevance = spread score
             table.relevance[pos] = run._relevance_override[i]
