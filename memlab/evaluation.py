@@ -8,7 +8,7 @@ and writes one table: HippoRAG's fractional Recall@k (R@2, R@5, R@10) and MRR, L
 The configurations are memlab's ``DEFAULT`` recipe, the same without its graph stages (what the
 graph earns), plain BM25 with memlab's Porter analyzer (``BM25_ONLY``) and without stemming (the
 reference implementation's setting), and, when the ``dense`` extra is installed, ``DEFAULT``
-with hybrid dense relevance.
+with hybrid dense relevance, with and without its graph stages.
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ def eval_configs(dense: bool = False) -> dict[str, tuple[Any, str]]:
     }
     if dense:
         from memlab.signals.dense import hybrid_recipe
-        configs["memlab DEFAULT + dense"] = (hybrid_recipe(DEFAULT), "porter")
+        hybrid = hybrid_recipe(DEFAULT)
+        configs["memlab DEFAULT + dense"] = (hybrid, "porter")
+        configs["memlab DEFAULT + dense, no graph"] = (
+            hybrid.replace(name="default+dense-nograph", spreading=None, ppr=None), "porter")
     return configs
 
 

@@ -144,7 +144,7 @@ def load_locomo(path: str | Path, *, graph: Iterable[str] | None = ("turn_adjace
 
 
 def load_hipporag(questions_path: str | Path, corpus_path: str | Path, *,
-                  graph: Iterable[str] | None = ("title_mentions",),
+                  graph: Iterable[str] | None = ("title_mentions", "shared_entities"),
                   start: datetime = datetime(2024, 1, 1, tzinfo=timezone.utc)) -> Trace:
     """HippoRAG-format multi-hop QA as a trace (see the module notes).
 

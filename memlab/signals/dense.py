@@ -73,7 +73,7 @@ class DenseConfig:
     embedder: str = "minilm"
     weight: float = 0.5
     candidates: int = 100
-    sentence_weight: float = 0.0
+    sentence_weight: float = 0.3
     normalise: str = "max"
     norm_depth: int = 20
     cache_dir: str | None = None  # None: default_cache_dir(); "" disables the disk cache

@@ -188,7 +188,8 @@ SEED_COMPAT = SurfacingConfig(
 
 # memlab's own recipe. Its relevance and graph settings (recency and activation as gentle
 # tie-breakers unless the query asks for recency, no freshness bonus, questions routed through
-# the graph, propagated spreading with damping 0.7) were chosen by measuring on the shared
+# the graph, propagated spreading with damping 0.7, a quarter of relevance from naming an item's
+# title) were chosen by measuring on the shared
 # evaluation data (LoCoMo's 5 dev conversations and HippoRAG's MuSiQue 100-question set), the only
 # real data this project has: the README's quality table says so next to every number.
 DEFAULT = SurfacingConfig(
@@ -205,6 +206,7 @@ DEFAULT = SurfacingConfig(
     ),
     spread_relevance="propagated",
     spreading=SpreadConfig(damping=0.7),
+    title_match_weight=0.25,
 )
 
 # Plain BM25 as a baseline: no router, no graph, no recency, flat activation, no boosts.
