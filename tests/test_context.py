@@ -265,3 +265,35 @@ def test_on_record_hook_and_frame(store, clock):
     assert frame["drop_reason"].isna().tolist() == [True, False]
     assert frame["drop_reason"].iloc[1] == "k_cut"
     assert {"relevance", "recency", "activation", "centrality", "term_base", "score"} <= set(frame)
+
+
+def test_naming_an_items_title_mixes_into_relevance():
+    from memlab.surfacing.config import DEFAULT
+    mem = Memory(surfacing_mode="router", config=DEFAULT)
+    mem.add_many([
+        {"content": "Admiral Twin\nA drive-in theater in Tulsa.", "item_id": "a",
+         "metadata": {"title": "Admiral Twin (theater)"}},
+        {"content": "The admiral ordered the twin ships to open fire when they could.",
+         "item_id": "b"},
+        {"content": "Twin Peaks opened on television.", "item_id": "c"}])
+    mem.get_working_context("s1", "When did the Admiral Twin open?", k=3,
+                            strategy="factual:point-query")
+    record = mem.last_context_record
+    c = record.candidates
+    assert record.notes["title_match"] == ["a"] and "title_match" in record.timings_ms
+    rows = {item: r for r, item in enumerate(c["item_id"])}
+    assert [c["title_match"][rows[i]] for i in "abc"] == [True, False, False]
+    top_bm25 = max(c["bm25"])
+    w = DEFAULT.title_match_weight
+    for item in "abc":
+        r = rows[item]
+        named = 1.0 if item == "a" else 0.0
+        assert c["relevance"][r] == pytest.approx((1 - w) * c["bm25"][r] / top_bm25 + w * named)
+    # off: relevance is BM25 alone and no stage runs
+    mem2 = Memory(surfacing_mode="router", config=DEFAULT.replace(title_match_weight=0.0))
+    mem2.add_many([{"content": "Admiral Twin\nA drive-in theater in Tulsa.", "item_id": "a",
+                    "metadata": {"title": "Admiral Twin"}}])
+    mem2.get_working_context("s1", "When did the Admiral Twin open?", k=3)
+    assert "title_match" not in mem2.last_context_record.notes
+    with pytest.raises(ValueError, match="title_match_weight must be in"):
+        DEFAULT.replace(title_match_weight=1.5)

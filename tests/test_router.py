@@ -148,3 +148,18 @@ def test_decision_round_trips(seed_router):
     d = seed_router.last_surfacing_decision
     from memlab import SurfacingDecision
     assert SurfacingDecision.from_dict(d.to_dict()) == d
+
+
+def test_gazetteer_maps_titles_to_the_items_they_name():
+    g = Gazetteer()
+    g.add("David Jones (rugby)", 0)
+    g.add("David Jones", 1)
+    g.add("Lancashire", 2)
+    # the parenthetical suffix is optional; longest match first; items ascending
+    assert g.items_named("Did David Jones play in Lancashire?") == [0, 1, 2]
+    assert g.items_named("david jones rugby stats") == [0]
+    g.remove("David Jones (rugby)", 0)
+    assert g.items_named("Did David Jones play?") == [1]
+    assert g.items_named("david jones rugby") == [1]  # the longer title is gone, the shorter stays
+    g.remove("David Jones", 1)
+    assert g.items_named("Did David Jones play?") == [] and len(g) == 1

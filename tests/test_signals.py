@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from memlab.signals.activation import ACTRActivation, ActivationState, SeedActivation
 from memlab.signals.bm25 import BM25Index
+from memlab.signals.fusion import HybridScale, ScoreScale
 from memlab.signals.recency import freshness_boost, recency, tau_from_half_life
 
 rank_bm25 = pytest.importorskip("rank_bm25")
@@ -158,3 +159,34 @@ def test_actr_model_in_memory(clock):
     assert act["a"] > act["b"]
     with pytest.raises(ValueError, match="activation_model names 'nope'"):
         Memory(config=DEFAULT.replace(activation_model="nope"))
+
+
+# ---------------------------------------------------------------------------- fusion
+
+
+def test_score_scale_pins_max_and_minmax():
+    scores = np.array([8.0, 6.0, 4.0, 2.0, 1.0])
+    assert ScoreScale.fit(scores, "max")(scores).tolist() == [1.0, 0.75, 0.5, 0.25, 0.125]
+    minmax = ScoreScale.fit(scores, "minmax", depth=3)   # the 3rd best (4.0) maps to 0
+    assert (minmax.low, minmax.high) == (4.0, 8.0)
+    assert minmax(scores).tolist() == [1.0, 0.5, 0.0, 0.0, 0.0]
+    # fewer scores than the depth: the absent items' 0 is the floor
+    assert ScoreScale.fit(scores, "minmax", depth=10) == ScoreScale(0.0, 8.0)
+    assert ScoreScale.fit(np.array([3.0, 3.0]), "minmax", depth=2) == ScoreScale(0.0, 3.0)
+    assert ScoreScale.fit(np.empty(0), "minmax")(np.array([1.0])).tolist() == [0.0]
+    with pytest.raises(ValueError, match="method must be one of"):
+        ScoreScale.fit(scores, "zscore")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0, 100), min_size=1, max_size=40),
+       st.sampled_from(["max", "minmax"]), st.integers(1, 50), st.floats(0, 1))
+def test_hybrid_scale_is_bounded_and_monotone(values, method, depth, weight):
+    x = np.array(values)
+    lexical = ScoreScale.fit(x[x > 0], method, depth)
+    semantic = ScoreScale.fit(x / 100, method, depth)
+    hybrid = HybridScale(lexical, semantic, weight)
+    out = hybrid(x, x / 100)
+    assert np.all((out >= 0) & (out <= 1 + 1e-12))
+    order = np.argsort(x, kind="stable")
+    assert np.all(np.diff(out[order]) >= -1e-12)   # more of both never scores lower
