@@ -128,16 +128,18 @@ class QueryRun:
             if v > self._relevance_lift.get(i, 0.0):
                 self._relevance_lift[i] = v
 
-    def normalised_relevance(self, idx: np.ndarray) -> np.ndarray:
+    def normalised_relevance(self, idx: np.ndarray, bm25: np.ndarray | None = None
+                             ) -> np.ndarray:
         """The relevance signal of items ``idx`` for this query: BM25 over the query's best BM25,
         or the hybrid with dense relevance on; then mixed with the title match
-        (``title_match_weight``)."""
+        (``title_match_weight``). ``bm25``: their BM25 when the caller has it."""
         idx = np.asarray(idx, dtype=np.int64)
+        bm25 = self.bm25_of(idx) if bm25 is None else bm25
         if self.hybrid is not None:
-            rel = self.hybrid(self.bm25_of(idx), self.dense_sims[idx])
+            rel = self.hybrid(bm25, self.dense_sims[idx])
         else:
             top = self.matched_bm25.max() if len(self.matched_bm25) else 0.0
-            rel = self.bm25_of(idx) / top if top > 0 else np.zeros(len(idx))
+            rel = bm25 / top if top > 0 else np.zeros(len(idx))
         if len(self.named):
             weight = self.config.title_match_weight
             rel = (1.0 - weight) * rel + weight * np.isin(idx, self.named)
@@ -204,6 +206,13 @@ def _top_by_score(docs: np.ndarray, scores: np.ndarray, n: int) -> np.ndarray:
         order = keep[np.lexsort((docs[keep], -scores[keep]))]
         return order[:n]
     return np.lexsort((docs, -scores))
+
+
+def _contains_sorted(haystack: np.ndarray, needles: np.ndarray) -> np.ndarray:
+    """``needles in haystack`` elementwise, for a sorted ``haystack`` (O(needles log n))."""
+    pos = np.searchsorted(haystack, needles)
+    return (pos < len(haystack)) & (haystack[np.minimum(pos, len(haystack) - 1)] == needles) \
+        if len(haystack) else np.zeros(len(needles), dtype=bool)
 
 
 def _dense_stage(run: QueryRun, dense: DenseConfig) -> np.ndarray:
@@ -292,17 +301,22 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     if not legacy and (config.dense is not None or config.title_match_weight > 0):
         # more signals than BM25: the over-fetch (and so the multi-hop seeds) is re-ranked by
         # the full relevance over BM25's matches, the nearest items and the items named
-        pool = [docs]
+        extra = []
         if config.dense is not None:
-            pool.append(_dense_stage(run, config.dense))
+            extra.append(_dense_stage(run, config.dense))
             lap("dense")
         if config.title_match_weight > 0:
-            pool.append(_title_stage(run))
+            extra.append(_title_stage(run))
             lap("title_match")
-        union = np.unique(np.concatenate(pool))
-        run.ranked_docs = union[_top_by_score(union, run.normalised_relevance(union),
-                                              config.overfetch * k)]
-        run.add_candidates(run.ranked_docs, "relevance")
+        extra = np.unique(np.concatenate(extra))
+        if config.dense is not None or len(extra):  # else BM25's ranking stands
+            # BM25's matches are sorted and unique: only the (few) others need a lookup
+            extra = extra[~_contains_sorted(docs, extra)]
+            union = np.concatenate([docs, extra])
+            relevance = np.concatenate([run.normalised_relevance(docs, bm25),
+                                        run.normalised_relevance(extra)])
+            run.ranked_docs = union[_top_by_score(union, relevance, config.overfetch * k)]
+            run.add_candidates(run.ranked_docs, "relevance")
 
     # 3. strategy candidates ---------------------------------------------------------------
     strategy.expand(run)
