@@ -239,6 +239,14 @@ def test_sweep_grid_and_nested_fields(apollo):
         sweep(apollo, {})
     with pytest.raises(ValueError, match="executor"):
         sweep(apollo, {"centrality_weight": [1.0]}, executor="cloud")
+    from memlab.harness.sweep import apply_point
+    from memlab.signals.dense import DenseConfig
+    hybrid = DEFAULT.replace(dense=DenseConfig(embedder="hashing", cache_dir=""))
+    assert apply_point(hybrid, {"dense.weight": 0.7}).dense.weight == 0.7
+    with pytest.raises(ValueError, match="needs a configured ppr, spreading or dense stage"):
+        apply_point(DEFAULT, {"dense.weight": 0.7})
+    with pytest.raises(ValueError, match="sentence_weight must be in"):
+        apply_point(hybrid, {"dense.sentence_weight": 2.0})
 
 
 def test_sweeps_give_the_same_results_on_processes_and_on_a_dask_cluster(apollo):

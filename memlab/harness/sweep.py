@@ -2,10 +2,10 @@
 
 A grid maps configuration fields to the values to try: top-level ``SurfacingConfig`` fields
 (``"centrality_weight"``) or fields of its graph stages (``"ppr.alpha"``,
-``"spreading.depth"``). Every point is replayed from scratch, so the executors only decide where
-the work runs: ``"serial"`` (this process), ``"local"`` (a process pool) or ``"dask"``
-(``distributed``; a two-worker ``LocalCluster`` started for the call, or the scheduler at
-``address``). The results are the same whichever runs them (tested), in grid order.
+``"spreading.depth"``) and of dense relevance (``"dense.weight"``). Every point is replayed
+from scratch, so the executors only decide where the work runs: ``"serial"`` (this process),
+``"local"`` (a process pool) or ``"dask"`` (``distributed``; a two-worker ``LocalCluster``
+started for the call, or the scheduler at ``address``). The results are the same whichever runs them (tested), in grid order.
 
 ``counterfactual=True`` replays once and re-scores the recorded candidates for each point,
 which is much faster and exact for the composite's weights (see
@@ -46,7 +46,8 @@ def grid_points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
 
 
 def apply_point(base: SurfacingConfig, point: Mapping[str, Any]) -> SurfacingConfig:
-    """``base`` with the point's values (``"ppr.alpha"`` reaches into a graph stage's config)."""
+    """``base`` with the point's values (``"ppr.alpha"`` reaches into a graph stage's config,
+    ``"dense.weight"`` into the dense one)."""
     top: dict[str, Any] = {}
     nested: dict[str, dict[str, Any]] = {}
     for key, value in point.items():
@@ -56,9 +57,10 @@ def apply_point(base: SurfacingConfig, point: Mapping[str, Any]) -> SurfacingCon
         else:
             top[key] = value
     for stage, changes in nested.items():
-        current = getattr(base, stage, None) if stage in ("ppr", "spreading") else None
+        current = getattr(base, stage, None) if stage in ("ppr", "spreading", "dense") else None
         if current is None:
-            raise ValueError(f"grid key {stage!r}.* needs a configured ppr or spreading stage")
+            raise ValueError(f"grid key {stage!r}.* needs a configured ppr, spreading or dense "
+                             f"stage")
         try:
             top[stage] = dataclasses.replace(current, **changes)
         except TypeError as exc:
