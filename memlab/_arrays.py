@@ -8,18 +8,21 @@ __all__ = ["Growable", "group_sum", "sorted_unique"]
 
 
 class Growable:
-    """A 1-D numpy array with amortised O(1) append (capacity doubling).
+    """A numpy array with amortised O(1) append along its first axis (capacity doubling); 1-D,
+    or rows of ``row_shape``.
 
     Examples
     --------
     >>> g = Growable(np.int32); g.append(3); g.extend(np.array([4, 5])); g.view().tolist()
     [3, 4, 5]
+    >>> rows = Growable(np.float32, row_shape=(2,)); rows.extend(np.ones((3, 2))); rows.view().shape
+    (3, 2)
     """
 
     __slots__ = ("data", "size")
 
-    def __init__(self, dtype, capacity: int = 4) -> None:
-        self.data = np.empty(capacity, dtype=dtype)
+    def __init__(self, dtype, capacity: int = 4, row_shape: tuple[int, ...] = ()) -> None:
+        self.data = np.empty((capacity, *row_shape), dtype=dtype)
         self.size = 0
 
     def __len__(self) -> int:
@@ -28,7 +31,8 @@ class Growable:
     def _reserve(self, extra: int) -> None:
         need = self.size + extra
         if need > self.data.shape[0]:
-            grown = np.empty(max(need, 2 * self.data.shape[0]), dtype=self.data.dtype)
+            grown = np.empty((max(need, 2 * self.data.shape[0]), *self.data.shape[1:]),
+                             dtype=self.data.dtype)
             grown[:self.size] = self.data[:self.size]
             self.data = grown
 

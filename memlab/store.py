@@ -40,11 +40,10 @@ from memlab.model import (
 )
 from memlab.signals.activation import ActivationState
 from memlab.signals.bm25 import BM25Index
-from memlab.text import ANALYZERS, Gazetteer, estimate_tokens, normalise_title
+from memlab.text import ANALYZERS, TITLE_KEYS, Gazetteer, estimate_tokens, normalise_title
 
 __all__ = ["MemoryStore", "NewItem", "Workspace", "node_key_of", "paused_gc"]
 
-_TITLE_KEYS = ("title", "label", "name")
 
 
 def index_text(content: str, metadata: dict) -> str:
@@ -387,7 +386,7 @@ class MemoryStore:
                 index_of[item_id] = first + offset
                 is_node = False
                 if new.metadata:
-                    for key in _TITLE_KEYS:
+                    for key in TITLE_KEYS:
                         title = new.metadata.get(key)
                         if isinstance(title, str):
                             gazetteer.add(title, first + offset)
@@ -454,10 +453,10 @@ class MemoryStore:
                     if new_key is not None:
                         ws.node_index.setdefault(new_key, idx)
                     ws.longterm.data[idx] = new_key is not None
-                for key in _TITLE_KEYS:
+                for key in TITLE_KEYS:
                     if isinstance(item.metadata.get(key), str):
                         ws.gazetteer.remove(item.metadata[key], idx)
-                for key in _TITLE_KEYS:
+                for key in TITLE_KEYS:
                     if isinstance(metadata.get(key), str):
                         ws.gazetteer.add(metadata[key], idx)
                 item.metadata = metadata

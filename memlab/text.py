@@ -8,7 +8,7 @@ from memlab.stemming import porter_stem
 from typing import Protocol, runtime_checkable
 
 __all__ = ["STOPWORDS", "tokenize", "estimate_tokens", "EntityDetector", "CapitalisedSpanDetector",
-           "Gazetteer", "strip_parenthetical"]
+           "Gazetteer", "strip_parenthetical", "TITLE_KEYS"]
 
 # NLTK's English stopword list (public domain), lowercase, apostrophes split the way ``tokenize``
 # splits them.
@@ -24,6 +24,8 @@ wouldn y you your yours yourself yourselves
 """.split())
 
 _WORD_RE = re.compile(r"[^\W_]+")
+# metadata keys that name an item (the gazetteer's titles, the dense sentences' prefix)
+TITLE_KEYS = ("title", "label", "name")
 _PARENTHETICAL_RE = re.compile(r"\s*\([^)]*\)\s*$")
 
 

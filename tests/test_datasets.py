@@ -190,7 +190,7 @@ def test_sentence_matching_mixes_the_best_sentence_into_each_items_similarity():
     ws = mem.store.workspace(mem.workspace_id)
     index = DenseIndex()
     index.ensure(ws, embedder, sentences=True)
-    assert [ws.item_ids[o] for o in index.unit_owner] == ["paris", "paris"]
+    assert [ws.item_ids[o] for o in index.unit_owner.view()] == ["paris", "paris"]
     q = embedder.encode(["louvre museum"])[0]
     item = embedder.encode([it.content for it in ws.items]) @ q
     units = embedder.encode(["Paris\nParis is a city on the Seine.",
@@ -212,10 +212,11 @@ def test_dense_vectors_follow_content_updates():
                           content="Zeta eta. Theta iota.")
     index.ensure(ws, embedder, sentences=True)
     np.testing.assert_allclose(index.items.view()[0], embedder.encode(["Zeta eta. Theta iota."])[0])
-    live = [pos for pos, owner in enumerate(index.unit_owner) if owner == 0]
+    owner = index.unit_owner.view()
+    live = np.flatnonzero(owner == 0)
     np.testing.assert_allclose(index.units.view()[live],
                                embedder.encode(["Zeta eta.", "Theta iota."]))
-    assert index.unit_owner.count(-1) == 2   # the old sentences no longer count
+    assert (owner == -1).sum() == 2   # the old sentences no longer count
 
 
 def test_minilm_embedder_works_offline_when_the_dense_extra_is_installed(tmp_path):

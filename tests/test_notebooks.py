@@ -1,6 +1,5 @@
 """The notebooks run end to end on small data (CI), and are committed without outputs."""
 
-import os
 import time
 from pathlib import Path
 

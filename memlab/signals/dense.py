@@ -26,7 +26,9 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
+from memlab._arrays import Growable
 from memlab.signals.fusion import NORMALISERS
+from memlab.text import TITLE_KEYS
 
 __all__ = ["Embedder", "DenseConfig", "EmbeddingCache", "CachedEmbedder", "EMBEDDERS",
            "register_embedder", "get_embedder", "DenseIndex", "dense_search", "hybrid_recipe",
@@ -266,7 +268,6 @@ def get_embedder(config: DenseConfig) -> CachedEmbedder:
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
-_TITLE_KEYS = ("title", "label", "name")
 
 
 def sentence_units(content: str, title: str | None = None) -> list[str]:
@@ -287,31 +288,10 @@ def sentence_units(content: str, title: str | None = None) -> list[str]:
 
 
 def _title_of(metadata: Mapping[str, Any]) -> str | None:
-    for key in _TITLE_KEYS:
+    for key in TITLE_KEYS:
         if isinstance(metadata.get(key), str):
             return metadata[key]
     return None
-
-
-class _Rows:
-    """An append-only float32 matrix grown by doubling (amortised O(1) per row)."""
-
-    def __init__(self) -> None:
-        self.data = np.empty((0, 0), np.float32)
-        self.size = 0
-
-    def append(self, rows: np.ndarray) -> None:
-        need = self.size + len(rows)
-        if need > len(self.data) or self.data.shape[1] != rows.shape[1]:
-            grown = np.empty((max(need, 2 * len(self.data), 16), rows.shape[1]), np.float32)
-            if self.size:
-                grown[:self.size] = self.data[:self.size]
-            self.data = grown
-        self.data[self.size:need] = rows
-        self.size = need
-
-    def view(self) -> np.ndarray:
-        return self.data[:self.size]
 
 
 class DenseIndex:
@@ -320,16 +300,23 @@ class DenseIndex:
     encoded on the next; items whose content changed (``ws.content_changes``) are re-encoded."""
 
     def __init__(self) -> None:
-        self.items = _Rows()
-        self.units = _Rows()
-        self.unit_owner: list[int] = []  # -1: a sentence of content that has since changed
+        self.items: Growable | None = None  # rows of the embedder's dimension, made on first use
+        self.units: Growable | None = None
+        self.unit_owner = Growable(np.int64)  # -1: a sentence of content that has since changed
         self.units_of: dict[int, list[int]] = {}
         self.with_units = 0  # items 0 .. with_units - 1 have their sentences encoded
         self.changes_seen = 0
 
     @property
     def count(self) -> int:
-        return self.items.size
+        return 0 if self.items is None else self.items.size
+
+    @staticmethod
+    def _append(rows: Growable | None, vectors: np.ndarray) -> Growable:
+        if rows is None:
+            rows = Growable(np.float32, 16, row_shape=vectors.shape[1:])
+        rows.extend(vectors)
+        return rows
 
     def _add_units(self, ws, embedder: "CachedEmbedder", idx: Sequence[int]) -> None:
         texts, owners = [], []
@@ -340,7 +327,7 @@ class DenseIndex:
                 owners.append(i)
         if texts:
             first = len(self.unit_owner)
-            self.units.append(embedder.encode(texts))
+            self.units = self._append(self.units, embedder.encode(texts))
             self.unit_owner.extend(owners)
             for pos, i in enumerate(owners, start=first):
                 self.units_of.setdefault(i, []).append(pos)
@@ -353,23 +340,25 @@ class DenseIndex:
         if changed:
             self.items.data[changed] = embedder.encode([ws.items[i].content for i in changed])
             redo = [i for i in changed if i < self.with_units]
+            owner = self.unit_owner.view()
             for i in redo:
-                for pos in self.units_of.pop(i, []):
-                    self.unit_owner[pos] = -1
+                owner[self.units_of.pop(i, [])] = -1
             self._add_units(ws, embedder, redo)
         n = len(ws)
         if self.count < n:
-            self.items.append(embedder.encode([ws.items[i].content
-                                               for i in range(self.count, n)]))
+            self.items = self._append(self.items, embedder.encode(
+                [ws.items[i].content for i in range(self.count, n)]))
         if sentences and self.with_units < n:
             self._add_units(ws, embedder, range(self.with_units, n))
             self.with_units = n
 
     def similarities(self, query: np.ndarray, sentence_weight: float = 0.0) -> np.ndarray:
         """Cosine of every item to ``query`` (unit vectors), mixed with its best sentence's."""
+        if self.items is None:
+            return np.empty(0, np.float32)
         sims = self.items.view() @ query
-        if sentence_weight > 0 and self.units.size:
-            owner = np.asarray(self.unit_owner, np.int64)
+        if sentence_weight > 0 and self.units is not None:
+            owner = self.unit_owner.view()
             live = owner >= 0
             best = np.full(len(sims), -np.inf, np.float32)
             np.maximum.at(best, owner[live], (self.units.view() @ query)[live])
@@ -386,7 +375,7 @@ def dense_search(ws, query: str, config: DenseConfig) -> tuple[np.ndarray, np.nd
     index = ws.dense.setdefault(embedder.name, DenseIndex())
     index.ensure(ws, embedder, sentences=config.sentence_weight > 0)
     q = embedder.encode([query])[0]
-    sims = index.similarities(q, config.sentence_weight) if len(ws) else np.empty(0, np.float32)
+    sims = index.similarities(q, config.sentence_weight)
     sims = np.where(ws.eligible.view()[:len(sims)], sims, -np.inf)
     return np.arange(len(sims), dtype=np.int64), sims.astype(np.float64)
 
