@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Growable", "group_sum", "sorted_unique"]
+__all__ = ["Growable", "find_sorted", "group_sum", "sorted_unique"]
 
 
 class Growable:
@@ -80,6 +80,23 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
     if len(out) > 1:
         out = out[np.concatenate(([True], out[1:] != out[:-1]))]
     return out
+
+
+def find_sorted(haystack: np.ndarray, needles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of ``needles`` sits in the ascending ``haystack``, and whether it is there
+    (positions are clipped to the last entry; O(needles × log haystack)).
+
+    Examples
+    --------
+    >>> pos, found = find_sorted(np.array([2, 5, 9]), np.array([5, 3, 9]))
+    >>> pos.tolist(), found.tolist()
+    ([1, 1, 2], [True, False, True])
+    """
+    needles = np.asarray(needles)
+    if not len(haystack):
+        return np.zeros(len(needles), np.int64), np.zeros(len(needles), dtype=bool)
+    pos = np.minimum(np.searchsorted(haystack, needles), len(haystack) - 1)
+    return pos, haystack[pos] == needles
 
 
 def group_sum(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

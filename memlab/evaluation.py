@@ -31,12 +31,16 @@ DATASET_FILES = {"locomo": ("locomo/locomo_dev.json",),
                              "hipporag/musique_train_corpus.json")}
 
 
+def _without_graph(config):
+    """``config`` without its graph stages (what the graph earns), named ``<name>-nograph``."""
+    return config.replace(name=f"{config.name}-nograph", spreading=None, ppr=None)
+
+
 def eval_configs(dense: bool = False) -> dict[str, tuple[Any, str]]:
     """name -> (configuration, analyzer)."""
     configs = {
         "memlab DEFAULT": (DEFAULT, "porter"),
-        "memlab DEFAULT, no graph": (DEFAULT.replace(name="default-nograph", spreading=None,
-                                                     ppr=None), "porter"),
+        "memlab DEFAULT, no graph": (_without_graph(DEFAULT), "porter"),
         "BM25 (Porter)": (BM25_ONLY, "porter"),
         "BM25 (no stemming)": (BM25_ONLY, "plain"),
     }
@@ -44,8 +48,7 @@ def eval_configs(dense: bool = False) -> dict[str, tuple[Any, str]]:
         from memlab.signals.dense import hybrid_recipe
         hybrid = hybrid_recipe(DEFAULT)
         configs["memlab DEFAULT + dense"] = (hybrid, "porter")
-        configs["memlab DEFAULT + dense, no graph"] = (
-            hybrid.replace(name="default+dense-nograph", spreading=None, ppr=None), "porter")
+        configs["memlab DEFAULT + dense, no graph"] = (_without_graph(hybrid), "porter")
     return configs
 
 

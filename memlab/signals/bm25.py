@@ -20,7 +20,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from memlab._arrays import Growable, group_sum
+from memlab._arrays import Growable, find_sorted, group_sum
 
 __all__ = ["BM25Index", "IDF_VARIANTS", "lookup_scores"]
 
@@ -35,12 +35,9 @@ def lookup_scores(docs: np.ndarray, scores: np.ndarray, wanted: np.ndarray) -> n
     >>> lookup_scores(np.array([2, 5]), np.array([0.5, 0.7]), np.array([5, 3])).tolist()
     [0.7, 0.0]
     """
-    wanted = np.asarray(wanted, dtype=np.int64)
-    out = np.zeros(len(wanted))
-    if len(docs):
-        pos = np.minimum(np.searchsorted(docs, wanted), len(docs) - 1)
-        found = docs[pos] == wanted
-        out[found] = scores[pos[found]]
+    pos, found = find_sorted(docs, np.asarray(wanted, dtype=np.int64))
+    out = np.zeros(len(pos))
+    out[found] = scores[pos[found]]
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from memlab._arrays import find_sorted, sorted_unique
 from memlab.errors import BudgetTooSmall
 from memlab.model import SurfacingDecision, SurfacingStrategy, copy_json
 from memlab.signals.activation import ACTIVATION_MODELS
@@ -208,13 +209,6 @@ def _top_by_score(docs: np.ndarray, scores: np.ndarray, n: int) -> np.ndarray:
     return np.lexsort((docs, -scores))
 
 
-def _contains_sorted(haystack: np.ndarray, needles: np.ndarray) -> np.ndarray:
-    """``needles in haystack`` elementwise, for a sorted ``haystack`` (O(needles log n))."""
-    pos = np.searchsorted(haystack, needles)
-    return (pos < len(haystack)) & (haystack[np.minimum(pos, len(haystack) - 1)] == needles) \
-        if len(haystack) else np.zeros(len(needles), dtype=bool)
-
-
 def _dense_stage(run: QueryRun, dense: DenseConfig) -> np.ndarray:
     """Hybrid retrieval: the nearest items join (and are returned), and the hybrid scale is
     fitted to this query."""
@@ -308,10 +302,10 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
         if config.title_match_weight > 0:
             extra.append(_title_stage(run))
             lap("title_match")
-        extra = np.unique(np.concatenate(extra))
+        extra = sorted_unique(np.concatenate(extra))
         if config.dense is not None or len(extra):  # else BM25's ranking stands
             # BM25's matches are sorted and unique: only the (few) others need a lookup
-            extra = extra[~_contains_sorted(docs, extra)]
+            extra = extra[~find_sorted(docs, extra)[1]]
             union = np.concatenate([docs, extra])
             relevance = np.concatenate([run.normalised_relevance(docs, bm25),
                                         run.normalised_relevance(extra)])
