@@ -1,96 +1,434 @@
 """Deterministic time-window parsing for ``temporal:windowed`` and the router's temporal rule.
 
-Understands, relative to the clock's ``now`` (UTC): ``today``, ``yesterday``, ``this week|month|year``,
-``last|past week|month|year``, ``last|past N hours|days|weeks|months``, ``N days ago``,
-``in 2023``, ``in May`` / ``in May 2023``, ``on 8 May 2023`` / ``May 8, 2023`` / ``2023-05-08``,
-``since <date>``, ``before <date>`` and ``between <date> and <date>``. Months are 30 days in
-relative expressions.
+:func:`parse_time_window` reads at most one window from a query, relative to the clock's ``now``.
+It is a small rule-based reader, not a general date parser; ``tests/data/time_windows.csv`` is
+its golden table (query, clock, expected window or none).
+
+Semantics
+---------
+Windows
+    Half-open ``[start, end)``, timezone-aware, in the clock's timezone (memlab's clocks are
+    UTC; a naive ``now`` is taken as UTC). A window that runs "up to now" ends at
+    ``now + 1 µs`` so that an item created at exactly ``now`` is inside it. A reading that
+    would give an empty window (``start >= end``, e.g. "since 2030" with the clock in 2024) is
+    no window.
+Calendar units
+    A day is midnight to midnight, a month its first day to the next month's first day, a year
+    1 January to 1 January. Weeks start on Monday (ISO 8601); a weekend is Saturday 00:00 to
+    Monday 00:00.
+Relative expressions
+    ``today`` is midnight to now; ``yesterday`` the previous calendar day. ``last|past week``,
+    ``month``, ``year``, ``day``, ``hour`` and ``last|past N <unit>s`` are rolling: the
+    last N units up to now (a month is 30 days, a year 365). ``this week|month|year`` run from
+    the calendar unit's start (Monday for a week) to now. ``N <unit>s ago`` is one unit wide,
+    centred on ``now - N units``. ``last weekend`` is the weekend before this week's Monday;
+    ``this weekend`` is the current one, and only on a Saturday or Sunday. Counts may be
+    digits or words (``a``, ``one`` … ``twelve``, ``a couple of``).
+Dates
+    ``2023-05-08``, ``8 May 2023``, ``8th of May, 2023``, ``May 8th 2023``, ``May 2023``,
+    ``May of 2023``; month names may be abbreviated (``Sep``, ``Sept``, ``Sep.``). A date
+    without a year is the most recent one that has started by ``now``: with the clock at
+    2024-06-15, "in May" and "in June" are May and June 2024, "in July" is July 2023, "on 20
+    June" is 20 June 2023; "last May" is the most recent May before the current month.
+    A date with an explicit year may lie in the future ("December 2025").
+When a month name or a number is a date
+    A month name with a day or a year is always a date. A month name alone, or a four-digit
+    number alone, is a date only after a temporal cue: ``in``, ``during``, ``throughout``,
+    ``from``, ``of`` (months only), ``last`` (months only), ``early``, ``mid``, ``late``,
+    ``end of``, ``start of``, ``beginning of``, a season (``summer 2021`` reads as the whole
+    of 2021), ``year``, or as an operand of ``since``/``after``/``before``/``until`` or of a
+    range. A four-digit number is moreover a year only within the plausible range
+    ``[now.year - 100, now.year + 10]`` (:data:`YEARS_BACK`, :data:`YEARS_AHEAD`), and never
+    when it is part of a longer number or a decimal. So "port 2049", "2049 users", "the trojan
+    2023 incident", "top 100" and "version 2.2023" have no window, while "in 2023" and "since
+    2019" do. A bare "may" also needs the cue ("you may need") and "3 may" needs an ordinal,
+    "of" or a preceding "on"/"the" ("these 3 may be related").
+Operators
+    ``between A and B`` / ``from A to|until|till|through B`` cover the whole of both ends:
+    ``[start(A), end(B))``; if B has a year and A has none, A is its most recent occurrence
+    starting no later than B ("between May and June 2023" is May-June 2023), and if A has a
+    year and B has none, B is its first occurrence starting no earlier than A. ``since A``
+    is ``[start(A), now]``, ``after A`` is ``[end(A), now]``, ``before A`` is
+    ``[1970-01-01, start(A))`` (the Unix epoch: memlab timestamps are epoch seconds),
+    ``until|till A`` is ``[1970-01-01, end(A))``. ``N <unit>s before A`` is the N units
+    before ``start(A)``, ``N <unit>s after A`` the N units after ``end(A)``; ``the <unit>``
+    counts as one.
+Precedence
+    Ranges, then ``N units before|after``, then ``since|after|before|until``, then relative
+    expressions, then dates (full dates before a cued month or year); the first reading that
+    gives a window wins.
+
+What is not understood (the query gets no window from it): weekday names ("last Friday"),
+"tomorrow"/"next …", parts of a day, "a few", seasons as spans, fiscal quarters.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
 
-__all__ = ["TimeWindow", "parse_time_window"]
+__all__ = ["TimeWindow", "parse_time_window", "YEARS_BACK", "YEARS_AHEAD"]
+
+#: A bare four-digit number is a year only from ``now.year - YEARS_BACK`` ...
+YEARS_BACK = 100
+#: ... to ``now.year + YEARS_AHEAD``.
+YEARS_AHEAD = 10
 
 _MONTHS = {m: i + 1 for i, m in enumerate(
     "january february march april may june july august september october november december".split())}
 _MONTHS.update({m[:3]: i for m, i in list(_MONTHS.items())})
-_MONTHS["sept"] = 9
-_MONTH_RE = r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+_MONTH = (r"(?P<mon>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+          r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b\.?")
+_ORD = r"(?:st|nd|rd|th)"
+_DAY_RE = r"(?<![\d.])(?P<day>\d{1,2})(?P<ord>" + _ORD + r")?\b"
+_YEAR_IN = r"(?P<year>\d{4})(?!\d|[.,]\d)"  # a year inside a date ("May 8,2023")
+_YEAR_RE = r"(?<![\d.,])" + _YEAR_IN  # a year on its own: not part of a longer number
 _UNIT_H = {"hour": 1, "day": 24, "week": 24 * 7, "month": 24 * 30, "year": 24 * 365}
+_UNIT = r"(?P<unit>hour|day|week|month|year)s?\b"
+_NUMBER_WORDS = {w: i + 1 for i, w in enumerate(
+    "one two three four five six seven eight nine ten eleven twelve".split())}
+_NUMBER_WORDS.update({"a": 1, "an": 1, "the": 1})
+_COUNT = (r"(?P<count>\d{1,6}|(?:a\s+)?couple\s+of|an?|one|two|three|four|five|six|seven|eight|nine"
+          r"|ten|eleven|twelve)")
 _DAY = timedelta(days=1)
+_TICK = timedelta(microseconds=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
 class TimeWindow:
-    """``[start, end)`` in UTC and the phrase it was parsed from."""
+    """``[start, end)`` (timezone-aware) and the phrase it was parsed from.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> w = TimeWindow(datetime(2024, 1, 1, tzinfo=timezone.utc),
+    ...                datetime(2024, 1, 2, tzinfo=timezone.utc), "1 january 2024")
+    >>> w.contains_ts(np.array([w.start.timestamp(), w.end.timestamp()])).tolist()
+    [True, False]
+    """
 
     start: datetime
     end: datetime
     phrase: str
 
     def contains_ts(self, ts):
-        """Vectorised membership for epoch seconds."""
+        """Vectorised membership for epoch seconds (start inclusive, end exclusive)."""
         return (ts >= self.start.timestamp()) & (ts < self.end.timestamp())
+
+
+# ---------------------------------------------------------------------------------------------
+# Anchors: one date or relative expression, read at a position of the lowered query.
+
+@dataclass(frozen=True)
+class _Anchor:
+    """A parsed date expression: ``fixed`` (start, end) or a calendar date missing its year."""
+
+    begin: int
+    end: int
+    fixed: tuple[datetime, datetime] | None = None
+    month: int | None = None
+    day: int | None = None
+
+    @property
+    def undated(self) -> bool:
+        return self.fixed is None
 
 
 def _midnight(dt: datetime) -> datetime:
     return dt.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-def _month_span(year: int, month: int) -> tuple[datetime, datetime]:
-    start = datetime(year, month, 1, tzinfo=timezone.utc)
-    end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=timezone.utc)
-    return start, end
+def _span(tz: tzinfo, year: int, month: int | None = None,
+          day: int | None = None) -> tuple[datetime, datetime] | None:
+    """The calendar year, month or day as ``(start, end)``, or None when it is not a date."""
+    try:
+        if month is None:
+            return datetime(year, 1, 1, tzinfo=tz), datetime(year + 1, 1, 1, tzinfo=tz)
+        if day is None:
+            start = datetime(year, month, 1, tzinfo=tz)
+            return start, datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=tz)
+        start = datetime(year, month, day, tzinfo=tz)
+        return start, start + _DAY
+    except (ValueError, OverflowError):
+        return None
 
 
-# A date phrase → (start, end) of that day/month/year.
-_DATE_PATTERNS: list[tuple[re.Pattern, str]] = [
-    (re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})"), "ymd"),
-    (re.compile(r"(\d{1,2})(?:st|nd|rd|th)?\s+" + _MONTH_RE + r",?\s+(\d{4})"), "dmy"),
-    (re.compile(_MONTH_RE + r"\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})"), "mdy"),
-    (re.compile(_MONTH_RE + r",?\s+(\d{4})"), "my"),
-    (re.compile(r"(?<!\d)((?:19|20)\d{2})(?!\d)"), "y"),
-    (re.compile(r"\b" + _MONTH_RE + r"\b"), "m"),
-]
+def _latest(a: _Anchor, limit: datetime) -> tuple[datetime, datetime] | None:
+    """The most recent occurrence of a year-less date that starts no later than ``limit``."""
+    for year in range(limit.year, max(limit.year - 8, 0), -1):  # 8 years: any 29 February
+        span = _span(limit.tzinfo, year, a.month, a.day)
+        if span is not None and span[0] <= limit:
+            return span
+    return None
 
 
-def _parse_date(text: str, now: datetime) -> tuple[datetime, datetime, str] | None:
-    for pattern, kind in _DATE_PATTERNS:
-        m = pattern.search(text)
+def _earliest(a: _Anchor, limit: datetime) -> tuple[datetime, datetime] | None:
+    """The first occurrence of a year-less date that starts no earlier than ``limit``."""
+    for year in range(limit.year, min(limit.year + 8, 9999) + 1):
+        span = _span(limit.tzinfo, year, a.month, a.day)
+        if span is not None and span[0] >= limit:
+            return span
+    return None
+
+
+def _resolve(a: _Anchor, now: datetime) -> tuple[datetime, datetime] | None:
+    return a.fixed if a.fixed is not None else _latest(a, now)
+
+
+def _count(text: str) -> int:
+    text = re.sub(r"\s+", " ", text)
+    if text.endswith("couple of"):
+        return 2
+    return int(text) if text.isdigit() else _NUMBER_WORDS[text]
+
+
+def _units(n: int, unit: str) -> timedelta:
+    return timedelta(hours=n * _UNIT_H[unit])
+
+
+def _plausible_year(year: int, now: datetime) -> bool:
+    return now.year - YEARS_BACK <= year <= now.year + YEARS_AHEAD
+
+
+_A_ISO = re.compile(r"(?<![\d.])(?P<year>\d{4})[-/](?P<month>\d{1,2})[-/](?P<day>\d{1,2})(?!\d)")
+_A_DMY = re.compile(r"(?:the\s+)?" + _DAY_RE + r"(?P<of>\s+of)?\s+" + _MONTH
+                    + r"(?:,?\s*" + _YEAR_IN + r")?")
+_A_MDY = re.compile(_MONTH + r"\s*(?:the\s+)?" + _DAY_RE + r"(?!:)"
+                    + r"(?:,?\s*" + _YEAR_IN + r")?")
+_A_MY = re.compile(_MONTH + r",?\s+(?:of\s+)?" + _YEAR_RE)
+_A_M = re.compile(_MONTH)
+_A_Y = re.compile(_YEAR_RE)
+_A_REL = re.compile(r"(?P<word>today|now|the\s+present|yesterday)\b")
+_A_AGO = re.compile(_COUNT + r"\s+" + _UNIT + r"\s+ago\b")
+_A_LAST_N = re.compile(r"(?:the\s+)?(?:last|past)\s+" + _COUNT + r"\s+" + _UNIT)
+_A_LAST = re.compile(r"(?:the\s+)?(?P<which>last|past|this)\s+(?P<unit>hour|day|week|month|year)\b")
+_A_WEEKEND = re.compile(r"(?:the\s+)?(?P<which>last|this)\s+weekend\b")
+
+
+def _anchor(q: str, pos: int, now: datetime, *, bare: bool) -> _Anchor | None:
+    """An anchor starting exactly at ``pos``, or None.
+
+    ``bare`` allows a month name or four-digit number on its own (the caller has seen a cue).
+    """
+    tz = now.tzinfo
+    m = _A_ISO.match(q, pos)
+    if m:
+        span = _span(tz, int(m["year"]), int(m["month"]), int(m["day"]))
+        return _Anchor(pos, m.end(), span) if span else None
+    for pattern in (_A_DMY, _A_MDY):
+        m = pattern.match(q, pos)
         if not m:
             continue
-        g = m.groups()
-        try:
-            if kind == "ymd":
-                start = datetime(int(g[0]), int(g[1]), int(g[2]), tzinfo=timezone.utc)
-                return start, start + _DAY, m.group()
-            if kind == "dmy":
-                start = datetime(int(g[2]), _MONTHS[g[1][:3]],
-                                 int(g[0]), tzinfo=timezone.utc)
-                return start, start + _DAY, m.group()
-            if kind == "mdy":
-                start = datetime(int(g[2]), _MONTHS[g[0][:3]], int(g[1]), tzinfo=timezone.utc)
-                return start, start + _DAY, m.group()
-            if kind == "my":
-                return (*_month_span(int(g[1]), _MONTHS[g[0][:3]]), m.group())
-            if kind == "y":
-                year = int(g[0])
-                return (datetime(year, 1, 1, tzinfo=timezone.utc),
-                        datetime(year + 1, 1, 1, tzinfo=timezone.utc), m.group())
-            month = _MONTHS[g[0][:3]]
-            year = now.year if month <= now.month else now.year - 1  # the latest such month
-            return (*_month_span(year, month), m.group())
-        except ValueError:  # e.g. 31 February: not a date, try the next reading
+        month, day = _MONTHS[m["mon"][:3]], int(m["day"])
+        if m["year"]:
+            span = _span(tz, int(m["year"]), month, day)
+            if span:
+                return _Anchor(pos, m.end(), span)
             continue
+        if pattern is _A_DMY and month == 5 and not (m["ord"] or m["of"] or bare
+                                                     or m.group().startswith("the")):
+            continue  # "these 3 may be related"
+        if 1 <= day <= 31:
+            return _Anchor(pos, m.end(), None, month, day)
+    m = _A_MY.match(q, pos)
+    if m:
+        span = _span(tz, int(m["year"]), _MONTHS[m["mon"][:3]])
+        if span:
+            return _Anchor(pos, m.end(), span)
+    m = _A_WEEKEND.match(q, pos)
+    if m:
+        monday = _midnight(now) - timedelta(days=now.weekday())
+        if m["which"] == "last":
+            return _Anchor(pos, m.end(), (monday - 2 * _DAY, monday))
+        if now.weekday() >= 5:
+            return _Anchor(pos, m.end(), (monday + 5 * _DAY, now + _TICK))
+        return None
+    m = _A_REL.match(q, pos)
+    if m:
+        if m["word"] == "yesterday":
+            return _Anchor(pos, m.end(), (_midnight(now) - _DAY, _midnight(now)))
+        if m["word"] == "today":
+            return _Anchor(pos, m.end(), (_midnight(now), now + _TICK))
+        return _Anchor(pos, m.end(), (now, now + _TICK))
+    m = _A_AGO.match(q, pos)
+    if m:
+        unit = m["unit"]
+        centre = now - _units(_count(m["count"]), unit)
+        half = timedelta(hours=_UNIT_H[unit] / 2)
+        return _Anchor(pos, m.end(), (centre - half, centre + half))
+    m = _A_LAST_N.match(q, pos)
+    if m:
+        return _Anchor(pos, m.end(), (now - _units(_count(m["count"]), m["unit"]), now + _TICK))
+    m = _A_LAST.match(q, pos)
+    if m:
+        unit = m["unit"]
+        if m["which"] != "this":
+            return _Anchor(pos, m.end(), (now - _units(1, unit), now + _TICK))
+        if unit == "week":
+            start = _midnight(now) - timedelta(days=now.weekday())
+        elif unit == "month":
+            start = _midnight(now).replace(day=1)
+        elif unit == "year":
+            start = _midnight(now).replace(month=1, day=1)
+        elif unit == "day":
+            start = _midnight(now)
+        else:
+            start = now.replace(minute=0, second=0, microsecond=0)
+        return _Anchor(pos, m.end(), (start, now + _TICK))
+    if not bare:
+        return None
+    m = _A_M.match(q, pos)
+    if m:
+        return _Anchor(pos, m.end(), None, _MONTHS[m["mon"][:3]])
+    m = _A_Y.match(q, pos)
+    if m and _plausible_year(int(m["year"]), now):
+        span = _span(tz, int(m["year"]))
+        return _Anchor(pos, m.end(), span) if span else None
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Constructs over anchors.
+
+_RANGE = re.compile(r"\b(?P<op>between|from)\s+(?:the\s+)?")
+_RANGE_JOIN = {"between": re.compile(r"\s*(?:and|-|–|to)\s+(?:the\s+)?|\s*[-–]\s*"),
+               "from": re.compile(r"\s+(?:to|until|till|through|thru)\s+(?:the\s+)?|\s*[-–]\s*")}
+_OFFSET = re.compile(r"\b" + r"(?:" + _COUNT + r"|the)\s+" + _UNIT
+                     + r"\s+(?P<op>before|after)\s+(?:the\s+)?")
+_OPERATOR = re.compile(r"\b(?P<op>since|after|before|until|till|prior\s+to)\s+(?:the\s+)?")
+_RELATIVE_START = re.compile(
+    r"\b(?:today|yesterday|(?:last|this)\s+weekend|(?:the\s+)?(?:last|past|this)\s+"
+    r"|" + _COUNT + r"\s+(?:hour|day|week|month|year)s?\s+ago)")
+_CUED_MONTH = re.compile(
+    r"\b(?P<cue>in|during|throughout|from|of|last|early|mid|late)[\s-]+(?:the\s+)?(?:month\s+of\s+)?"
+    r"(?=" + _MONTH + r")")
+_CUED_YEAR = re.compile(
+    r"\b(?:in|during|throughout|from|early|mid|late|summer|winter|spring|autumn|fall|year"
+    r"|end\s+of|start\s+of|beginning\s+of)[\s-]+(?:the\s+)?(?:year\s+)?(?=\d{4})")
+
+
+def _window(start: datetime, end: datetime, phrase: str) -> TimeWindow | None:
+    return TimeWindow(start, end, phrase.strip(" ,.?!;:")) if start < end else None
+
+
+def _range(q: str, now: datetime) -> TimeWindow | None:
+    for m in _RANGE.finditer(q):
+        a = _anchor(q, m.end(), now, bare=True)
+        if a is None:
+            continue
+        join = _RANGE_JOIN[m["op"]].match(q, a.end)
+        if join is None:
+            continue
+        b = _anchor(q, join.end(), now, bare=True)
+        if b is None:
+            continue
+        if b.undated and not a.undated:
+            sa = a.fixed
+            sb = _earliest(b, sa[0])
+        else:
+            sb = _resolve(b, now)
+            sa = _latest(a, sb[0]) if (a.undated and sb) else _resolve(a, now)
+        if sa and sb:
+            w = _window(min(sa[0], sb[0]), max(sa[1], sb[1]), q[m.start():b.end])
+            if w:
+                return w
+    return None
+
+
+def _offset(q: str, now: datetime) -> TimeWindow | None:
+    for m in _OFFSET.finditer(q):
+        a = _anchor(q, m.end(), now, bare=True)
+        span = _resolve(a, now) if a else None
+        if span is None:
+            continue
+        length = _units(_count(m["count"]) if m["count"] else 1, m["unit"])
+        if m["op"] == "before":
+            w = _window(span[0] - length, span[0], q[m.start():a.end])
+        else:
+            w = _window(span[1], span[1] + length, q[m.start():a.end])
+        if w:
+            return w
+    return None
+
+
+def _operator(q: str, now: datetime) -> TimeWindow | None:
+    for m in _OPERATOR.finditer(q):
+        a = _anchor(q, m.end(), now, bare=True)
+        span = _resolve(a, now) if a else None
+        if span is None:
+            continue
+        op, phrase = m["op"], q[m.start():a.end]
+        if op in ("since", "after"):
+            w = _window(span[0] if op == "since" else span[1], now + _TICK, phrase)
+        elif op in ("until", "till"):
+            w = _window(_EPOCH, span[1], phrase)
+        else:  # before, prior to
+            w = _window(_EPOCH, span[0], phrase)
+        if w:
+            return w
+    return None
+
+
+def _relative(q: str, now: datetime) -> TimeWindow | None:
+    for m in _RELATIVE_START.finditer(q):
+        a = _anchor(q, m.start(), now, bare=False)
+        if a is not None and a.fixed is not None:
+            w = _window(*a.fixed, q[a.begin:a.end])
+            if w:
+                return w
+    return None
+
+
+def _dates(q: str, now: datetime) -> TimeWindow | None:
+    tz = now.tzinfo
+    for pattern in (_A_ISO, _A_DMY, _A_MDY, _A_MY):  # full dates, anywhere
+        for m in pattern.finditer(q):
+            if m.start() and q[m.start() - 1].isalnum():
+                continue
+            a = _anchor(q, m.start(), now, bare=False)
+            span = _resolve(a, now) if a else None
+            if span:
+                w = _window(*span, q[a.begin:a.end])
+                if w:
+                    return w
+    for m in _CUED_MONTH.finditer(q):
+        a = _anchor(q, m.end(), now, bare=True)
+        if a is None or not a.undated or a.day is not None:
+            continue
+        limit = now
+        if m["cue"] == "last":  # "last May": before the current month
+            limit = _midnight(now).replace(day=1) - _TICK
+        span = _latest(a, limit)
+        if span:
+            w = _window(*span, q[a.begin:a.end])
+            if w:
+                return w
+    for m in _CUED_YEAR.finditer(q):
+        y = _A_Y.match(q, m.end())
+        if y and _plausible_year(int(y["year"]), now):
+            span = _span(tz, int(y["year"]))
+            if span:
+                return _window(*span, y.group())
     return None
 
 
 def parse_time_window(query: str, now: datetime) -> TimeWindow | None:
-    """The time window a query refers to, or None.
+    """The time window a query refers to, or None (see the module notes for the semantics).
+
+    Parameters
+    ----------
+    query : str
+        The query text (any case).
+    now : datetime
+        The clock's time; windows are computed in its timezone (naive means UTC).
+
+    Returns
+    -------
+    TimeWindow or None
+        ``[start, end)`` with ``start < end`` and the phrase read, lowercased; None when the
+        query names no window. Never raises.
 
     Examples
     --------
@@ -98,57 +436,25 @@ def parse_time_window(query: str, now: datetime) -> TimeWindow | None:
     >>> w = parse_time_window("what did we decide yesterday?", now)
     >>> w.start.isoformat(), w.end.isoformat()
     ('2024-06-14T00:00:00+00:00', '2024-06-15T00:00:00+00:00')
-    >>> w = parse_time_window("notes from May 2023", now); (w.start.month, w.end.month)
-    (5, 6)
+    >>> w = parse_time_window("between May and June 2023", now)
+    >>> w.start.date().isoformat(), w.end.date().isoformat(), w.phrase
+    ('2023-05-01', '2023-07-01', 'between may and june 2023')
+    >>> w = parse_time_window("notes since yesterday", now)
+    >>> w.start.isoformat(), w.end == now + timedelta(microseconds=1)
+    ('2024-06-14T00:00:00+00:00', True)
+    >>> parse_time_window("what is listening on port 2049", now) is None
+    True
     >>> parse_time_window("how does auth work", now) is None
     True
     """
+    if now.tzinfo is None or now.tzinfo.utcoffset(now) is None:
+        now = now.replace(tzinfo=timezone.utc)
     q = query.lower()
-    m = re.search(r"\bbetween\s+(.+?)\s+and\s+(.+)", q)
-    if m:
-        a, b = _parse_date(m.group(1), now), _parse_date(m.group(2), now)
-        if a and b:
-            return TimeWindow(min(a[0], b[0]), max(a[1], b[1]), m.group().strip())
-    m = re.search(r"\b(since|after|before)\s+(.+)", q)
-    if m:
-        d = _parse_date(m.group(2), now)
-        if d:
-            if m.group(1) == "before":
-                return TimeWindow(datetime(1970, 1, 1, tzinfo=timezone.utc), d[0], m.group().strip())
-            start = d[0] if m.group(1) == "since" else d[1]
-            return TimeWindow(start, now, m.group().strip())
-    if re.search(r"\btoday\b", q):
-        return TimeWindow(_midnight(now), now + timedelta(microseconds=1), "today")
-    if re.search(r"\byesterday\b", q):
-        return TimeWindow(_midnight(now) - _DAY, _midnight(now), "yesterday")
-    m = re.search(r"\b(\d+)\s+(hour|day|week|month|year)s?\s+ago\b", q)
-    if m:
-        centre = now - timedelta(hours=int(m.group(1)) * _UNIT_H[m.group(2)])
-        half = timedelta(hours=_UNIT_H[m.group(2)] / 2)
-        return TimeWindow(centre - half, centre + half, m.group())
-    m = re.search(r"\b(?:last|past)\s+(\d+)\s+(hour|day|week|month|year)s?\b", q)
-    if m:
-        return TimeWindow(now - timedelta(hours=int(m.group(1)) * _UNIT_H[m.group(2)]), now,
-                          m.group())
-    m = re.search(r"\b(last|past|this)\s+(week|month|year)\b", q)
-    if m:
-        unit = m.group(2)
-        if m.group(1) == "this":
-            if unit == "week":
-                start = _midnight(now) - timedelta(days=now.weekday())
-            elif unit == "month":
-                start = _midnight(now).replace(day=1)
-            else:
-                start = _midnight(now).replace(month=1, day=1)
-        else:
-            start = now - timedelta(hours=_UNIT_H[unit])
-        return TimeWindow(start, now, m.group())
-    m = re.search(r"\b(?:in|on|during|from|of)\s+(.+)", q)
-    if m:
-        d = _parse_date(m.group(1), now)
-        if d:
-            return TimeWindow(d[0], d[1], d[2])
-    d = _parse_date(q, now)
-    if d and d[2] and not re.fullmatch(r"may", d[2]):  # bare "may" is usually the verb
-        return TimeWindow(d[0], d[1], d[2])
+    for reader in (_range, _offset, _operator, _relative, _dates):
+        try:
+            w = reader(q, now)
+        except (OverflowError, ValueError):  # arithmetic beyond datetime's years 1..9999
+            w = None
+        if w is not None:
+            return w
     return None
