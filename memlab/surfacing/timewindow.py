@@ -130,6 +130,7 @@ class _Anchor:
     fixed: tuple[datetime, datetime] | None = None
     month: int | None = None
     day: int | None = None
+    explicit: bool = False  # a written year: the only way to a window that starts after now
 
     @property
     def undated(self) -> bool:
@@ -216,7 +217,7 @@ def _anchor(q: str, pos: int, now: datetime, *, bare: bool) -> _Anchor | None:
     m = _A_ISO.match(q, pos)
     if m:
         span = _span(tz, int(m["year"]), int(m["month"]), int(m["day"]))
-        return _Anchor(pos, m.end(), span) if span else None
+        return _Anchor(pos, m.end(), span, explicit=True) if span else None
     for pattern in (_A_DMY, _A_MDY):
         m = pattern.match(q, pos)
         if not m:
@@ -225,7 +226,7 @@ def _anchor(q: str, pos: int, now: datetime, *, bare: bool) -> _Anchor | None:
         if m["year"]:
             span = _span(tz, int(m["year"]), month, day)
             if span:
-                return _Anchor(pos, m.end(), span)
+                return _Anchor(pos, m.end(), span, explicit=True)
             continue
         if pattern is _A_DMY and month == 5 and not (m["ord"] or m["of"] or bare
                                                      or m.group().startswith("the")):
@@ -236,7 +237,7 @@ def _anchor(q: str, pos: int, now: datetime, *, bare: bool) -> _Anchor | None:
     if m:
         span = _span(tz, int(m["year"]), _MONTHS[m["mon"][:3]])
         if span:
-            return _Anchor(pos, m.end(), span)
+            return _Anchor(pos, m.end(), span, explicit=True)
     m = _A_WEEKEND.match(q, pos)
     if m:
         monday = _midnight(now) - timedelta(days=now.weekday())
@@ -285,7 +286,7 @@ def _anchor(q: str, pos: int, now: datetime, *, bare: bool) -> _Anchor | None:
     m = _A_Y.match(q, pos)
     if m and _plausible_year(int(m["year"]), now):
         span = _span(tz, int(m["year"]))
-        return _Anchor(pos, m.end(), span) if span else None
+        return _Anchor(pos, m.end(), span, explicit=True) if span else None
     return None
 
 
@@ -309,8 +310,12 @@ _CUED_YEAR = re.compile(
     r"|end\s+of|start\s+of|beginning\s+of)[\s-]+(?:the\s+)?(?:year\s+)?(?=\d{4})")
 
 
-def _window(start: datetime, end: datetime, phrase: str) -> TimeWindow | None:
-    return TimeWindow(start, end, phrase.strip(" ,.?!;:")) if start < end else None
+def _window(start: datetime, end: datetime, phrase: str, now: datetime,
+            explicit: bool = False) -> TimeWindow | None:
+    """The window, or None if empty or if it starts after now without a written year."""
+    if start >= end or (start > now and not explicit):
+        return None
+    return TimeWindow(start, end, phrase.strip(" ,.?!;:"))
 
 
 def _range(q: str, now: datetime) -> TimeWindow | None:
@@ -324,14 +329,15 @@ def _range(q: str, now: datetime) -> TimeWindow | None:
         b = _anchor(q, join.end(), now, bare=True)
         if b is None:
             continue
-        if b.undated and not a.undated:
+        if b.undated and a.explicit:
             sa = a.fixed
             sb = _earliest(b, sa[0])
         else:
             sb = _resolve(b, now)
             sa = _latest(a, sb[0]) if (a.undated and sb) else _resolve(a, now)
         if sa and sb:
-            w = _window(min(sa[0], sb[0]), max(sa[1], sb[1]), q[m.start():b.end])
+            w = _window(min(sa[0], sb[0]), max(sa[1], sb[1]), q[m.start():b.end], now,
+                        a.explicit or b.explicit)
             if w:
                 return w
     return None
@@ -345,9 +351,9 @@ def _offset(q: str, now: datetime) -> TimeWindow | None:
             continue
         length = _units(_count(m["count"]) if m["count"] else 1, m["unit"])
         if m["op"] == "before":
-            w = _window(span[0] - length, span[0], q[m.start():a.end])
+            w = _window(span[0] - length, span[0], q[m.start():a.end], now, a.explicit)
         else:
-            w = _window(span[1], span[1] + length, q[m.start():a.end])
+            w = _window(span[1], span[1] + length, q[m.start():a.end], now, a.explicit)
         if w:
             return w
     return None
@@ -361,11 +367,11 @@ def _operator(q: str, now: datetime) -> TimeWindow | None:
             continue
         op, phrase = m["op"], q[m.start():a.end]
         if op in ("since", "after"):
-            w = _window(span[0] if op == "since" else span[1], now + _TICK, phrase)
+            w = _window(span[0] if op == "since" else span[1], now + _TICK, phrase, now)
         elif op in ("until", "till"):
-            w = _window(_EPOCH, span[1], phrase)
+            w = _window(_EPOCH, span[1], phrase, now)
         else:  # before, prior to
-            w = _window(_EPOCH, span[0], phrase)
+            w = _window(_EPOCH, span[0], phrase, now)
         if w:
             return w
     return None
@@ -375,7 +381,7 @@ def _relative(q: str, now: datetime) -> TimeWindow | None:
     for m in _RELATIVE_START.finditer(q):
         a = _anchor(q, m.start(), now, bare=False)
         if a is not None and a.fixed is not None:
-            w = _window(*a.fixed, q[a.begin:a.end])
+            w = _window(*a.fixed, q[a.begin:a.end], now)
             if w:
                 return w
     return None
@@ -390,7 +396,7 @@ def _dates(q: str, now: datetime) -> TimeWindow | None:
             a = _anchor(q, m.start(), now, bare=False)
             span = _resolve(a, now) if a else None
             if span:
-                w = _window(*span, q[a.begin:a.end])
+                w = _window(*span, q[a.begin:a.end], now, a.explicit)
                 if w:
                     return w
     for m in _CUED_MONTH.finditer(q):
@@ -402,15 +408,16 @@ def _dates(q: str, now: datetime) -> TimeWindow | None:
             limit = _midnight(now).replace(day=1) - _TICK
         span = _latest(a, limit)
         if span:
-            w = _window(*span, q[a.begin:a.end])
+            w = _window(*span, q[a.begin:a.end], now)
             if w:
                 return w
     for m in _CUED_YEAR.finditer(q):
         y = _A_Y.match(q, m.end())
         if y and _plausible_year(int(y["year"]), now):
             span = _span(tz, int(y["year"]))
-            if span:
-                return _window(*span, y.group())
+            w = _window(*span, y.group(), now, explicit=True) if span else None
+            if w:
+                return w
     return None
 
 
