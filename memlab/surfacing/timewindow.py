@@ -48,7 +48,7 @@ Operators
     ``[start(A), end(B))``; if B has a year and A has none, A is its most recent occurrence
     starting no later than B ("between May and June 2023" is May-June 2023), and if A has a
     year and B has none, B is its first occurrence starting no earlier than A. ``since A``
-    is ``[start(A), now]``, ``after A`` is ``[end(A), now]``, ``before A`` is
+    is ``[start(A), now]``, ``after A`` is ``[end(A), now]``, ``before A`` (or ``prior to A``) is
     ``[1970-01-01, start(A))`` (the Unix epoch: memlab timestamps are epoch seconds),
     ``until|till A`` is ``[1970-01-01, end(A))``. ``N <unit>s before A`` is the N units
     before ``start(A)``, ``N <unit>s after A`` the N units after ``end(A)``; ``the <unit>``
