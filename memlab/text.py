@@ -50,17 +50,20 @@ _WORD_RE = re.compile(f"(?:[^\\W_]|[{_BMP_MARKS}]|[\U00010000-\U0010FFFF](?<=[{_
 _SPACE_RE = re.compile(r"\S+")
 
 
-def _fold(text: str) -> str:
-    """NFKC case folding: ``NFKC(casefold(NFKC(text)))`` (ASCII: just ``lower``)."""
+def _fold(text: str, fold_case: bool = True) -> str:
+    """NFKC case folding: ``NFKC(casefold(NFKC(text)))`` (ASCII: just ``lower``); NFKC alone
+    when not ``fold_case``."""
     if text.isascii():
-        return text.lower()
+        return text.lower() if fold_case else text
     if not unicodedata.is_normalized("NFKC", text):
         text = unicodedata.normalize("NFKC", text)
+    if not fold_case:
+        return text
     text = text.casefold()
     return text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)
 
 
-def words(text: str) -> list[str]:
+def words(text: str, *, fold_case: bool = True) -> list[str]:
     """The normalised words of ``text``: memlab's one text normaliser.
 
     ``text`` is NFKC-normalised and case-folded, then split into maximal runs of letters, digits
@@ -74,6 +77,9 @@ def words(text: str) -> list[str]:
     ----------
     text : str
         Any text.
+    fold_case : bool
+        Case-fold (the default). ``False`` keeps case, for matchers that are case-sensitive on
+        purpose (:func:`memlab.datasets.graphs.title_mentions`); NFKC and the word rule stay.
 
     Returns
     -------
@@ -86,8 +92,12 @@ def words(text: str) -> list[str]:
     ['zürich', 'zürich', 'and', 'ёлка', '2']
     >>> words("ﬁle № ½ हिन्दी")
     ['file', 'no', '1', '2', 'हिन्दी']
+    >>> words("Öland's ﬁelds", fold_case=False)
+    ['Öland', 's', 'fields']
     """
-    return _WORD_RE.findall(_fold(text))
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a string, got {type(text).__name__}")
+    return _WORD_RE.findall(_fold(text, fold_case))
 
 
 def word_spans(text: str) -> list[tuple[int, int, str]]:

@@ -172,3 +172,16 @@ def test_every_letter_and_digit_of_every_script_has_a_normal_form():
     refused = [hex(c) for c in range(sys.maxunicode + 1)
                if unicodedata.category(chr(c))[0] in "LN" and not normalise_title(chr(c))]
     assert refused == []
+
+
+def test_issue13_title_mentions_do_not_cut_non_ascii_titles():
+    from memlab.datasets.graphs import title_mentions
+    records = [{"item_id": "oland", "content": "An island in the Baltic.",
+                "metadata": {"title": "Öland"}},
+               {"item_id": "farm", "content": "The land was flat and dry.",
+                "metadata": {"title": "Farming"}},
+               {"item_id": "trip", "content": "We sailed to Öland, then Zu\u0308rich.",
+                "metadata": {"title": "Trip"}},
+               {"item_id": "zurich", "content": "A city.", "metadata": {"title": "Zürich"}}]
+    assert sorted((a, b) for a, b, kind, _ in title_mentions(records) if kind == "MENTIONS") == [
+        ("trip", "oland"), ("trip", "zurich")]
