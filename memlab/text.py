@@ -50,11 +50,19 @@ _WORD_RE = re.compile(f"(?:[^\\W_]|[{_BMP_MARKS}]|[\U00010000-\U0010FFFF](?<=[{_
 _SPACE_RE = re.compile(r"\S+")
 
 
+# Invisible format characters and variation selectors, removed before anything else (as
+# Unicode's NFKC_Casefold does): "cafe\u00ad" is "cafe", an emoji's variation selector U+FE0F
+# is no word, ZWNJ inside a Persian word does not split it.
+_IGNORED = dict.fromkeys([0x00AD, 0x034F, 0x180B, 0x180C, 0x180D, 0x180F, 0x200C, 0x200D,
+                          0x2060, 0xFEFF, *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)])
+
+
 def _fold(text: str, fold_case: bool = True) -> str:
     """NFKC case folding: ``NFKC(casefold(NFKC(text)))`` (ASCII: just ``lower``); NFKC alone
-    when not ``fold_case``."""
+    when not ``fold_case``. Invisible format characters and variation selectors are dropped."""
     if text.isascii():
         return text.lower() if fold_case else text
+    text = text.translate(_IGNORED)
     if not unicodedata.is_normalized("NFKC", text):
         text = unicodedata.normalize("NFKC", text)
     if not fold_case:
@@ -90,7 +98,7 @@ def words(text: str, *, fold_case: bool = True) -> list[str]:
     --------
     >>> words("Zürich, ZU\\u0308RICH and Ёлка-2")
     ['zürich', 'zürich', 'and', 'ёлка', '2']
-    >>> words("ﬁle № ½ हिन्दी")
+    >>> words("ﬁle № ½ हिन्दी ♀\ufe0f")
     ['file', 'no', '1', '2', 'हिन्दी']
     >>> words("Öland's ﬁelds", fold_case=False)
     ['Öland', 's', 'fields']
