@@ -116,7 +116,11 @@ def test_issue13_point_query_matches_title_and_first_segment_exactly(router):
 
 
 # ---------------------------------------------------------------- properties
-_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+# any code point but surrogates, mixed with characters whose normal forms coincide or that need
+# marks (so that equal normal forms of different strings are drawn often, not by luck)
+_TEXT = st.text(st.one_of(st.characters(blacklist_categories=("Cs",)),
+                          st.sampled_from(list("aAеЕёЁ\u0308\u0301éÉßsSſKKﬁ2²₂ हिनदी्\ufe0f-!"))),
+                max_size=12)
 
 
 @settings(max_examples=200, deadline=None)
