@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from memlab.stemming import porter_stem
 from typing import Protocol, runtime_checkable
 
-__all__ = ["STOPWORDS", "tokenize", "estimate_tokens", "EntityDetector", "CapitalisedSpanDetector",
-           "Gazetteer", "strip_parenthetical", "TITLE_KEYS"]
+__all__ = ["STOPWORDS", "words", "word_spans", "normalise_title", "leading_segment", "tokenize",
+           "estimate_tokens",
+           "EntityDetector", "CapitalisedSpanDetector", "Gazetteer", "strip_parenthetical",
+           "TITLE_KEYS"]
 
 # NLTK's English stopword list (public domain), lowercase, apostrophes split the way ``tokenize``
 # splits them.
@@ -23,21 +26,129 @@ until up ve very was wasn we were weren what when where which while who whom why
 wouldn y you your yours yourself yourselves
 """.split())
 
-_WORD_RE = re.compile(r"[^\W_]+")
+
+
+def _mark_classes() -> tuple[str, str]:
+    """Regex character classes of every combining mark (categories Mn, Mc, Me): those in the
+    BMP and those above it (kept apart: a BMP-only class compiles to a fast bitmap).
+
+    Unicode assigns marks only in planes 0-3 and 14, so only those are scanned (~50 ms, once).
+    """
+    found: tuple[list[str], list[str]] = ([], [])
+    for plane in (0, 1, 2, 3, 14):
+        for cp in range(plane << 16, (plane + 1) << 16):
+            if unicodedata.category(chr(cp))[0] == "M":
+                found[plane > 0].append(re.escape(chr(cp)))
+    return "".join(found[0]), "".join(found[1])
+
+
+# A word: a maximal run of letters, digits (``str.isalnum``: categories L* and N*) and combining
+# marks (M*), so scripts that write vowels as marks (Devanagari "हिन्दी") stay one word and two
+# words differing only in a mark stay apart.
+_BMP_MARKS, _ASTRAL_MARKS = _mark_classes()
+_WORD_RE = re.compile(f"(?:[^\\W_]|[{_BMP_MARKS}]|[\U00010000-\U0010FFFF](?<=[{_ASTRAL_MARKS}]))+")
+_SPACE_RE = re.compile(r"\S+")
+
+
+# Invisible format characters and variation selectors, removed before anything else (as
+# Unicode's NFKC_Casefold does): "cafe\u00ad" is "cafe", an emoji's variation selector U+FE0F
+# is no word, ZWNJ inside a Persian word does not split it.
+_IGNORED = dict.fromkeys([0x00AD, 0x034F, 0x180B, 0x180C, 0x180D, 0x180F, 0x200C, 0x200D,
+                          0x2060, 0xFEFF, *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)])
+
+
+def _fold(text: str, fold_case: bool = True) -> str:
+    """NFKC case folding: ``NFKC(casefold(NFKC(text)))`` (ASCII: just ``lower``); NFKC alone
+    when not ``fold_case``. Invisible format characters and variation selectors are dropped."""
+    if text.isascii():
+        return text.lower() if fold_case else text
+    text = text.translate(_IGNORED)
+    if not unicodedata.is_normalized("NFKC", text):
+        text = unicodedata.normalize("NFKC", text)
+    if not fold_case:
+        return text
+    text = text.casefold()
+    return text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)
+
+
+def words(text: str, *, fold_case: bool = True) -> list[str]:
+    """The normalised words of ``text``: memlab's one text normaliser.
+
+    ``text`` is NFKC-normalised and case-folded, then split into maximal runs of letters, digits
+    and combining marks of any script (a mark keeps its own word where nothing precedes it:
+    NFKC turns some letters, such as the Arabic ligature U+FC5E, into a space and marks). Titles, labels, the
+    gazetteer, the maintenance shingles, the point-query match and BM25's tokens all go through
+    it, so two strings name the same thing exactly when their words are equal. Pure ASCII text
+    gives the lowercase runs of ``[a-z0-9]``.
+
+    Parameters
+    ----------
+    text : str
+        Any text.
+    fold_case : bool
+        Case-fold (the default). ``False`` keeps case, for matchers that are case-sensitive on
+        purpose (:func:`memlab.datasets.graphs.title_mentions`); NFKC and the word rule stay.
+
+    Returns
+    -------
+    list of str
+        The words in order.
+
+    Examples
+    --------
+    >>> words("Zürich, ZU\\u0308RICH and Ёлка-2")
+    ['zürich', 'zürich', 'and', 'ёлка', '2']
+    >>> words("ﬁle № ½ हिन्दी ♀\ufe0f")
+    ['file', 'no', '1', '2', 'हिन्दी']
+    >>> words("Öland's ﬁelds", fold_case=False)
+    ['Öland', 's', 'fields']
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a string, got {type(text).__name__}")
+    return _WORD_RE.findall(_fold(text, fold_case))
+
+
+def word_spans(text: str) -> list[tuple[int, int, str]]:
+    """:func:`words` of ``text`` with where each stands in ``text``: ``(start, end, word)``.
+
+    The words are exactly ``words(text)``. A word's span is its run in ``text``; where
+    normalisation reshapes a whitespace-separated chunk ("½", "ﬁle" are one; "a´b" splits) and
+    its runs do not map one to one, every word of the chunk spans the whole chunk.
+
+    Examples
+    --------
+    >>> word_spans("Trip to Zu\\u0308rich!")
+    [(0, 4, 'trip'), (5, 7, 'to'), (8, 15, 'zürich')]
+    """
+    if text.isascii():
+        return [(m.start(), m.end(), m.group().lower()) for m in _WORD_RE.finditer(text)]
+    out: list[tuple[int, int, str]] = []
+    for chunk in _SPACE_RE.finditer(text):
+        chunk_words = words(chunk.group())
+        if not chunk_words:
+            continue
+        start = chunk.start()
+        runs = [(start + m.start(), start + m.end(), words(m.group()))
+                for m in _WORD_RE.finditer(chunk.group())]
+        if [w for _, _, ws in runs for w in ws] == chunk_words:
+            out.extend((a, b, w) for a, b, ws in runs for w in ws)
+        else:
+            out.extend((chunk.start(), chunk.end(), w) for w in chunk_words)
+    return out
 # metadata keys that name an item (the gazetteer's titles, the dense sentences' prefix)
 TITLE_KEYS = ("title", "label", "name")
 _PARENTHETICAL_RE = re.compile(r"\s*\([^)]*\)\s*$")
 
 
 def tokenize(text: str) -> list[str]:
-    """Lowercase word tokens of ``text`` with English stopwords removed.
+    """The :func:`words` of ``text`` with English stopwords removed.
 
     Examples
     --------
     >>> tokenize("Why did we pick JWT over sessions?")
     ['pick', 'jwt', 'sessions']
     """
-    return [w for w in _WORD_RE.findall(text.lower()) if w not in STOPWORDS]
+    return [w for w in words(text) if w not in STOPWORDS]
 
 
 def analyze_porter(text: str) -> list[str]:
@@ -56,14 +167,38 @@ ANALYZERS = {"porter": analyze_porter, "plain": tokenize}
 
 
 def normalise_title(text: str) -> str:
-    """A title reduced for equality tests: lowercase, punctuation dropped, spaces collapsed.
+    """A title reduced for equality tests: its :func:`words` joined by single spaces.
+
+    NFKC, case folding, punctuation dropped, letters, digits and combining marks of any script
+    kept: two titles or labels name the same thing exactly when these are equal. Empty when
+    ``text`` has no letter or digit.
 
     Examples
     --------
     >>> normalise_title("  The Auth-Service (v2)! ")
     'the auth service v2'
+    >>> normalise_title("ZÜRICH"), normalise_title("Ёлка 2"), normalise_title("Змей 2")
+    ('zürich', 'ёлка 2', 'змей 2')
     """
-    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+    return " ".join(words(text))
+
+
+_LEADING_RE = re.compile(r"[^\n\r:]*")
+
+
+def leading_segment(text: str) -> str:
+    """The first segment of ``text``: its first line, up to the first colon.
+
+    What a point query's exact match compares with when an item has no title (SPEC §4.2
+    "leading text"): ``"Catalog: every product"`` leads with ``"Catalog"``, a MuSiQue passage
+    ``"Title\\nParagraph"`` with its title.
+
+    Examples
+    --------
+    >>> leading_segment("Catalog: every product we sell"), leading_segment("Edge cache\\nnotes")
+    ('Catalog', 'Edge cache')
+    """
+    return _LEADING_RE.match(text).group()
 
 
 def estimate_tokens(text: str) -> int:
@@ -89,7 +224,7 @@ def strip_parenthetical(title: str) -> str:
 
 
 class Gazetteer:
-    """Known item titles/labels of a workspace, matched as whole word sequences, case-insensitive.
+    """Known item titles/labels of a workspace, matched as whole sequences of :func:`words`.
 
     Matching generates the query's word n-grams (up to the longest known title, at most
     ``max_words``) and looks each up in a dict, so its cost does not grow with the number of
@@ -117,9 +252,9 @@ class Gazetteer:
     def _phrases(self, title: str) -> list[str]:
         out = []
         for variant in (title, strip_parenthetical(title)):
-            words = _WORD_RE.findall(variant.lower())
-            if words and len(words) <= self._max_words and " ".join(words) not in out:
-                out.append(" ".join(words))
+            found = words(variant)
+            if found and len(found) <= self._max_words and " ".join(found) not in out:
+                out.append(" ".join(found))
         return out
 
     def add(self, title: str, item: int = -1) -> None:
@@ -141,7 +276,7 @@ class Gazetteer:
         """Non-overlapping ``(start, end, title)`` matches in ``text``, longest match first."""
         if not self._items:
             return []
-        spans = [(m.start(), m.end(), m.group().lower()) for m in _WORD_RE.finditer(text)]
+        spans = word_spans(text)
         found, i = [], 0
         while i < len(spans):
             for n in range(min(self._longest, len(spans) - i), 0, -1):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import threading
 import traceback
 from dataclasses import dataclass, field
@@ -22,14 +21,13 @@ from typing import Any
 import numpy as np
 
 from memlab.model import HISTORY_CAP
-from memlab.text import normalise_title
+from memlab.text import normalise_title, words
 from memlab.topics import render_topic
 
 __all__ = ["MaintenanceConfig", "MaintenanceReport", "Reasoner", "PASSES", "shingles",
            "jaccard"]
 
 PASSES = ("revise_duplicates", "decay_sweep", "forget_low_salience", "capacity_inhibition")
-_WORD = re.compile(r"[a-z0-9]+")
 
 
 @dataclass(frozen=True)
@@ -124,17 +122,17 @@ class MaintenanceReport:
 
 
 def shingles(text: str, size: int = 3) -> frozenset[tuple[str, ...]]:
-    """Word ``size``-grams of normalised ``text`` (the whole text when shorter).
+    """Word ``size``-grams of ``text``'s :func:`~memlab.text.words` (the whole text when shorter).
 
     Examples
     --------
     >>> sorted(shingles("The deploy runs on Fridays", 3))[:2]
     [('deploy', 'runs', 'on'), ('runs', 'on', 'fridays')]
     """
-    words = _WORD.findall(text.lower())
-    if len(words) <= size:
-        return frozenset([tuple(words)]) if words else frozenset()
-    return frozenset(tuple(words[i:i + size]) for i in range(len(words) - size + 1))
+    found = words(text)
+    if len(found) <= size:
+        return frozenset([tuple(found)]) if found else frozenset()
+    return frozenset(tuple(found[i:i + size]) for i in range(len(found) - size + 1))
 
 
 def jaccard(a: frozenset, b: frozenset) -> float:

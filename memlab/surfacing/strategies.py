@@ -15,7 +15,6 @@ of :mod:`memlab.graph` as configured by ``SurfacingConfig.spreading`` and ``.ppr
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
@@ -24,6 +23,7 @@ from memlab.graph.ppr import PPRConvergenceError, run_ppr
 from memlab.graph.spreading import run_spread
 from memlab.signals.bm25 import lookup_scores
 from memlab.surfacing.timewindow import parse_time_window
+from memlab.text import TITLE_KEYS, leading_segment, normalise_title
 
 if TYPE_CHECKING:  # pragma: no cover
     from memlab.surfacing.context import CandidateTable, QueryRun
@@ -77,28 +77,26 @@ class RecencyStrategy(RelevanceOnly):
             table.recency_term = floor + (1.0 - floor) * table.recency
 
 
-def _normalise(text: str) -> str:
-    return " ".join(re.findall(r"[^\W_]+", text.lower()))
-
-
 class PointQueryStrategy(RelevanceOnly):
     """``factual:point-query``: exact-match boost on title/label/leading text; recency de-emphasised.
 
-    An item matches exactly when its normalised ``title``, ``label`` or ``name`` metadata equals the
-    normalised query, or its normalised content starts with it. Matches get the multiplier
-    ``1 + exact_match_boost``; the recency term is raised to ``point_query_recency_exponent``.
+    An item matches exactly when the :func:`~memlab.text.normalise_title` of the query equals
+    that of its ``title``, ``label`` or ``name`` metadata, or of its content's first segment
+    (:func:`~memlab.text.leading_segment`: the first line up to a colon). Equality, not a prefix:
+    "cat" does not match "Catalog: …". Matches get the multiplier ``1 + exact_match_boost``; the
+    recency term is raised to ``point_query_recency_exponent``.
     """
 
     name = "point_query"
 
     def adjust(self, run: "QueryRun", table: "CandidateTable") -> None:
-        q = _normalise(run.query)
+        q = normalise_title(run.query)
         if q:
             for pos, i in enumerate(table.idx.tolist()):
                 item = run.ws.items[i]
-                labels = [item.metadata.get(key) for key in ("title", "label", "name")]
-                if any(isinstance(v, str) and _normalise(v) == q for v in labels) or \
-                        _normalise(item.content[:4 * len(q) + 16]).startswith(q):
+                if any(isinstance(item.metadata.get(key), str)
+                       and normalise_title(item.metadata[key]) == q for key in TITLE_KEYS) or \
+                        normalise_title(leading_segment(item.content)) == q:
                     table.multiplier[pos] *= 1.0 + run.config.exact_match_boost
                     table.exact_match[pos] = True
         table.recency_term **= run.config.point_query_recency_exponent
