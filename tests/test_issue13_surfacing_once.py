@@ -70,3 +70,24 @@ def test_every_item_surfaces_at_most_once_and_tokens_add_up(items, anchors, pick
     assert len(record.candidates["item_id"]) == len(set(record.candidates["item_id"]))
     assert response["tokens_used"] == record.tokens_used == \
         sum(estimate_tokens(it["content"]) for it in response["items"])
+
+
+def test_issue13_k_and_budget_in_legacy_mode_are_what_the_docstring_says():
+    # Memory.get_working_context: in legacy mode k and max_tokens count every item, anchors and
+    # retrieved pins included; in router mode mandatory items come on top of both
+    surfaced = {}
+    for mode in ("legacy", "router"):
+        mem = Memory(surfacing_mode=mode, clock=ManualClock(T0))
+        mem.add_anchor("s1", "ship the release", item_id="g1")
+        mem.add_anchor("s1", "keep the release notes short and precise", item_id="g2")
+        mem.add("release notes draft", item_id="d")
+        mem.add("unrelated text", item_id="u")
+        mem.pin_item("s1", "u")
+        surfaced[mode, "k"] = [it["item_id"] for it in
+                               mem.get_working_context("s1", "release", k=1)["items"]]
+        surfaced[mode, "budget"] = [it["item_id"] for it in mem.get_working_context(
+            "s1", "release", k=5, max_tokens=5)["items"]]
+    assert surfaced["legacy", "k"] == ["g1"]
+    assert surfaced["legacy", "budget"] == ["g1"]
+    assert surfaced["router", "k"] == ["g1", "g2", "u", "d"]
+    assert surfaced["router", "budget"] == ["g1", "g2", "u"]
