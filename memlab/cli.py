@@ -93,6 +93,23 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--measures", nargs="+", default=None, metavar="MEASURE",
                         help="measures such as R@5 nDCG@10 MRR Hit@5 P@5 Tokens Latency "
                         "(default: R@2 R@5 R@10 MRR nDCG@10)")
+    _measure_on_option(parser)
+
+
+def _measure_on_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--measure-on", default="retrieved", choices=["retrieved", "surfaced"],
+                        help="the ranking relevance measures read: 'retrieved' leaves the "
+                        "session's anchors and pins out, 'surfaced' scores every surfaced item "
+                        "(default: retrieved)")
+
+
+def _measure_on_line(measure_on: str) -> str:
+    """The sentence every command that prints measures ends with."""
+    if measure_on == "retrieved":
+        return ("measures read the retrieved ranking: surfaced items without the session's "
+                "anchors and pins (--measure-on retrieved)")
+    return ("measures read every surfaced item, anchors and pins included "
+            "(--measure-on surfaced)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(Parquet), experiment.csv and score_breakdown.png."))
     demo.add_argument("--out", default="out/demo", help="output folder (default: out/demo)")
     demo.add_argument("-k", type=int, default=10, help="items per context, 1..100 (default: 10)")
+    _measure_on_option(demo)
 
     rp = sub.add_parser("replay", help="replay a trace into DataFrames", description=(
         "Replay a trace under one configuration; print the mean of each measure and save the "
@@ -168,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "relevance (needs the 'dense' extra)")
     ev.add_argument("--datasets", nargs="+", default=["musique", "locomo"],
                     choices=["musique", "locomo"], help="which datasets (default: both)")
+    _measure_on_option(ev)
 
     serve = sub.add_parser("serve", help="the HTTP service", description=(
         "Serve memlab over HTTP (FastAPI on uvicorn; the 'service' extra). Every route but "
@@ -209,14 +228,16 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from memlab.demo import run_demo
         _check_k(args.k)
-        run_demo(args.out, k=args.k)
+        run_demo(args.out, k=args.k, measure_on=args.measure_on)
         return 0
     if args.command == "replay":
         from memlab.harness import replay
         _check_k(args.k)
         result = replay(_load_trace(args.trace), _load_config(args.config), mode=args.mode,
-                        k=args.k, measures=args.measures, seed=args.seed)
+                        k=args.k, measures=args.measures, seed=args.seed,
+                        measure_on=args.measure_on)
         print(result.summary().to_string(float_format=lambda v: f"{v:.4f}"))
+        print(_measure_on_line(args.measure_on))
         result.save(args.out)
         print(f"wrote {args.out} ({len(result.decisions)} queries, "
               f"{len(result.candidates)} candidate rows)")
@@ -234,8 +255,9 @@ def _run(args: argparse.Namespace) -> int:
                 spec, mode = spec.rsplit(":", 1)
             configs[name] = (mode, _load_config(spec))
         out = Experiment(_load_trace(args.trace), configs, args.measures, args.baseline,
-                         k=args.k)
+                         k=args.k, measure_on=args.measure_on)
         print(out.table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+        print(_measure_on_line(args.measure_on))
         Path(args.out).mkdir(parents=True, exist_ok=True)
         out.table.to_csv(Path(args.out) / "experiment.csv", index=False)
         out.per_query.to_csv(Path(args.out) / "per_query.csv", index=False)
@@ -247,8 +269,9 @@ def _run(args: argparse.Namespace) -> int:
         out = sweep(_load_trace(args.trace), _grid(args.grid), base=_load_config(args.config),
                     k=args.k, measures=args.measures, executor=args.executor,
                     address=args.address, n_workers=args.workers,
-                    counterfactual=args.counterfactual)
+                    counterfactual=args.counterfactual, measure_on=args.measure_on)
         print(out.table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+        print(_measure_on_line(args.measure_on))
         Path(args.out).mkdir(parents=True, exist_ok=True)
         out.table.to_csv(Path(args.out) / "sweep.csv", index=False)
         print(f"wrote {args.out}/sweep.csv")
@@ -275,8 +298,9 @@ def _run(args: argparse.Namespace) -> int:
         from memlab.evaluation import run_eval, to_markdown
         _check_k(args.k)
         table = run_eval(args.data, out=args.out, k=args.k, dense=args.dense,
-                         datasets=tuple(args.datasets))
+                         datasets=tuple(args.datasets), measure_on=args.measure_on)
         print(to_markdown(table))
+        print(_measure_on_line(args.measure_on))
         print(f"wrote {args.out}/results.csv and {args.out}/results.md")
         return 0
     # bench

@@ -9,6 +9,11 @@ The configurations are memlab's ``DEFAULT`` recipe, the same without its graph s
 graph earns), plain BM25 with memlab's Porter analyzer (``BM25_ONLY``) and without stemming (the
 reference implementation's setting), and, when the ``dense`` extra is installed, ``DEFAULT``
 with hybrid dense relevance, with and without its graph stages.
+
+Measures follow trec_eval (see :mod:`memlab.harness.measures`) and read the ranking chosen by
+``measure_on`` (``"retrieved"`` by default: the session's anchors and pins left out; the public
+datasets' traces have neither, so both choices give the same table there). The table has a
+``measure_on`` column and its Markdown says which one was used.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from memlab.datasets.loaders import load_hipporag, load_locomo
+from memlab.harness.measures import check_measure_on
 from memlab.harness.replay import replay
 from memlab.surfacing.config import BM25_ONLY, DEFAULT
 
@@ -54,8 +60,12 @@ def eval_configs(dense: bool = False) -> dict[str, tuple[Any, str]]:
 
 def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 20,
              dense: bool = False, datasets: tuple[str, ...] = ("musique", "locomo"),
-             progress: bool = False) -> pd.DataFrame:
-    """Replay the datasets under :func:`eval_configs`; returns (and writes) the results table."""
+             progress: bool = False, measure_on: str = "retrieved") -> pd.DataFrame:
+    """Replay the datasets under :func:`eval_configs`; returns (and writes) the results table.
+
+    ``measure_on`` is the ranking the measures read, as in :func:`~memlab.harness.replay`.
+    """
+    check_measure_on(measure_on)
     root = Path(data_root)
     unknown = set(datasets) - set(DATASET_FILES)
     if unknown:
@@ -76,7 +86,7 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
         for dataset, trace in traces.items():
             started = time.perf_counter()
             result = replay(trace, config, k=k, measures=EVAL_MEASURES, record_candidates=False,
-                            analyzer=analyzer, progress=progress)
+                            analyzer=analyzer, progress=progress, measure_on=measure_on)
             seconds = time.perf_counter() - started
             metrics = result.metrics.merge(result.decisions[["qid", "category"]], on="qid")
             subsets = {"all": metrics} if dataset == "musique" else {
@@ -89,7 +99,7 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
                                 for m in EVAL_MEASURES},
                              "queries": int(frame["qid"].nunique()),
                              "seconds": round(seconds, 1), "recipe": config.name,
-                             "analyzer": analyzer})
+                             "analyzer": analyzer, "measure_on": measure_on})
     table = pd.DataFrame(rows)
     if out is not None:
         out = Path(out)
@@ -106,4 +116,8 @@ def to_markdown(table: pd.DataFrame) -> str:
     for row in table[columns].itertuples(index=False):
         lines.append("| " + " | ".join(f"{v:.1f}" if isinstance(v, float) else str(v)
                                        for v in row) + " |")
+    used = sorted(set(table["measure_on"])) if "measure_on" in table else []
+    if used:
+        lines += ["", f"Measures (trec_eval semantics) read the {' and '.join(used)} ranking"
+                  + (" (anchors and pins left out)." if used == ["retrieved"] else ".")]
     return "\n".join(lines) + "\n"

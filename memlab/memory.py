@@ -368,9 +368,15 @@ class Memory:
         query : str
             The turn's query text.
         k : int
-            Maximum number of non-mandatory items, ``1..100``.
+            ``1..100``. Router mode: the maximum number of non-mandatory items; the session's
+            anchors and pins come on top of it. Legacy mode (the seed's rule): the maximum number
+            of items in total. Anchors, and pinned items the query retrieved, are ranked first
+            but count against ``k`` like any other item (``k=1`` with two anchors surfaces only
+            the first); a pinned item the query did not retrieve is not fetched.
         max_tokens : int, optional
-            Soft token budget (``len(content) // 4`` per item); mandatory items always go in.
+            Soft token budget (``max(1, len(content) // 4)`` tokens per item). Router mode:
+            mandatory items always go in, the others while the budget lasts. Legacy mode: every
+            item, mandatory or not, goes in only while the budget lasts.
         strategy : str, optional
             Override the router. Legacy mode accepts only ``None`` or ``"fast:recency"``.
 

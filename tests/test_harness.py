@@ -170,7 +170,10 @@ def test_measures_agree_with_ir_measures_on_a_replay(live):
     for row in live.decisions.itertuples():
         if row.gold:
             qrels[row.qid] = {k: int(v) for k, v in row.gold.items()}
-    for qid, group in live.candidates[live.candidates["surfaced"]].groupby("qid"):
+    # the replay measures the retrieved ranking: surfaced items without anchors and pins
+    assert live.manifest["measure_on"] == "retrieved"
+    shown = live.candidates[live.candidates["surfaced"] & ~live.candidates["mandatory"]]
+    for qid, group in shown.groupby("qid"):
         ranked = group.sort_values("rank")["item_id"].tolist()
         run[qid] = {item: float(len(ranked) - pos) for pos, item in enumerate(ranked)}
     theirs = {(m.query_id, str(m.measure)): m.value for m in ir_measures.iter_calc(

@@ -16,8 +16,8 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from memlab.harness.measures import Measure, evaluate, parse_measures
-from memlab.harness.replay import ReplayResult
+from memlab.harness.measures import Measure, check_measure_on, evaluate, parse_measures
+from memlab.harness.replay import ReplayResult, measured_ranking
 from memlab.surfacing.composite import (TERM_COLUMNS, CompositeWeights, composite,
                                         order_candidates, select)
 from memlab.surfacing.config import SurfacingConfig
@@ -46,8 +46,12 @@ def weights_of(result: ReplayResult, changes: Mapping[str, float] | SurfacingCon
 
 
 def rescore(result: ReplayResult, weights: Mapping[str, float] | SurfacingConfig | None = None,
-            measures: Iterable[str | Measure] | None = None) -> ReplayResult:
+            measures: Iterable[str | Measure] | None = None,
+            measure_on: str | None = None) -> ReplayResult:
     """A new result whose candidates, tokens and metrics follow the new ``weights``.
+
+    ``measures`` and ``measure_on`` default to the replay's (its manifest; a result saved
+    before ``measure_on`` existed was measured on ``"surfaced"``).
 
     Examples
     --------
@@ -65,6 +69,8 @@ def rescore(result: ReplayResult, weights: Mapping[str, float] | SurfacingConfig
         raise ValueError("result has no recorded candidates (replay with record_candidates=True)")
     new_weights = weights_of(result, weights)
     measures = parse_measures(measures if measures is not None else result.manifest["measures"])
+    measure_on = check_measure_on(result.manifest.get("measure_on", "surfaced")
+                                  if measure_on is None else measure_on)
     decisions = result.decisions.copy()
     legacy = result.manifest["mode"] == "legacy"
     frames, metrics = [], []
@@ -95,13 +101,14 @@ def rescore(result: ReplayResult, weights: Mapping[str, float] | SurfacingConfig
         frames.append(out)
         decisions.iat[row_pos, decisions.columns.get_loc("tokens_used")] = used
         decisions.iat[row_pos, decisions.columns.get_loc("n_surfaced")] = int(surfaced.sum())
-        ranking = out.loc[out["surfaced"], "item_id"].tolist()
-        for name, value in evaluate(measures, ranking, decision.gold,
-                                    tokens=used, latency_ms=decision.total_ms).items():
+        ranking = measured_ranking(out["item_id"].tolist(), out["surfaced"].tolist(),
+                                   out["mandatory"].tolist(), measure_on)
+        for name, value in evaluate(measures, ranking, decision.gold, tokens=used,
+                                    latency_ms=decision.total_ms, qid=decision.qid).items():
             metrics.append((decision.qid, name, value))
     candidates = pd.concat(frames, ignore_index=True) if frames else result.candidates.iloc[:0]
     manifest = {**result.manifest, "counterfactual": dataclasses.asdict(new_weights),
-                "measures": [str(m) for m in measures]}
+                "measures": [str(m) for m in measures], "measure_on": measure_on}
     return ReplayResult(decisions, candidates,
                         pd.DataFrame(metrics, columns=["qid", "measure", "value"]),
                         result.log.copy(), manifest)

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from memlab.harness.measures import DEFAULT_MEASURES, Measure, parse_measures
+from memlab.harness.measures import DEFAULT_MEASURES, Measure, check_measure_on, parse_measures
 from memlab.harness.replay import ReplayResult, replay, resolve_config
 from memlab.harness.trace import Trace
 
@@ -70,12 +70,14 @@ def run_spec(spec: Any) -> tuple[str, Any]:
 
 @dataclass
 class ExperimentResult:
-    """``table``: one row per configuration; ``per_query``: long (name, qid, measure, value)."""
+    """``table``: one row per configuration; ``per_query``: long (name, qid, measure, value);
+    ``measure_on``: the ranking the relevance measures read (see :func:`replay`)."""
 
     table: pd.DataFrame
     per_query: pd.DataFrame
     results: dict[str, ReplayResult] = field(default_factory=dict)
     baseline: str | None = None
+    measure_on: str = "retrieved"
 
     def _repr_html_(self) -> str:  # pragma: no cover - notebook display
         return self.table._repr_html_()
@@ -83,7 +85,8 @@ class ExperimentResult:
 
 def Experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],  # noqa: N802 - as pt.Experiment
                measures: Iterable[str | Measure] | None = None, baseline: str | None = None, *,
-               k: int = 20, n_boot: int = 1000, seed: int = 0) -> ExperimentResult:
+               k: int = 20, n_boot: int = 1000, seed: int = 0,
+               measure_on: str = "retrieved") -> ExperimentResult:
     """Replay ``trace`` under each configuration and compare them.
 
     Parameters
@@ -92,6 +95,9 @@ def Experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],  # noqa
         A spec is a ``SurfacingConfig``, a recipe name, or ``(mode, config)``.
     baseline : str, optional
         The name the others are tested against (the first configuration when omitted).
+    measure_on : {"retrieved", "surfaced"}
+        The ranking relevance measures read, as in :func:`~memlab.harness.replay.replay`
+        (``"retrieved"``: the session's anchors and pins left out).
 
     Examples
     --------
@@ -107,6 +113,7 @@ def Experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],  # noqa
     [['legacy', 1.0, 1.0], ['memlab', 1.0, 1.0]]
     """
     measures = DEFAULT_MEASURES if measures is None else parse_measures(measures)
+    check_measure_on(measure_on)
     if isinstance(configs, Mapping):
         named = list(configs.items())
     else:
@@ -127,7 +134,8 @@ def Experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],  # noqa
     for name, spec in named:
         mode, config = run_spec(spec)
         specs[name] = (mode, config)
-        results[name] = replay(trace, config, mode=mode, k=k, measures=measures, seed=seed)
+        results[name] = replay(trace, config, mode=mode, k=k, measures=measures, seed=seed,
+                               measure_on=measure_on)
     per_query = pd.concat([r.metrics.assign(name=name) for name, r in results.items()],
                           ignore_index=True)[["name", "qid", "measure", "value"]]
     rows = []
@@ -154,4 +162,4 @@ def Experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],  # noqa
                 row[f"{label} p_ttest"], row[f"{label} p_wilcoxon"] = paired_tests(
                     paired[:, 0], paired[:, 1])
         rows.append(row)
-    return ExperimentResult(pd.DataFrame(rows), per_query, results, baseline)
+    return ExperimentResult(pd.DataFrame(rows), per_query, results, baseline, measure_on)

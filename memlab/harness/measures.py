@@ -1,14 +1,32 @@
 """Measures named by strings (SPEC §7), parsed, never evaluated.
 
 ``R@k`` (recall: relevant items in the top k over all relevant), ``P@k`` (relevant in the top k
-over k), ``nDCG@k`` (linear gains, log2 discount, as trec_eval and ir_measures), ``MRR`` or
+over k), ``nDCG@k`` (graded gains, log2 discount, as trec_eval and ir_measures), ``MRR`` or
 ``MRR@k`` (reciprocal rank of the first relevant item), ``Hit@k`` (1 if any relevant item is in
 the top k), ``Tokens`` (tokens surfaced) and ``Latency`` (total milliseconds). A measure is a
 hashable value whose ``str`` is its name, so it can name a column.
 
-Relevance measures are computed on the surfaced items in response order, with graded gold
-(``{item_id: grade}``; a list means grade 1); a query without gold has no relevance measures
-(it is left out, as trec_eval leaves out queries without judgements).
+Semantics are trec_eval's (and so ir_measures'), edge cases included, and a hypothesis test
+checks them against ir_measures (``R@k`` = ``R@k``, ``P@k`` = ``P@k``, ``nDCG@k`` = ``nDCG@k``,
+``MRR`` = ``RR``, ``MRR@k`` = ``RR@k``, ``Hit@k`` = ``Success@k``):
+
+* gold is graded, ``{item_id: grade}`` with grades >= 0 (a list means grade 1 each); an item is
+  relevant when its grade is above 0 (for integer grades, trec_eval's relevance level 1) and
+  gains its grade in nDCG;
+* a ranking is deduplicated before it is scored: the first occurrence of an item wins and later
+  ones are dropped (trec_eval reads a run as one score per item);
+* a query without judgements (no gold, or empty gold) has no relevance measures: it is left out
+  of the means, as trec_eval leaves out queries missing from the qrels (replay counts them in its
+  manifest as ``unjudged_queries``);
+* a query judged with no relevant item (every grade 0) scores 0 on every relevance measure, as
+  in trec_eval, and stays in the means;
+* every relevance measure lies in [0, 1]; :func:`evaluate` (which replay and the counterfactual
+  re-scoring call for every query) raises :class:`MeasureRangeError` otherwise.
+
+Which ranking is scored is the replay's ``measure_on`` (:data:`MEASURE_ON`): ``"retrieved"``
+(the default) leaves the session's mandatory items (anchors and pins, which surface whatever the
+query) out of the ranking the measures read; ``"surfaced"`` scores every surfaced item in
+response order.
 """
 
 from __future__ import annotations
@@ -19,11 +37,35 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 __all__ = ["Measure", "parse_measure", "parse_measures", "DEFAULT_MEASURES", "RELEVANCE_MEASURES",
-           "evaluate"]
+           "evaluate", "dedupe", "MeasureRangeError", "MEASURE_ON", "check_measure_on"]
+
+MEASURE_ON = ("retrieved", "surfaced")
 
 RELEVANCE_MEASURES = ("R", "P", "nDCG", "MRR", "Hit")
 _CUTOFF_REQUIRED = {"R", "P", "nDCG", "Hit"}
 _PATTERN = re.compile(r"^(R|P|nDCG|MRR|Hit|Tokens|Latency)(?:@([1-9][0-9]*))?$")
+
+
+class MeasureRangeError(RuntimeError):
+    """A relevance measure left [0, 1]: a defect in memlab, never the user's input."""
+
+
+def check_measure_on(measure_on: str) -> str:
+    """``measure_on`` itself, or ValueError naming the argument and the value."""
+    if not isinstance(measure_on, str) or measure_on not in MEASURE_ON:
+        raise ValueError(f"measure_on must be one of {list(MEASURE_ON)}, got {measure_on!r}")
+    return measure_on
+
+
+def dedupe(ranking: Sequence[str]) -> list[str]:
+    """``ranking`` without repeats, the first occurrence of each item kept (trec_eval's run).
+
+    Examples
+    --------
+    >>> dedupe(["a", "b", "a", "c", "b"])
+    ['a', 'b', 'c']
+    """
+    return list(dict.fromkeys(ranking))
 
 
 @dataclass(frozen=True, order=True)
@@ -45,15 +87,30 @@ class Measure:
 
     def compute(self, ranking: Sequence[str], gold: Mapping[str, float] | None, *,
                 tokens: float = math.nan, latency_ms: float = math.nan) -> float | None:
-        """The measure for one query (None when it is undefined there: no gold)."""
+        """The measure for one query; None when it is undefined there (no judgements).
+
+        ``ranking`` is deduplicated first (the first occurrence wins); a query whose gold
+        judges no item relevant scores 0 (see the module notes).
+
+        Examples
+        --------
+        >>> recall, ndcg = parse_measure("R@2"), parse_measure("nDCG@2")
+        >>> recall.compute(["a", "a", "b"], {"a": 1}), ndcg.compute(["a", "a", "b"], {"a": 1})
+        (1.0, 1.0)
+        >>> recall.compute(["a"], {"a": 0}), recall.compute(["a"], {}) is None
+        (0.0, True)
+        """
         if self.name == "Tokens":
             return float(tokens)
         if self.name == "Latency":
             return float(latency_ms)
-        relevant = {k: float(v) for k, v in (gold or {}).items() if v > 0}
+        if not gold:
+            return None  # not judged: left out, as trec_eval leaves out queries without qrels
+        relevant = {k: float(v) for k, v in gold.items() if v > 0}
         if not relevant:
-            return None
-        top = list(ranking) if self.cutoff is None else list(ranking)[:self.cutoff]
+            return 0.0  # judged, nothing relevant: 0 on every measure, as trec_eval
+        ranking = dedupe(ranking)
+        top = ranking if self.cutoff is None else ranking[:self.cutoff]
         hits = [item for item in top if item in relevant]
         if self.name == "R":
             return len(hits) / len(relevant)
@@ -112,11 +169,23 @@ DEFAULT_MEASURES = parse_measures(["R@2", "R@5", "R@10", "MRR", "nDCG@10"])
 
 
 def evaluate(measures: Sequence[Measure], ranking: Sequence[str], gold: Mapping[str, float] | None,
-             *, tokens: float = math.nan, latency_ms: float = math.nan) -> dict[str, float]:
-    """Every defined measure for one query, by name."""
+             *, tokens: float = math.nan, latency_ms: float = math.nan,
+             qid: str | None = None) -> dict[str, float]:
+    """Every defined measure for one query, by name.
+
+    Raises
+    ------
+    MeasureRangeError
+        A relevance measure outside [0, 1] (the message names the query ``qid`` and measure).
+    """
+    ranking = dedupe(ranking)
     out = {}
     for m in measures:
         value = m.compute(ranking, gold, tokens=tokens, latency_ms=latency_ms)
-        if value is not None:
-            out[str(m)] = value
+        if value is None:
+            continue
+        if m.needs_gold and not 0.0 <= value <= 1.0:  # also catches NaN
+            raise MeasureRangeError(f"measure {m} of query {qid!r} is {value!r}, outside "
+                                    f"[0, 1]")
+        out[str(m)] = value
     return out

@@ -18,7 +18,12 @@ Frames (every frame has ``qid`` where it concerns a query):
     signal raw and normalised, the composite terms (``term_*``), ``score``, ``surfaced``,
     ``drop_reason``, ``gold`` (the graded relevance, 0 when not gold).
 ``metrics``
-    Long: ``qid``, ``measure``, ``value``.
+    Long: ``qid``, ``measure``, ``value``. Relevance measures read the ranking chosen by
+    ``measure_on``: ``"retrieved"`` (the default) is the surfaced items without the session's
+    mandatory ones (anchors and pins, which surface whatever the query asks, so would otherwise
+    hold rank 1 of every query); ``"surfaced"`` is every surfaced item in response order. The
+    manifest records the choice (``measure_on``) and the number of queries left out of the
+    relevance measures for having no judgements (``unjudged_queries``).
 ``log``
     What the other events did: one row per event that returns something (``resolve``,
     ``maintenance``, ``cache_peek``, ``promote``, ``ingest``), with its outcome as JSON text.
@@ -38,13 +43,14 @@ import numpy as np
 import pandas as pd
 
 from memlab.clock import ManualClock
-from memlab.harness.measures import DEFAULT_MEASURES, Measure, evaluate, parse_measures
+from memlab.harness.measures import (DEFAULT_MEASURES, Measure, check_measure_on, evaluate,
+                                     parse_measures)
 from memlab.harness.trace import Event, Trace, parse_ts
 from memlab.model import SurfacingStrategy
 from memlab.surfacing.config import DEFAULT, SurfacingConfig, get_recipe
 
 __all__ = ["ReplayResult", "ReplayError", "replay", "build_manifest", "resolve_config",
-           "DEFAULT_START"]
+           "measured_ranking", "DEFAULT_START"]
 
 DEFAULT_START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 _FRAMES = ("decisions", "candidates", "metrics", "log")
@@ -67,7 +73,8 @@ def resolve_config(config: Any) -> SurfacingConfig:
 
 
 def build_manifest(trace: Trace, config: SurfacingConfig, *, mode: str, k: int, seed: int,
-                   measures: Iterable[Measure], extra: dict | None = None) -> dict[str, Any]:
+                   measures: Iterable[Measure], extra: dict | None = None,
+                   measure_on: str = "retrieved") -> dict[str, Any]:
     """Everything needed to reproduce a result (no wall-clock time: manifests are comparable)."""
     import matplotlib
     import networkx
@@ -78,7 +85,7 @@ def build_manifest(trace: Trace, config: SurfacingConfig, *, mode: str, k: int, 
         "trace": {"name": trace.name, "hash": trace.hash(), "events": len(trace),
                   "queries": len(trace.queries)},
         "config": config.to_dict(), "mode": mode, "k": k, "seed": seed,
-        "measures": [str(m) for m in measures],
+        "measures": [str(m) for m in measures], "measure_on": check_measure_on(measure_on),
         "versions": {"memlab": memlab.__version__, "python": sys.version.split()[0],
                      "numpy": np.__version__, "scipy": scipy.__version__,
                      "pandas": pd.__version__, "networkx": networkx.__version__,
@@ -193,7 +200,8 @@ class _Runner:
 
     def __init__(self, trace: Trace, config: SurfacingConfig, mode: str, k: int, seed: int,
                  measures: list[Measure], record_candidates: bool,
-                 force_strategy: str | None, analyzer: str = "porter") -> None:
+                 force_strategy: str | None, analyzer: str = "porter",
+                 measure_on: str = "retrieved") -> None:
         from memlab.memory import Memory
         from memlab.session import PMMemoryStore
         from memlab.store import MemoryStore
@@ -208,7 +216,8 @@ class _Runner:
                                              surfacing_mode=mode, clock=self.clock,
                                              config=config, seed=seed)
         self.cache = PMMemoryStore(silo_size=4096)
-        self.k, self.measures = k, measures
+        self.k, self.measures, self.measure_on = k, measures, measure_on
+        self.unjudged = 0
         self.record_candidates = record_candidates
         self.force_strategy = force_strategy
         self.decisions: list[dict] = []
@@ -319,16 +328,38 @@ class _Runner:
                 self.candidate_columns.setdefault(name, []).extend(values)
             self.candidate_columns.setdefault("gold", []).extend(
                 [gold.get(i, 0.0) for i in columns["item_id"]])
-        ranking = [item["item_id"] for item in response["items"]]
+        self.unjudged += not gold
+        columns = record.candidates  # rank order: the surfaced rows are the response's items
+        ranking = measured_ranking(columns["item_id"], columns["surfaced"], columns["mandatory"],
+                                   self.measure_on)
         for name, value in evaluate(self.measures, ranking, gold, tokens=record.tokens_used,
-                                    latency_ms=record.timings_ms["total"]).items():
+                                    latency_ms=record.timings_ms["total"], qid=qid).items():
             self.metrics.append((qid, name, value))
+
+
+def measured_ranking(item_ids: Iterable[str], surfaced: Iterable[bool],
+                     mandatory: Iterable[bool], measure_on: str) -> list[str]:
+    """The ranking the measures read, from candidate rows in rank order.
+
+    ``"surfaced"``: every surfaced item; ``"retrieved"``: the surfaced items that are not
+    mandatory (the session's anchors and pins, a pinned item the query also retrieved included).
+
+    Examples
+    --------
+    >>> measured_ranking(["goal", "a", "b", "c"], [True, True, False, True],
+    ...                  [True, False, False, False], "retrieved")
+    ['a', 'c']
+    """
+    keep_mandatory = check_measure_on(measure_on) == "surfaced"
+    return [item for item, shown, forced in zip(item_ids, surfaced, mandatory)
+            if shown and (keep_mandatory or not forced)]
 
 
 def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 20,
            measures: Iterable[str | Measure] | None = None, record_candidates: bool = True,
            progress: bool | None = None, seed: int = 0,
-           force_strategy: str | None = None, analyzer: str = "porter") -> ReplayResult:
+           force_strategy: str | None = None, analyzer: str = "porter",
+           measure_on: str = "retrieved") -> ReplayResult:
     """Replay ``trace`` and return its frames (see the module notes).
 
     Parameters
@@ -351,6 +382,18 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
         Ask every query for this strategy (router analysis).
     analyzer : {"porter", "plain"}
         The store's BM25 analyzer (see :class:`~memlab.MemoryStore`).
+    measure_on : {"retrieved", "surfaced"}
+        The ranking relevance measures read: ``"retrieved"`` leaves the session's mandatory
+        items (anchors and pins) out; ``"surfaced"`` scores every surfaced item. Recorded in the
+        manifest.
+
+    Raises
+    ------
+    ValueError
+        A bad argument (named with its value), or :class:`ReplayError` for an event the memory
+        refused.
+    MeasureRangeError
+        A relevance measure outside [0, 1] (a defect in memlab; checked on every query).
 
     Examples
     --------
@@ -378,8 +421,9 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
     from memlab.text import ANALYZERS
     if analyzer not in ANALYZERS:
         raise ValueError(f"analyzer must be one of {sorted(ANALYZERS)}, got {analyzer!r}")
+    check_measure_on(measure_on)
     runner = _Runner(trace, config, mode, k, seed, measures, record_candidates, force_strategy,
-                     analyzer)
+                     analyzer, measure_on)
     bar = _progress(len(trace), progress)
     events = trace.events
     pos = 0
@@ -409,6 +453,8 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
     metrics = pd.DataFrame(runner.metrics, columns=["qid", "measure", "value"])
     log = pd.DataFrame(runner.log, columns=["event", "type", "outcome"])
     manifest = build_manifest(trace, config, mode=mode, k=k, seed=seed, measures=measures,
+                              measure_on=measure_on,
                               extra={"force_strategy": force_strategy, "analyzer": analyzer,
-                                     "record_candidates": record_candidates})
+                                     "record_candidates": record_candidates,
+                                     "unjudged_queries": runner.unjudged})
     return ReplayResult(decisions, candidates, metrics, log, manifest)

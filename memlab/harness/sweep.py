@@ -24,7 +24,7 @@ import pandas as pd
 
 from memlab.harness.counterfactual import RESCORABLE, rescore
 from memlab.harness.experiment import bootstrap_ci
-from memlab.harness.measures import DEFAULT_MEASURES, Measure, parse_measures
+from memlab.harness.measures import DEFAULT_MEASURES, Measure, check_measure_on, parse_measures
 from memlab.harness.replay import replay, resolve_config
 from memlab.harness.trace import Trace
 from memlab.surfacing.config import SurfacingConfig
@@ -69,27 +69,34 @@ def apply_point(base: SurfacingConfig, point: Mapping[str, Any]) -> SurfacingCon
 
 
 def _run_point(trace: Trace, config: SurfacingConfig, mode: str, k: int,
-               measures: list[str], seed: int) -> pd.DataFrame:
+               measures: list[str], seed: int, measure_on: str = "retrieved") -> pd.DataFrame:
     """One grid point's per-query metrics (module level, so process pools can pickle it)."""
     return replay(trace, config, mode=mode, k=k, measures=measures, seed=seed,
-                  record_candidates=False).metrics
+                  record_candidates=False, measure_on=measure_on).metrics
 
 
 @dataclass
 class SweepResult:
     """``table``: one row per point (``cfg_<field>`` columns, mean and bootstrap CI per measure);
-    ``per_query``: long (point, cfg_*, qid, measure, value)."""
+    ``per_query``: long (point, cfg_*, qid, measure, value); ``measure_on``: the ranking the
+    relevance measures read (see :func:`~memlab.harness.replay.replay`)."""
 
     table: pd.DataFrame
     per_query: pd.DataFrame
     executor: str
+    measure_on: str = "retrieved"
 
 
 def sweep(trace: Trace, grid: Mapping[str, Sequence[Any]], *, base: Any = None,
           mode: str = "router", k: int = 20, measures: Iterable[str | Measure] | None = None,
           executor: str = "serial", address: str | None = None, n_workers: int = 2,
-          seed: int = 0, n_boot: int = 1000, counterfactual: bool = False) -> SweepResult:
+          seed: int = 0, n_boot: int = 1000, counterfactual: bool = False,
+          measure_on: str = "retrieved") -> SweepResult:
     """Replay ``trace`` at every point of ``grid`` (see the module notes).
+
+    ``measure_on`` is the ranking relevance measures read, as in
+    :func:`~memlab.harness.replay.replay` (``"retrieved"``: the session's anchors and pins left
+    out; ``"surfaced"``: everything surfaced).
 
     Examples
     --------
@@ -105,6 +112,7 @@ def sweep(trace: Trace, grid: Mapping[str, Sequence[Any]], *, base: Any = None,
         raise ValueError(f"executor must be one of {list(EXECUTORS)}, got {executor!r}")
     if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
         raise ValueError(f"n_workers must be an integer >= 1, got {n_workers!r}")
+    check_measure_on(measure_on)
     base = resolve_config(base)
     measures = [str(m) for m in (DEFAULT_MEASURES if measures is None
                                  else parse_measures(measures))]
@@ -115,18 +123,21 @@ def sweep(trace: Trace, grid: Mapping[str, Sequence[Any]], *, base: Any = None,
         if unknown:
             raise ValueError(f"counterfactual sweeps can vary only {list(RESCORABLE)}; "
                              f"{unknown} need replays")
-        live = replay(trace, base, mode=mode, k=k, measures=measures, seed=seed)
+        live = replay(trace, base, mode=mode, k=k, measures=measures, seed=seed,
+                      measure_on=measure_on)
         frames = [rescore(live, p, measures).metrics for p in points]
     elif executor == "serial":
-        frames = [_run_point(trace, c, mode, k, measures, seed) for c in configs]
+        frames = [_run_point(trace, c, mode, k, measures, seed, measure_on) for c in configs]
     elif executor == "local":
         from concurrent.futures import ProcessPoolExecutor
         with ProcessPoolExecutor(max_workers=n_workers) as pool:
             frames = list(pool.map(_run_point, [trace] * len(configs), configs,
                                    [mode] * len(configs), [k] * len(configs),
-                                   [measures] * len(configs), [seed] * len(configs)))
+                                   [measures] * len(configs), [seed] * len(configs),
+                                   [measure_on] * len(configs)))
     else:
-        frames = _run_dask(trace, configs, mode, k, measures, seed, address, n_workers)
+        frames = _run_dask(trace, configs, mode, k, measures, seed, address, n_workers,
+                           measure_on)
     per_query = []
     rows = []
     for index, (point, frame) in enumerate(zip(points, frames)):
@@ -141,10 +152,11 @@ def sweep(trace: Trace, grid: Mapping[str, Sequence[Any]], *, base: Any = None,
         rows.append(row)
     per_query_frame = pd.concat(per_query, ignore_index=True) if per_query else pd.DataFrame()
     return SweepResult(pd.DataFrame(rows), per_query_frame,
-                       "counterfactual" if counterfactual else executor)
+                       "counterfactual" if counterfactual else executor, measure_on)
 
 
-def _run_dask(trace, configs, mode, k, measures, seed, address, n_workers):
+def _run_dask(trace, configs, mode, k, measures, seed, address, n_workers,
+              measure_on="retrieved"):
     try:
         from distributed import Client, LocalCluster
     except ImportError:  # pragma: no cover - depends on the install
@@ -159,7 +171,8 @@ def _run_dask(trace, configs, mode, k, measures, seed, address, n_workers):
         client = Client(address)
     try:
         shared = client.scatter(trace, broadcast=True)
-        futures = [client.submit(_run_point, shared, c, mode, k, measures, seed, pure=False)
+        futures = [client.submit(_run_point, shared, c, mode, k, measures, seed, measure_on,
+                                 pure=False)
                    for c in configs]
         return client.gather(futures)
     finally:

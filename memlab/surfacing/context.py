@@ -1,6 +1,10 @@
 """``get_working_context`` (SPEC §3): candidates → signals → strategy → composite → budget → record.
 
-The pipeline reads the store and never writes to it (assembling a context never reinforces).
+The pipeline changes none of the store's content: no item, edge, activation, pin or anchor is
+written and nothing is journaled (assembling a context never reinforces). It does fill derived
+state that never changes a result: the workspace's PPR result cache, the graph's compacted and
+inverse adjacency (built on first use), and with dense relevance the workspace's embedding rows
+and the on-disk embedding cache; and it draws one decision id from the caller's generator.
 Everything it considered lands in a :class:`ContextRecord`: every candidate, surfaced or not,
 with raw and normalised signals, each composite term, final score, rank and drop reason, plus
 per-stage timings, budgets and strategy notes.
@@ -323,17 +327,24 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     if archived_pins:  # archived items never surface, pinned or not
         run.notes["archived_pins_skipped"] = archived_pins
         pin_idx = {i: w for i, w in pin_idx.items() if not ws.items[i].archived}
+    # every item enters the table once: an anchor that is also pinned stays an anchor (it
+    # keeps its pin weight), and a pinned item the query retrieved keeps its retrieval source
+    anchors = list(dict.fromkeys(anchors))
+    anchor_set = set(anchors)
     mandatory_set = set(anchors)
     for i in anchors:
         run._pool.pop(i, None)
     pool_items = list(run._pool.items())
+    fetched_pins = []
     for i in pin_idx:
+        if i in anchor_set:
+            continue  # already mandatory, and already in the table as an anchor
         if legacy and i not in run._pool:
             continue  # legacy mode does not fetch pinned items the query did not retrieve
         mandatory_set.add(i)
-    ordered = [(i, "anchor") for i in anchors] + \
-              [(i, "pin") for i in pin_idx if i in mandatory_set and i not in run._pool] + \
-              pool_items
+        if i not in run._pool:
+            fetched_pins.append(i)
+    ordered = [(i, "anchor") for i in anchors] + [(i, "pin") for i in fetched_pins] + pool_items
     idx = np.fromiter((i for i, _ in ordered), dtype=np.int64, count=len(ordered))
     table = CandidateTable(idx, [s for _, s in ordered],
                            np.fromiter((i in mandatory_set for i, _ in ordered), bool, len(ordered)))
