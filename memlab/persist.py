@@ -56,8 +56,12 @@ def _default(value: Any) -> Any:
 
 
 def encode(payload: dict[str, Any]) -> str:
-    """JSON for an operation's arguments (datetimes, arrays and dataclasses tagged)."""
-    return json.dumps(payload, default=_default, sort_keys=True, allow_nan=True)
+    """JSON for an operation's arguments (datetimes, arrays and dataclasses tagged).
+
+    Keys keep their insertion order (no ``sort_keys``): a user's metadata, a history event's
+    detail and a topic's fields come back from the journal in the order they were written.
+    """
+    return json.dumps(payload, default=_default, allow_nan=True)
 
 
 def decode(text: str, classes: dict[str, type] | None = None) -> dict[str, Any]:
