@@ -210,3 +210,38 @@ def test_issue13_reading_expired_pins_changes_nothing(tmp_path):
                             ("pin", "ws", "s1", 0, 1.0),
                             ("advance", 30), ("advance", 30), ("advance", 30),
                             ("context", "ws", "s1", "deploy")], ["deploy"])
+
+
+def test_a_version_1_journal_opens_and_is_migrated_to_version_2(tmp_path):
+    import sqlite3
+
+    from memlab.persist import SCHEMA_VERSION
+
+    # Write a store, then rewrite its file as memlab wrote version 1: payload keys sorted, no
+    # create_workspace rows, schema_version 1.
+    clock = ManualClock(START)
+    mem = Memory(path=str(tmp_path / "m.db"), workspace_id="ws", clock=clock)
+    mem.add("deploys run on fridays", metadata={"zeta": 1, "alpha": {"z": 2, "a": 3}})
+    mem.pin_item("s1", mem.store.workspace("ws").item_ids[0])
+    mem.store.close()
+    conn = sqlite3.connect(tmp_path / "m.db")
+    rows = conn.execute("SELECT seq, op, payload FROM ops ORDER BY seq").fetchall()
+    assert [op for _, op, _ in rows] == ["store.create_workspace", "store.add_items", "store.pin"]
+    conn.execute("DELETE FROM ops WHERE op='store.create_workspace'")
+    for seq, _, payload in rows[1:]:
+        conn.execute("UPDATE ops SET payload=? WHERE seq=?",
+                     (json.dumps(json.loads(payload), sort_keys=True), seq))
+    conn.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
+    conn.commit()
+    conn.close()
+    again = MemoryStore(path=tmp_path / "m.db")
+    assert again.workspace_ids() == ["ws"]
+    item = again.workspace("ws").items[0]
+    assert item.content == "deploys run on fridays"
+    assert json.dumps(item.metadata) == '{"alpha": {"a": 3, "z": 2}, "zeta": 1}'  # as v1 stored
+    assert again.pins("ws", "s1", clock.now()) == {item.item_id: 1.0}
+    again.close()
+    conn = sqlite3.connect(tmp_path / "m.db")
+    assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] \
+        == str(SCHEMA_VERSION) == "2"
+    conn.close()
