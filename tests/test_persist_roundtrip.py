@@ -12,7 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memlab import ManualClock, Memory, MemoryStore
-from memlab.topics import ingest
+from memlab.maintenance import MaintenanceConfig, Reasoner
+from memlab.session import upsert_node
+from memlab.topics import ingest, query
 
 # Each example writes its own database; on tmpfs the journal's fsyncs cost nothing, so 200
 # examples stay fast (the result does not depend on where the file lives).
@@ -54,6 +56,10 @@ ops = st.one_of(
     st.tuples(st.just("topic"), workspace, text, st.dictionaries(
         st.sampled_from(["owner", "status", "area"]), text, max_size=2)),
     st.tuples(st.just("version"), workspace, pick, text),
+    st.tuples(st.just("query"), workspace, text),
+    st.tuples(st.just("node"), workspace, session, st.sampled_from(["auth", "Auth!", "keys"]),
+              text),
+    st.tuples(st.just("maintain"), workspace, st.sampled_from([None, 2])),
     st.tuples(st.just("get"), workspace, pick),
     st.tuples(st.just("search"), workspace, text),
     st.tuples(st.just("context"), workspace, session, text),
@@ -126,6 +132,12 @@ def run(store: MemoryStore, clock: ManualClock, operations: list[tuple]) -> None
                     if names:
                         ingest("version_field", topic_id=ws.item_ids[idx],
                                field=names[args[1] % len(names)], value=args[2], memory=mem)
+            elif kind == "query":
+                query(args[1], memory=mem)
+            elif kind == "node":
+                upsert_node(args[1], "concept", args[2], args[3], memory=mem)
+            elif kind == "maintain":  # merge, revise, decay, inhibition: journaled writes
+                Reasoner(mem, MaintenanceConfig(capacity=args[1])).run()
             elif kind == "get" and len(mem):
                 mem.get(item(mem, args[1]))
             elif kind == "search":
@@ -144,9 +156,11 @@ def contexts_text(store: MemoryStore, clock: ManualClock, queries: list[str]) ->
     out = []
     for wid in store.workspace_ids():
         mem = facade(store, wid, clock)  # same seed on both sides: same decision ids
+        legacy = Memory(store=store, workspace_id=wid, surfacing_mode="legacy", clock=clock)
         for sid in SESSIONS:
             for q in queries:
                 out.append(mem.get_working_context(sid, q, k=5))
+                out.append(legacy.get_working_context(sid, q, k=3))
                 out.append(mem.get_pins(sid))
                 out.append(mem.drift_warnings(sid))
     return json.dumps(out)
