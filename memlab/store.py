@@ -288,7 +288,8 @@ class MemoryStore:
 
     # ------------------------------------------------------------ workspaces
     def workspace(self, workspace_id: str) -> Workspace:
-        """The workspace named ``workspace_id`` (created empty on first use)."""
+        """The workspace named ``workspace_id`` (created empty on first use, in memory only: a
+        workspace that no write touches is not journaled; see :meth:`ensure_workspace`)."""
         with self.lock:
             ws = self._workspaces.get(workspace_id)
             if ws is None:
@@ -300,8 +301,9 @@ class MemoryStore:
     def create_workspace(self, workspace_id: str) -> Workspace:
         """Create the (empty) workspace ``workspace_id`` if it does not exist; return it.
 
-        Unlike :meth:`workspace`, this is a write: on a durable store the creation is journaled
-        (only when the workspace is new), so an empty workspace survives a reopen.
+        Unlike :meth:`workspace`, this is a write: on a durable store the call is journaled, so
+        an empty workspace survives a reopen. Each call writes a row, even for an existing
+        workspace; :meth:`ensure_workspace` writes one only when the workspace is new.
 
         Examples
         --------
