@@ -112,7 +112,7 @@ class Memory:
         self._rng = random.Random(seed)
         self.last_surfacing_decision: SurfacingDecision | None = None
         self.last_context_record: ContextRecord | None = None
-        self.store.workspace(workspace_id)
+        self.store.ensure_workspace(workspace_id)  # journaled: an empty workspace survives
 
     def __repr__(self) -> str:
         return (f"Memory(workspace_id={self.workspace_id!r}, surfacing_mode="

@@ -4,12 +4,31 @@ A store opened with a path (``MemoryStore(path=...)``) appends every write opera
 and arguments, as JSON) to an ``ops`` table and commits before the call returns (WAL mode,
 ``synchronous=FULL``): a call that returned has its write on disk. Opening the file again replays
 the operations in order; every operation is deterministic given its arguments (they include the
-clock's ``now``), so the store comes back exactly: items, edges, topic fields and histories,
-activation, pins with their expiry, anchors, and short-term caches (which journal into the same
-file). Indexes (BM25, the CSR view) are rebuilt by the replay.
+clock's ``now``), so the reopened store is the one that was written: :meth:`MemoryStore.serialize`
+gives the same JSON text, key order included, and contexts assemble the same. That covers
+workspaces (an empty one made by ``Memory(...)`` or :meth:`MemoryStore.create_workspace` too),
+items with their metadata (keys in the order written, nested values as given), edges, topic
+fields and histories, activation, pins with their expiry, anchors and their review marks, and
+short-term caches (which journal into the same file). Indexes (BM25, the CSR view) are rebuilt by
+the replay. The round trip is tested by property in ``tests/test_persist_roundtrip.py``.
+
+What a reopen does not restore, because it is not store state or was never written:
+
+- a workspace only *named* by a read on the store (:meth:`MemoryStore.workspace`) and never
+  created through ``Memory(...)`` or a write: reads do not journal;
+- per-facade state (a :class:`~memlab.memory.Memory`'s decision-id generator, its last record)
+  and lazily built dense indexes, which are rebuilt on use;
+- in a journal written before metadata kept its key order (memlab before issue 13), metadata keys
+  were stored sorted and come back sorted, and an empty workspace of such a journal was never
+  written.
 
 The schema is versioned (``meta.schema_version``); a file written by a newer memlab is refused
-with a message saying so.
+with a message saying so, and an older file is migrated when opened:
+
+- version 1 → 2: version 2 adds the ``store.create_workspace`` operation (an empty workspace is
+  journaled) and writes payload keys in insertion order instead of sorted. Every version-1 row
+  reads unchanged, so the migration only records the new version (a memlab that reads only
+  version 1 then refuses the file instead of failing on the unknown operation).
 """
 
 from __future__ import annotations
@@ -27,7 +46,7 @@ import numpy as np
 __all__ = ["SCHEMA_VERSION", "Journal", "SchemaVersionError", "PersistenceError", "encode",
            "decode"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class SchemaVersionError(ValueError):
@@ -56,8 +75,12 @@ def _default(value: Any) -> Any:
 
 
 def encode(payload: dict[str, Any]) -> str:
-    """JSON for an operation's arguments (datetimes, arrays and dataclasses tagged)."""
-    return json.dumps(payload, default=_default, sort_keys=True, allow_nan=True)
+    """JSON for an operation's arguments (datetimes, arrays and dataclasses tagged).
+
+    Keys keep their insertion order (no ``sort_keys``): a user's metadata, a history event's
+    detail and a topic's fields come back from the journal in the order they were written.
+    """
+    return json.dumps(payload, default=_default, allow_nan=True)
 
 
 def decode(text: str, classes: dict[str, type] | None = None) -> dict[str, Any]:
@@ -111,6 +134,22 @@ class Journal:
             raise SchemaVersionError(f"path {str(self.path)!r} has schema version {version}, "
                                      f"newer than this memlab reads ({SCHEMA_VERSION}); "
                                      f"upgrade memlab to open it")
+        if version < SCHEMA_VERSION:
+            self._migrate(version)
+
+    def _migrate(self, version: int) -> None:
+        """Bring a file of an older schema ``version`` to :data:`SCHEMA_VERSION`, in one
+        transaction (see the module docstring for what each step changes)."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                # 1 -> 2: rows are unchanged (new operation, key order kept); record the version.
+                self._conn.execute("UPDATE meta SET value=? WHERE key='schema_version'",
+                                   (str(SCHEMA_VERSION),))
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
 
     def append(self, op: str, payload: str) -> None:
         self.append_many([(op, payload)])

@@ -288,13 +288,38 @@ class MemoryStore:
 
     # ------------------------------------------------------------ workspaces
     def workspace(self, workspace_id: str) -> Workspace:
-        """The workspace named ``workspace_id`` (created empty on first use)."""
+        """The workspace named ``workspace_id`` (created empty on first use, in memory only: a
+        workspace that no write touches is not journaled; see :meth:`ensure_workspace`)."""
         with self.lock:
             ws = self._workspaces.get(workspace_id)
             if ws is None:
                 validate_id(workspace_id, "workspace_id")
                 ws = self._workspaces[workspace_id] = Workspace(workspace_id, self.analyzer)
             return ws
+
+    @journaled
+    def create_workspace(self, workspace_id: str) -> Workspace:
+        """Create the (empty) workspace ``workspace_id`` if it does not exist; return it.
+
+        Unlike :meth:`workspace`, this is a write: on a durable store the call is journaled, so
+        an empty workspace survives a reopen. Each call writes a row, even for an existing
+        workspace; :meth:`ensure_workspace` writes one only when the workspace is new.
+
+        Examples
+        --------
+        >>> store = MemoryStore()
+        >>> store.create_workspace("ws").workspace_id, store.workspace_ids()
+        ('ws', ['ws'])
+        """
+        with self.lock:
+            return self.workspace(workspace_id)
+
+    def ensure_workspace(self, workspace_id: str) -> Workspace:
+        """:meth:`create_workspace` when ``workspace_id`` is new (journaled once), else the
+        existing workspace (nothing written)."""
+        with self.lock:
+            ws = self._workspaces.get(workspace_id)
+            return ws if ws is not None else self.create_workspace(workspace_id)
 
     def workspace_ids(self) -> list[str]:
         with self.lock:
@@ -594,10 +619,17 @@ class MemoryStore:
                     for s, d, t, w in self._edge_rows(ws, only)]
 
     # ------------------------------------------------------------ pins
-    def _live_pin_session(self, session_id: str, now_ts: float) -> _PinSession | None:
+    def _live_pin_session(self, session_id: str, now_ts: float, *, write: bool = False
+                          ) -> _PinSession | None:
+        """The session's pin state unless expired (the TTL also releases the workspace binding).
+
+        Only a (journaled) pin write drops an expired session; a read leaves the state alone,
+        so reads never change what :meth:`serialize` shows or what a reopen restores.
+        """
         state = self._pins.get(session_id)
         if state is not None and now_ts >= state.expires_ts:
-            del self._pins[session_id]  # the TTL also releases the workspace binding
+            if write:
+                del self._pins[session_id]
             return None
         return state
 
@@ -609,7 +641,7 @@ class MemoryStore:
             self.workspace(workspace_id).require(item_id)
             weight = validate_weight(weight, "weight")
             now_ts = now.timestamp()
-            state = self._live_pin_session(session_id, now_ts)
+            state = self._live_pin_session(session_id, now_ts, write=True)
             if state is not None and state.workspace_id != workspace_id:
                 raise SessionPinWorkspaceConflict(
                     f"session_id {session_id!r} is bound to workspace {state.workspace_id!r}; "
@@ -626,7 +658,7 @@ class MemoryStore:
             validate_id(session_id, "session_id")
             validate_id(item_id, "item_id")
             now_ts = now.timestamp()
-            state = self._live_pin_session(session_id, now_ts)
+            state = self._live_pin_session(session_id, now_ts, write=True)
             if state is None or state.workspace_id != workspace_id or item_id not in state.pins:
                 return
             del state.pins[item_id]

@@ -9,6 +9,12 @@ reads only its terms' postings; :meth:`BM25Index.doc_term_matrix` exposes the sa
 
 ``k1`` and ``b`` are query-time arguments (the index stores raw term frequencies and lengths), so a
 configuration sweep never re-indexes.
+
+Bookkeeping invariant: after any sequence of :meth:`BM25Index.add`, :meth:`~BM25Index.add_many`,
+:meth:`~BM25Index.replace` and :meth:`~BM25Index.remove`, the index scores exactly as a fresh index
+built from the surviving documents: the vocabulary holds exactly the terms of at least one live
+document (a term whose last document left is dropped, so it cannot enter the Okapi mean-idf floor),
+and ``N`` and the average length count live documents only.
 """
 
 from __future__ import annotations
@@ -72,25 +78,62 @@ class BM25Index:
         self._vocab: dict[str, int] = {}
         self._post_docs: list[Growable] = []
         self._post_tfs: list[Growable] = []
+        self._free: list[int] = []  # term slots whose term left the vocabulary (empty postings)
         self._doc_len = Growable(np.float64, 64)
         self._total_len = 0.0
-        self._okapi_cache: tuple[int, np.ndarray] | None = None
+        self._removed: set[int] = set()  # document numbers taken out by remove()
+        self._okapi_cache: tuple[int, float] | None = None
 
     # ----------------------------------------------------------------- writing
     def __len__(self) -> int:
+        """Document numbers handed out so far (removed documents keep their number)."""
         return self._doc_len.size
 
     @property
+    def live_documents(self) -> int:
+        """Documents that count in ``N``: added and not removed."""
+        return self._doc_len.size - len(self._removed)
+
+    @property
     def vocabulary_size(self) -> int:
+        """Distinct terms of the live documents."""
         return len(self._vocab)
 
     def _term_id(self, term: str) -> int:
         tid = self._vocab.get(term)
         if tid is None:
-            tid = self._vocab[term] = len(self._post_docs)
-            self._post_docs.append(Growable(np.int32))
-            self._post_tfs.append(Growable(np.float32))
+            if self._free:  # reuse an emptied slot (its postings are empty)
+                tid = self._vocab[term] = self._free.pop()
+            else:
+                tid = self._vocab[term] = len(self._post_docs)
+                self._post_docs.append(Growable(np.int32))
+                self._post_tfs.append(Growable(np.float32))
         return tid
+
+    def _drop_posting(self, term: str, doc: int) -> None:
+        """Delete ``doc`` from ``term``'s postings; a term left with none leaves the vocabulary."""
+        tid = self._vocab[term]
+        docs = self._post_docs[tid]
+        pos = int(np.searchsorted(docs.view(), doc))
+        docs.delete(pos)
+        self._post_tfs[tid].delete(pos)
+        if docs.size == 0:
+            del self._vocab[term]
+            self._free.append(tid)
+
+    def _compact(self) -> None:
+        """Renumber terms 0..V-1 without the emptied slots (keeps the vocabulary's order)."""
+        if not self._free:
+            return
+        order = sorted(self._vocab.items(), key=lambda kv: kv[1])
+        self._post_docs = [self._post_docs[tid] for _, tid in order]
+        self._post_tfs = [self._post_tfs[tid] for _, tid in order]
+        self._vocab = {term: new for new, (term, _) in enumerate(order)}
+        self._free = []
+
+    def _check_doc(self, doc: int) -> None:
+        if not 0 <= doc < self._doc_len.size or doc in self._removed:
+            raise ValueError(f"document {doc} is not a live document of this index")
 
     def add(self, tokens: Sequence[str]) -> int:
         """Index one document and return its number. Touches only its own terms' postings."""
@@ -104,6 +147,7 @@ class BM25Index:
             self._post_tfs[tid].append(tf)
         self._doc_len.append(len(tokens))
         self._total_len += len(tokens)
+        self._okapi_cache = None
         return doc
 
     def replace(self, doc: int, old_tokens: Sequence[str], new_tokens: Sequence[str]) -> None:
@@ -119,13 +163,10 @@ class BM25Index:
         >>> index.scores(["jwt"])[0].tolist(), index.scores(["deploy"])[0].tolist()
         ([], [0, 1])
         """
+        self._check_doc(doc)
         old, new = Counter(old_tokens), Counter(new_tokens)
-        for term in old.keys() - new.keys():
-            tid = self._vocab[term]
-            docs = self._post_docs[tid]
-            pos = int(np.searchsorted(docs.view(), doc))
-            docs.delete(pos)
-            self._post_tfs[tid].delete(pos)
+        for term in sorted(old.keys() - new.keys()):
+            self._drop_posting(term, doc)
         for term, tf in new.items():
             tid = self._term_id(term)
             docs = self._post_docs[tid]
@@ -139,6 +180,28 @@ class BM25Index:
         self._doc_len.data[doc] = len(new_tokens)
         self._okapi_cache = None
 
+    def remove(self, doc: int, tokens: Sequence[str]) -> None:
+        """Take document ``doc`` (which was indexed from ``tokens``) out of the index.
+
+        It keeps its number (later documents are not renumbered) but no longer counts in ``N``,
+        the average length or any term's document frequency; terms it alone held leave the
+        vocabulary.
+
+        Examples
+        --------
+        >>> index = BM25Index(); _ = index.add(["jwt", "auth"]); _ = index.add(["deploy"])
+        >>> index.remove(0, ["jwt", "auth"])
+        >>> index.live_documents, index.vocabulary_size, index.scores(["jwt"])[0].tolist()
+        (1, 1, [])
+        """
+        self._check_doc(doc)
+        for term in sorted(set(tokens)):
+            self._drop_posting(term, doc)
+        self._total_len -= self._doc_len.data[doc]
+        self._doc_len.data[doc] = 0.0
+        self._removed.add(doc)
+        self._okapi_cache = None
+
     def add_many(self, token_lists: Iterable[Sequence[str]]) -> range:
         """Index many documents at once.
 
@@ -147,6 +210,7 @@ class BM25Index:
         extended once.
         """
         token_lists = list(token_lists)
+        self._compact()  # new term ids are len(vocab), len(vocab) + 1, …: no emptied slots
         first = self._doc_len.size
         lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
         vocab = self._vocab
@@ -169,6 +233,7 @@ class BM25Index:
                 self._post_tfs[tid].extend(tfs[s:e])
         self._doc_len.extend(lengths.astype(np.float64))
         self._total_len += float(lengths.sum())
+        self._okapi_cache = None
         return range(first, self._doc_len.size)
 
     # ----------------------------------------------------------------- reading
@@ -182,10 +247,12 @@ class BM25Index:
         return idf
 
     def _okapi_mean_idf(self, n_docs: int) -> float:
-        # rank-bm25 averages idf over the whole vocabulary; cached until the next write.
+        # rank-bm25 averages idf over the whole vocabulary (the live documents' terms: emptied
+        # slots are skipped); cached until the next write.
         if self._okapi_cache is None or self._okapi_cache[0] != n_docs:
             df = np.fromiter((p.size for p in self._post_docs), dtype=np.float64,
                              count=len(self._post_docs))
+            df = df[df > 0]
             idf = np.log(n_docs - df + 0.5) - np.log(df + 0.5)
             self._okapi_cache = (n_docs, float(idf.mean()) if len(idf) else 0.0)
         return self._okapi_cache[1]
@@ -205,7 +272,7 @@ class BM25Index:
         Returns ``(doc_ids, scores)``, ``doc_ids`` ascending. A repeated query term counts once per
         occurrence (as in rank-bm25 and Lucene). Documents matching no term are absent.
         """
-        n_docs = len(self)
+        n_docs = self.live_documents
         terms = self._query_terms(tokens)
         if not terms or n_docs == 0:
             return np.empty(0, np.int64), np.empty(0, np.float64)
@@ -224,8 +291,8 @@ class BM25Index:
         contrib = np.concatenate(score_parts)
         if len(ids) * 8 > n_docs:
             # Many postings: a dense accumulator is cheaper than sorting them.
-            acc = np.bincount(ids, weights=contrib, minlength=n_docs)
-            hit = np.zeros(n_docs, dtype=bool)
+            acc = np.bincount(ids, weights=contrib, minlength=len(self))
+            hit = np.zeros(len(self), dtype=bool)
             hit[ids] = True
             docs = np.flatnonzero(hit)
             return docs, acc[docs]
@@ -248,7 +315,7 @@ class BM25Index:
         >>> round(float(index.coverage(["jwt", "unicorn"])[1][0]), 3)
         0.279
         """
-        n_docs = len(self)
+        n_docs = self.live_documents
         terms = sorted(set(tokens))
         if not terms or n_docs == 0:
             return np.empty(0, np.int64), np.empty(0)
@@ -278,11 +345,12 @@ class BM25Index:
     def doc_term_matrix(self) -> tuple[sp.csr_array, list[str]]:
         """The raw term-frequency matrix (documents × terms) and the term of each column."""
         rows, cols, vals = [], [], []
-        for tid, (docs, tfs) in enumerate(zip(self._post_docs, self._post_tfs)):
-            rows.append(docs.view())
-            cols.append(np.full(docs.size, tid, dtype=np.int32))
-            vals.append(tfs.view())
-        terms = sorted(self._vocab, key=self._vocab.__getitem__)
+        terms = sorted(self._vocab, key=self._vocab.__getitem__)  # live terms only
+        for col, term in enumerate(terms):
+            tid = self._vocab[term]
+            rows.append(self._post_docs[tid].view())
+            cols.append(np.full(self._post_docs[tid].size, col, dtype=np.int32))
+            vals.append(self._post_tfs[tid].view())
         if not rows:
             return sp.csr_array((len(self), 0)), terms
         matrix = sp.coo_array((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
