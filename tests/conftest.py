@@ -1,8 +1,14 @@
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import settings
 
 from memlab import ManualClock, Memory, MemoryStore
+
+# No assertion may depend on wall-clock time: hypothesis's per-example deadline (200 ms by
+# default) would fail a property test on a loaded machine, so it is off for every test.
+settings.register_profile("memlab", deadline=None)
+settings.load_profile("memlab")
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 

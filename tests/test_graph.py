@@ -5,8 +5,8 @@ hypothesis draws the graphs, including writes made after the view was built (the
 """
 
 import json
+import math
 import threading
-import time
 
 import networkx as nx
 import numpy as np
@@ -20,6 +20,8 @@ from memlab.datasets.synthetic import power_law_edges
 from memlab.graph import (PPRCache, PPRConfig, PPRConvergenceError, SpreadConfig,
                           personalized_pagerank, ppr_result, register_ppr_method, spread,
                           spread_result)
+from memlab.graph import ppr as ppr_module
+from memlab.graph import spreading as spreading_module
 from memlab.graph.csr import EdgeTable, GraphView
 from memlab.graph.ppr import PPR_METHODS
 from memlab.surfacing.config import DEFAULT, SEED_COMPAT, SurfacingConfig
@@ -55,6 +57,18 @@ edge_lists = st.lists(
     max_size=40)
 
 
+class TickingClock:
+    """Stands in for the ``time`` module of a graph stage: every ``perf_counter()`` call advances
+    one second, so a time budget cuts after a known number of checks, whatever the machine."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
 def write_edges(mem: Memory, edges) -> None:
     rows = [(f"n{s:03d}", f"n{d:03d}", t, w) for s, d, t, w in edges if s != d]
     if rows:
@@ -72,16 +86,19 @@ def test_exact_ppr_equals_networkx(before, after, seeds, alpha):
     seed_ids = [f"n{s:03d}" for s in sorted(seeds)]
     personalized_pagerank(mem, seed_ids, method="exact", top_k=None)  # builds the base
     write_edges(mem, after)  # these live in the delta (and re-weight some base edges)
+    # no time budget: the result must not depend on machine load (push at epsilon=1e-10 needs
+    # hundreds of rounds, which a 200 ms budget cut short on a busy machine)
     ours = personalized_pagerank(mem, seed_ids, method="exact", alpha=alpha, top_k=None,
-                                 tol=1e-13, cache=False)
+                                 tol=1e-13, cache=False, budget_ms=None)
     ref = nx_reference(mem, seed_ids, alpha)
     assert l1(ours, ref) < 1e-6
     via_nx = personalized_pagerank(mem, seed_ids, method="networkx", alpha=alpha, top_k=None,
-                                   tol=1e-13, cache=False)
+                                   tol=1e-13, cache=False, budget_ms=None)
     assert l1(via_nx, ref) < 1e-6
-    pushed = personalized_pagerank(mem, seed_ids, method="push", alpha=alpha, top_k=None,
-                                   epsilon=1e-10, cache=False)
-    assert l1(pushed, ref) < 1e-6
+    pushed = ppr_result(mem, seed_ids, method="push", alpha=alpha, top_k=None,
+                        epsilon=1e-10, cache=False, budget_ms=None)
+    assert not pushed.budget_exhausted and pushed.converged
+    assert l1(pushed.scores, ref) < 1e-6
 
 
 def test_exact_ppr_after_a_rebuild_matches_networkx():
@@ -127,9 +144,9 @@ def test_push_shares_nine_of_exact_top_ten_on_a_100k_power_law_graph():
     push_cfg = PPRConfig(method="push", epsilon=1e-4)
     for _ in range(5):
         seeds = rng.choice(n, 5, replace=False)
-        nodes, mass, _ = PPR_METHODS["exact"](snap, seeds, exact_cfg, time.perf_counter() + 60)
+        nodes, mass, _ = PPR_METHODS["exact"](snap, seeds, exact_cfg, math.inf)
         top_exact = set(nodes[np.argsort(-mass)[:10]].tolist())
-        nodes, mass, info = PPR_METHODS["push"](snap, seeds, push_cfg, time.perf_counter() + 60)
+        nodes, mass, info = PPR_METHODS["push"](snap, seeds, push_cfg, math.inf)
         top_push = set(nodes[np.argsort(-mass)[:10]].tolist())
         assert len(top_exact & top_push) >= 9, (seeds, top_exact, top_push)
         assert info["converged"] and 0 < info["residual"] < 1  # mass left unpushed
@@ -160,12 +177,47 @@ def test_exact_ppr_raises_a_named_error_when_it_cannot_converge():
         personalized_pagerank(mem, ["n000"], method="exact", max_iter=3, tol=1e-15)
 
 
-def test_ppr_budget_stops_iterating_and_says_so():
+def test_ppr_time_budget_stops_iterating_and_says_so(monkeypatch):
     mem = make_memory(4)
     mem.add_edges([("n000", "n001"), ("n001", "n002")])
-    result = ppr_result(mem, ["n000"], method="exact", budget_ms=1e-9, cache=False)
-    assert result.budget_exhausted and result.iterations == 0 and result.overrun_ms > 0
-    assert result.scores == {"n000": 1.0}  # the iterate it had: the personalization
+    monkeypatch.setattr(ppr_module, "time", TickingClock())
+    # started at t=1 s, deadline 3.5 s: iterations run at the checks t=2 and t=3, stop at t=4
+    result = ppr_result(mem, ["n000"], method="exact", budget_ms=2500.0, tol=1e-15)
+    assert result.budget_exhausted and result.iterations == 2 and not result.converged
+    assert result.elapsed_ms == 4000.0 and result.overrun_ms == 1500.0  # done() reads t=5
+    # the second iterate: n000 keeps its teleport share, n001 and n002 hold the walk
+    assert result.scores == pytest.approx({"n000": 0.15, "n001": 0.1275, "n002": 0.7225})
+    # a result the clock cut is not cached: the next call, with no time budget, computes anew
+    again = ppr_result(mem, ["n000"], method="exact", budget_ms=None, tol=1e-15)
+    assert not again.cache_hit and not again.budget_exhausted and again.converged
+    assert again.overrun_ms == 0.0 and again.budget_ms is None
+    assert l1(again.scores, nx_reference(mem, ["n000"])) < 1e-9
+    zero = ppr_result(mem, ["n000"], method="push", budget_ms=500.0, cache=False)
+    assert zero.budget_exhausted and zero.iterations == 0 and zero.scores == {}
+
+
+@pytest.mark.parametrize("method", ["exact", "push"])
+def test_ppr_rounds_budget_cuts_at_the_same_round_everywhere(method):
+    mem = make_memory(4)
+    mem.add_edges([("n000", "n001"), ("n001", "n002")])
+    one = ppr_result(mem, ["n000"], method=method, budget_rounds=1, budget_ms=None)
+    assert one.budget_exhausted and one.iterations == 1 and not one.converged
+    # exact holds the first iterate; push has settled only the seed's own share
+    expected = {"exact": {"n000": 0.15, "n001": 0.85}, "push": {"n000": 0.15}}[method]
+    assert one.scores == pytest.approx(expected)
+    # cut by rounds, the result is the same on every machine, so it is cached under its own key
+    assert ppr_result(mem, ["n000"], method=method, budget_rounds=1, budget_ms=None).cache_hit
+    full = ppr_result(mem, ["n000"], method=method, budget_ms=None, epsilon=1e-12, tol=1e-15)
+    assert not full.cache_hit and full.converged and not full.budget_exhausted
+    enough = ppr_result(mem, ["n000"], method=method, budget_ms=None, epsilon=1e-12, tol=1e-15,
+                        budget_rounds=full.iterations)
+    assert not enough.budget_exhausted and enough.scores == full.scores
+    with pytest.raises(ValueError, match="budget_rounds"):
+        PPRConfig(budget_rounds=0)
+    with pytest.raises(ValueError, match="budget_ms"):
+        PPRConfig(budget_ms=0)
+    assert PPRConfig.from_dict(PPRConfig(budget_ms=None, budget_rounds=7).to_dict()) == \
+        PPRConfig(budget_ms=None, budget_rounds=7)
 
 
 def test_auto_picks_exact_on_small_graphs_and_push_on_large_ones():
@@ -213,7 +265,7 @@ def test_a_third_concurrent_ppr_call_returns_empty_at_once_and_the_record_says_s
 
     def slow(snapshot, seeds, config, deadline):
         entered.release()
-        release.wait(10)
+        release.wait()  # until the test releases it (the finally clause always does)
         return np.asarray(seeds), np.ones(len(seeds)), {}
 
     register_ppr_method("test-slow", slow)
@@ -226,10 +278,16 @@ def test_a_third_concurrent_ppr_call_returns_empty_at_once_and_the_record_says_s
             i, ppr_result(mems[i], ["n000"], method="test-slow"))) for i in range(2)]
         for t in threads:
             t.start()
-        assert entered.acquire(timeout=5) and entered.acquire(timeout=5)
-        started = time.perf_counter()
-        third = ppr_result(mems[2], ["n000"], method="test-slow")
-        assert time.perf_counter() - started < 1.0  # returned at once, not after the 10 s wait
+        # both slots are taken (the timeouts only guard against a hang)
+        assert entered.acquire(timeout=60) and entered.acquire(timeout=60)
+        thirds = []
+        caller = threading.Thread(target=lambda: thirds.append(
+            ppr_result(mems[2], ["n000"], method="test-slow")))
+        caller.start()
+        caller.join(60)  # a hang guard: a third caller that waited would wait until release
+        # it returned while both computations were still blocked, so it did not wait for them
+        assert not caller.is_alive() and not results and all(t.is_alive() for t in threads)
+        third = thirds[0]
         assert third.scores == {} and third.saturated
         cfg = DEFAULT.replace(ppr=PPRConfig(method="test-slow"))
         surfacing = Memory(store=mems[2].store, surfacing_mode="router", config=cfg)
@@ -238,7 +296,7 @@ def test_a_third_concurrent_ppr_call_returns_empty_at_once_and_the_record_says_s
         assert notes["saturated"] is True and notes["results"] == 0
         release.set()
         for t in threads:
-            t.join(10)
+            t.join(60)
         assert all(r.scores == {"n000": 1.0} and not r.saturated for r in results.values())
     finally:
         release.set()
@@ -312,8 +370,19 @@ def test_spread_cap_and_budget_are_reported():
     assert len(result.scores) == 25 and result.truncated == 0
     capped = spread_result(mem, ["n000"], depth=1, max_fan_out=5)
     assert list(capped.scores) == ["n001", "n002", "n003", "n004", "n005"]
-    late = spread_result(mem, ["n000"], budget_ms=1e-9)
-    assert late.scores == {} and late.budget_exhausted and late.info()["overrun_ms"] > 0
+    unbounded = spread_result(mem, ["n000"], depth=1, budget_ms=None)
+    assert len(unbounded.scores) == 20 and not unbounded.budget_exhausted
+    assert unbounded.budget_ms is None and unbounded.info()["overrun_ms"] == 0.0
+
+
+def test_spread_time_budget_is_checked_before_each_hop(monkeypatch):
+    mem = make_memory(30)
+    mem.add_edges([("n000", "n001"), ("n001", "n002"), ("n002", "n003")])
+    monkeypatch.setattr(spreading_module, "time", TickingClock())
+    # started at t=1 s, deadline 2.5 s: hop 1 runs at the check t=2, hop 2 is refused at t=3
+    late = spread_result(mem, ["n000"], depth=3, budget_ms=1500.0)
+    assert late.scores == {"n001": 0.5} and late.budget_exhausted and late.hops_completed == 1
+    assert late.elapsed_ms == 3000.0 and late.info()["overrun_ms"] == 1500.0
 
 
 def test_spread_rejects_bad_arguments():

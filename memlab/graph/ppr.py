@@ -27,6 +27,13 @@ Methods (:data:`PPR_METHODS`, each a registered callable):
 ``auto``
     ``exact`` while the graph has at most ``auto_exact_max_edges`` edges, ``push`` above.
 
+Two budgets bound the iterative methods, each optional and reported as ``budget_exhausted``:
+``budget_ms``, a wall-clock budget (what a latency-bound caller wants; results then depend on
+machine load), and ``budget_rounds``, a count of iterations (``exact``) or push rounds (``push``),
+which cuts at the same point on every machine and is what tests and reproducible experiments
+use. ``budget_ms=None`` disables the time budget. A result cut by the time budget is not cached
+(a later call could get further); one cut by the rounds budget is, under its own key.
+
 At most two computations run at once per process; a third caller gets ``{}`` at once, and its
 :class:`PPRResult` says ``saturated``. Results are cached per workspace, keyed by graph version,
 sorted seeds and configuration; any write to the graph clears the workspace's cache.
@@ -35,6 +42,7 @@ sorted seeds and configuration; any write to the graph clears the workspace's ca
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -104,8 +112,13 @@ class PPRConfig:
         The push method's residual threshold per unit of out-degree.
     auto_exact_max_edges : int
         ``auto`` uses ``exact`` up to this many edges, ``push`` above.
-    budget_ms : float
-        Iterative methods stop when past it and report ``budget_exhausted``.
+    budget_ms : float or None
+        Wall-clock budget: iterative methods stop when past it and report
+        ``budget_exhausted``. None: no time budget (the result then depends only on the inputs).
+    budget_rounds : int or None
+        Deterministic budget: ``exact`` stops after this many iterations and ``push`` after this
+        many rounds, reporting ``budget_exhausted`` (unlike ``max_iter``, reaching it is not an
+        error). None: no rounds budget. Methods registered by users may ignore it.
     max_nodes : int or None
         Skip (return ``{}``, reported) workspaces with more items; the seed used 10,000.
     use_cache : bool
@@ -129,7 +142,8 @@ class PPRConfig:
     max_iter: int = 1000
     epsilon: float = 1e-4
     auto_exact_max_edges: int = 50_000
-    budget_ms: float = 200.0
+    budget_ms: float | None = 200.0
+    budget_rounds: int | None = None
     max_nodes: int | None = None
     use_cache: bool = True
 
@@ -139,10 +153,13 @@ class PPRConfig:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha!r}")
         for name in ("tol", "epsilon", "budget_ms"):
             value = getattr(self, name)
+            if value is None and name == "budget_ms":
+                continue
             if not is_number(value) or value <= 0:
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
         for name, optional in (("top_k", True), ("max_iter", False),
-                               ("auto_exact_max_edges", False), ("max_nodes", True)):
+                               ("auto_exact_max_edges", False), ("max_nodes", True),
+                               ("budget_rounds", True)):
             value = getattr(self, name)
             if value is None and optional:
                 continue
@@ -154,7 +171,10 @@ class PPRConfig:
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
 
     def cache_key(self) -> tuple:
-        """The fields that change results (everything but the budget and the cache switch)."""
+        """The fields that change results (all but the time budget and the cache switch).
+
+        The rounds budget is part of the key: it changes results, the same way everywhere.
+        """
         key = self.__dict__.get("_cache_key")
         if key is None:  # computed once: dataclasses.fields() is slow on a per-query path
             key = tuple((f.name, method_name(self.method, PPR_METHODS) if f.name == "method"
@@ -191,11 +211,14 @@ class PPRResult:
     skipped: str | None = None
     budget_exhausted: bool = False
     elapsed_ms: float = 0.0
-    budget_ms: float = 0.0
+    budget_ms: float | None = 0.0
     unknown_seeds: list[str] = field(default_factory=list)
 
     @property
     def overrun_ms(self) -> float:
+        """Time past the time budget (0.0 without one)."""
+        if self.budget_ms is None:
+            return 0.0
         return max(0.0, self.elapsed_ms - self.budget_ms)
 
     def info(self) -> dict[str, Any]:
@@ -232,8 +255,9 @@ def exact_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
     change = np.inf
     exhausted = converged = False
     iterations = 0
+    rounds = config.budget_rounds
     while iterations < config.max_iter:
-        if time.perf_counter() > deadline:
+        if (rounds is not None and iterations >= rounds) or time.perf_counter() > deadline:
             exhausted = True
             break
         y = snapshot.transpose_matvec(x * inverse)
@@ -268,7 +292,8 @@ def push_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
     rounds = 0
     exhausted = False
     while len(active):
-        if time.perf_counter() > deadline:
+        if (config.budget_rounds is not None and rounds >= config.budget_rounds) \
+                or time.perf_counter() > deadline:
             exhausted = True
             break
         rounds += 1
@@ -341,8 +366,8 @@ def register_ppr_method(name: str, fn: Callable) -> None:
     """Make ``fn`` usable as ``PPRConfig(method=name)``.
 
     ``fn(snapshot, seeds, config, deadline)`` gets a :class:`~memlab.graph.csr.GraphSnapshot`,
-    the seed item numbers, the :class:`PPRConfig` and a ``time.perf_counter()`` deadline, and
-    returns ``(item_numbers, mass, info_dict)``.
+    the seed item numbers, the :class:`PPRConfig` and a ``time.perf_counter()`` deadline
+    (``math.inf`` without a time budget), and returns ``(item_numbers, mass, info_dict)``.
     """
     register(PPR_METHODS, name, fn)
 
@@ -388,10 +413,15 @@ def run_ppr(ws, seeds: np.ndarray, config: PPRConfig, *, lock, cache=None,
             key = cache_scope + (ws.graph.version, tuple(seeds.tolist()), config.cache_key())
             snapshot = ws.graph.snapshot(len(ws))
             fn = config.method if callable(config.method) else PPR_METHODS[config.method]
-            nodes, mass, info = fn(snapshot, seeds, config, started + config.budget_ms / 1e3)
+            deadline = math.inf if config.budget_ms is None else started + config.budget_ms / 1e3
+            nodes, mass, info = fn(snapshot, seeds, config, deadline)
             info = {"method": requested, **info}
             nodes, mass = np.asarray(nodes, np.int64), np.asarray(mass, np.float64)
-            if use_cache:
+            # a result the time budget cut depends on machine load: never serve it again
+            cut_by_time = bool(info.get("budget_exhausted")) and (
+                config.budget_rounds is None
+                or (info.get("iterations") or 0) < config.budget_rounds)
+            if use_cache and not cut_by_time:
                 cache.put(key, (nodes, mass, info))
             return done(_finish(ws, result, nodes, mass, info, cache_hit=False,
                                 top_k=config.top_k))
@@ -419,7 +449,7 @@ def _finish(ws, result: PPRResult, nodes: np.ndarray, mass: np.ndarray, info: di
 
 
 def ppr_result(memory, seed_item_ids, *, alpha: float = 0.85, top_k: int | None = 100,
-               budget_ms: float = 200.0, cache=None, workspace_id: str | None = None,
+               budget_ms: float | None = 200.0, cache=None, workspace_id: str | None = None,
                method: str | Callable = "auto", **options: Any) -> PPRResult:
     """:func:`personalized_pagerank` with the full :class:`PPRResult`."""
     config = PPRConfig(method=method, alpha=alpha, top_k=top_k, budget_ms=budget_ms, **options)
@@ -440,7 +470,7 @@ def ppr_result(memory, seed_item_ids, *, alpha: float = 0.85, top_k: int | None 
 
 
 def personalized_pagerank(memory, seed_item_ids, *, alpha: float = 0.85, top_k: int | None = 100,
-                          budget_ms: float = 200.0, cache=None, workspace_id: str | None = None,
+                          budget_ms: float | None = 200.0, cache=None, workspace_id: str | None = None,
                           method: str | Callable = "auto", **options: Any) -> dict[str, float]:
     """Personalized PageRank over ``memory``'s workspace from ``seed_item_ids`` (SPEC §5.2).
 
@@ -451,7 +481,8 @@ def personalized_pagerank(memory, seed_item_ids, *, alpha: float = 0.85, top_k: 
     seed_item_ids : list of str
         Personalization, uniform over the distinct ids present (others are dropped).
     alpha, top_k, budget_ms, method, **options
-        See :class:`PPRConfig` (``options`` are its other fields, e.g. ``epsilon``).
+        See :class:`PPRConfig` (``options`` are its other fields, e.g. ``epsilon`` or
+        ``budget_rounds``; ``budget_ms=None`` runs without a time budget).
     cache : PPRCache, None or False
         None uses the workspace's own cache, False none.
     workspace_id : str, optional

@@ -9,7 +9,9 @@ Seeds are never results. At most ``max_fan_out * depth`` results are kept, neare
 by item id.
 
 The budget is checked before each hop: past ``budget_ms`` the search stops with what it has and
-says so in its :class:`SpreadResult` (it never raises for a budget).
+says so in its :class:`SpreadResult` (it never raises for a budget). That budget is wall-clock
+time, so a cut depends on machine load; ``budget_ms=None`` disables it, leaving ``depth`` (a
+count of hops) as the only, deterministic, bound.
 
 Methods are registered callables (:data:`SPREAD_METHODS`): ``"bfs"`` is the vectorised one on
 the CSR view; ``"reference"`` is a plain per-seed BFS over the edge table, kept as the oracle.
@@ -18,6 +20,7 @@ the CSR view; ``"reference"`` is a plain per-seed BFS over the edge table, kept 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -64,7 +67,8 @@ class SpreadConfig:
         A name in :data:`SPREAD_METHODS` or a callable with the same signature as
         :func:`bfs_spread`.
     depth, max_fan_out, damping, budget_ms
-        As in SPEC §5.1.
+        As in SPEC §5.1; ``budget_ms=None`` runs without a time budget (``depth`` still
+        bounds the hops).
     edge_types : tuple of str, ``"*"`` or None
         The allowlist: None is the seed's default list, ``"*"`` every type present.
     excluded_edge_types : tuple of str
@@ -86,7 +90,7 @@ class SpreadConfig:
     damping: float = 0.5
     edge_types: tuple[str, ...] | str | None = None
     excluded_edge_types: tuple[str, ...] = NON_PROPAGATING_EDGE_TYPES
-    budget_ms: float = 150.0
+    budget_ms: float | None = 150.0
 
     def __post_init__(self) -> None:
         check_method(self.method, SPREAD_METHODS, "method")
@@ -96,8 +100,9 @@ class SpreadConfig:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if not is_number(self.damping) or not 0 < self.damping <= 1:
             raise ValueError(f"damping must be in (0, 1], got {self.damping!r}")
-        if not is_number(self.budget_ms) or self.budget_ms <= 0:
-            raise ValueError(f"budget_ms must be a finite number > 0, got {self.budget_ms!r}")
+        if self.budget_ms is not None and (not is_number(self.budget_ms) or self.budget_ms <= 0):
+            raise ValueError(f"budget_ms must be a finite number > 0 or None, "
+                             f"got {self.budget_ms!r}")
         excluded = type_tuple(self.excluded_edge_types, "excluded_edge_types")
         object.__setattr__(self, "excluded_edge_types", excluded)
         if self.edge_types is not None and self.edge_types != ALL_EDGE_TYPES:
@@ -145,7 +150,7 @@ class SpreadResult:
     hops: np.ndarray
     method: str
     elapsed_ms: float
-    budget_ms: float
+    budget_ms: float | None
     budget_exhausted: bool
     hops_completed: int
     seeds_used: list[str] = field(default_factory=list)
@@ -155,6 +160,9 @@ class SpreadResult:
 
     @property
     def overrun_ms(self) -> float:
+        """Time past the time budget (0.0 without one)."""
+        if self.budget_ms is None:
+            return 0.0
         return max(0.0, self.elapsed_ms - self.budget_ms)
 
     def info(self) -> dict[str, Any]:
@@ -236,7 +244,7 @@ def register_spread_method(name: str, fn: Callable) -> None:
 def run_spread(ws, seeds: np.ndarray, config: SpreadConfig) -> SpreadResult:
     """Spread from item numbers ``seeds`` of workspace ``ws`` (the store's lock held)."""
     started = time.perf_counter()
-    deadline = started + config.budget_ms / 1e3
+    deadline = math.inf if config.budget_ms is None else started + config.budget_ms / 1e3
     table = ws.graph.table
     types = config.allowed(table.type_names)
     codes = table.codes_for(types)
@@ -271,7 +279,7 @@ def run_spread(ws, seeds: np.ndarray, config: SpreadConfig) -> SpreadResult:
 
 
 def spread_result(memory, seed_item_ids, *, depth: int = 2, max_fan_out: int = 20,
-                  damping: float = 0.5, edge_types=None, budget_ms: float = 150.0,
+                  damping: float = 0.5, edge_types=None, budget_ms: float | None = 150.0,
                   method: str | Callable = "bfs") -> SpreadResult:
     """:func:`spread` with the full :class:`SpreadResult` (timings, budget, unknown seeds)."""
     config = SpreadConfig(method=method, depth=depth, max_fan_out=max_fan_out, damping=damping,
@@ -287,7 +295,7 @@ def spread_result(memory, seed_item_ids, *, depth: int = 2, max_fan_out: int = 2
 
 
 def spread(memory, seed_item_ids, *, depth: int = 2, max_fan_out: int = 20, damping: float = 0.5,
-           edge_types=None, budget_ms: float = 150.0) -> dict[str, float]:
+           edge_types=None, budget_ms: float | None = 150.0) -> dict[str, float]:
     """Spreading activation from ``seed_item_ids`` over ``memory``'s workspace (SPEC §5.1).
 
     Parameters

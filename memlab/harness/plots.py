@@ -1,10 +1,14 @@
 """Plots of replay, experiment and sweep results; each returns a matplotlib ``Figure``.
 
-Figures are built with the object API (no pyplot state), so they work headless and in notebooks.
+Figures are built with the object API (no pyplot state, no backend switch, no rcParams change), so
+they work headless and save with ``savefig``. Each is an :class:`InlineFigure`, a ``Figure`` that
+renders itself as PNG for IPython's display machinery: left as the last expression of a notebook
+cell it shows as an image with no ``%matplotlib`` magic, whatever the backend.
 """
 
 from __future__ import annotations
 
+import io
 from typing import Iterable, Mapping
 
 import numpy as np
@@ -16,13 +20,40 @@ from memlab.harness.sweep import SweepResult
 from memlab.surfacing.composite import TERM_COLUMNS
 
 __all__ = ["plot_score_breakdown", "plot_stage_latency", "plot_strategy_mix",
-           "plot_measure_vs_parameter", "TERM_COLOURS"]
+           "plot_measure_vs_parameter", "InlineFigure", "TERM_COLOURS"]
 
 TERM_COLOURS = {"term_base": "#4C72B0", "term_centrality": "#55A868", "term_strategy": "#C44E52",
                 "term_anchor": "#8172B2", "term_pin": "#CCB974", "term_freshness": "#64B5CD"}
 
 
-def plot_score_breakdown(result: ReplayResult, qid: str, top: int = 10) -> Figure:
+class InlineFigure(Figure):
+    """A matplotlib ``Figure`` that IPython displays as a PNG image.
+
+    A bare ``Figure`` made with the object API has no display hook of its own: Jupyter shows only
+    its text repr (``<Figure size 800x565 with 1 Axes>``) unless pyplot's inline backend has been
+    loaded. This subclass adds ``_repr_png_``, which IPython's PNG formatter calls when the figure
+    is the last expression of a cell. It is rendered by Agg into memory; pyplot's figure manager
+    never sees it, so it is displayed once, and no global matplotlib state changes. When the
+    inline backend *is* active, its formatter for ``Figure`` takes precedence and the figure is
+    still shown once.
+
+    Everything else is a plain ``Figure``: ``savefig``, ``axes``, pickling.
+    """
+
+    def _repr_png_(self) -> bytes:
+        """Render the figure as PNG bytes (Agg, in memory, tight bounding box).
+
+        Returns
+        -------
+        bytes
+            The PNG image, at the figure's own dpi.
+        """
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", bbox_inches="tight")
+        return buffer.getvalue()
+
+
+def plot_score_breakdown(result: ReplayResult, qid: str, top: int = 10) -> InlineFigure:
     """Stacked composite terms of the query's ``top`` candidates, best first.
 
     Bars of surfaced items are solid, the others faded; gold items are marked ``★``.
@@ -31,7 +62,7 @@ def plot_score_breakdown(result: ReplayResult, qid: str, top: int = 10) -> Figur
     if cand.empty or qid not in set(cand["qid"]):
         raise ValueError(f"qid {qid!r} has no recorded candidates in this result")
     rows = cand[cand["qid"] == qid].sort_values("rank").head(top).iloc[::-1]
-    fig = Figure(figsize=(8, 0.45 * len(rows) + 1.6))
+    fig = InlineFigure(figsize=(8, 0.45 * len(rows) + 1.6))
     ax = fig.add_subplot()
     left = np.zeros(len(rows))
     labels = [("★ " if g > 0 else "") + str(i) for i, g in zip(rows["item_id"], rows["gold"])]
@@ -55,7 +86,7 @@ def plot_score_breakdown(result: ReplayResult, qid: str, top: int = 10) -> Figur
 
 
 def plot_stage_latency(result: ReplayResult, percentiles: Iterable[float] = (50, 95, 99)
-                       ) -> Figure:
+                       ) -> InlineFigure:
     """Per-stage latency percentiles (ms) over the replay's queries."""
     decisions = result.decisions
     # stage timings: "<stage>_ms", including the graph stages' own "spread_ms" and "ppr_ms",
@@ -66,7 +97,7 @@ def plot_stage_latency(result: ReplayResult, percentiles: Iterable[float] = (50,
     if decisions.empty or not stages:
         raise ValueError("result has no decisions with stage timings")
     table = pd.DataFrame({p: decisions[stages].quantile(p / 100.0) for p in percentiles})
-    fig = Figure(figsize=(9, 4))
+    fig = InlineFigure(figsize=(9, 4))
     ax = fig.add_subplot()
     width = 0.8 / len(percentiles)
     x = np.arange(len(stages))
@@ -81,13 +112,13 @@ def plot_stage_latency(result: ReplayResult, percentiles: Iterable[float] = (50,
     return fig
 
 
-def plot_strategy_mix(results: ReplayResult | Mapping[str, ReplayResult]) -> Figure:
+def plot_strategy_mix(results: ReplayResult | Mapping[str, ReplayResult]) -> InlineFigure:
     """How often each strategy was used (one bar group per result)."""
     if isinstance(results, ReplayResult):
         results = {"replay": results}
     counts = pd.DataFrame({name: r.decisions["strategy_used"].value_counts()
                            for name, r in results.items()}).fillna(0).sort_index()
-    fig = Figure(figsize=(8, 4))
+    fig = InlineFigure(figsize=(8, 4))
     ax = fig.add_subplot()
     width = 0.8 / max(1, counts.shape[1])
     x = np.arange(len(counts))
@@ -101,7 +132,7 @@ def plot_strategy_mix(results: ReplayResult | Mapping[str, ReplayResult]) -> Fig
     return fig
 
 
-def plot_measure_vs_parameter(sweep: SweepResult, parameter: str, measure: str) -> Figure:
+def plot_measure_vs_parameter(sweep: SweepResult, parameter: str, measure: str) -> InlineFigure:
     """A measure's mean against one swept parameter, with its bootstrap 95% band.
 
     With more than one swept parameter, one line per combination of the others.
@@ -111,7 +142,7 @@ def plot_measure_vs_parameter(sweep: SweepResult, parameter: str, measure: str) 
     if column not in table or measure not in table:
         raise ValueError(f"sweep has no parameter {parameter!r} or measure {measure!r}")
     others = [c for c in table.columns if c.startswith("cfg_") and c != column]
-    fig = Figure(figsize=(7, 4))
+    fig = InlineFigure(figsize=(7, 4))
     ax = fig.add_subplot()
     groups = table.groupby(others, sort=True) if others else [((), table)]
     for key, group in groups:

@@ -216,7 +216,8 @@ class MultiHopStrategy(RelevanceOnly):
         run.notes["spreading"] = {**infos[0], "elapsed_ms": elapsed,
                                   "results": len(reached), "per_seed": len(infos),
                                   "budget_exhausted": any(i["budget_exhausted"] for i in infos),
-                                  "overrun_ms": max(0.0, elapsed - config.budget_ms)} \
+                                  "overrun_ms": 0.0 if config.budget_ms is None
+                                  else max(0.0, elapsed - config.budget_ms)} \
             if infos else {"results": 0}
         nodes = np.fromiter(reached.keys(), np.int64, len(reached))
         values = np.fromiter(reached.values(), np.float64, len(reached))
