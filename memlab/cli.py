@@ -229,8 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="quality on the shared public datasets", description=(
         "Replay LoCoMo and HippoRAG's MuSiQue under memlab's DEFAULT recipe, its no-graph "
         "ablation and BM25 baselines; write one results table."))
-    ev.add_argument("--data", default="../shared/datasets", help="folder holding locomo/ and "
-                    "hipporag/ as in the shared datasets' README (default: ../shared/datasets)")
+    ev.add_argument("--data", default=None, help="folder holding locomo/ and hipporag/ as in "
+                    "the shared datasets' README (default: $MEMLAB_SHARED_DATA, else "
+                    "../shared/datasets beside the repository)")
     ev.add_argument("--out", default="out/eval", help="folder for results.csv and results.md "
                     "(default: out/eval)")
     ev.add_argument("-k", type=int, default=20, help="items per context, 1..100 (default: 20)")
@@ -385,6 +386,9 @@ def _run(args: argparse.Namespace) -> int:
         from memlab.evaluation import run_eval, to_markdown
         _check_k(args.k)
         _writable_folder("--out", args.out)
+        if args.data is None:
+            from memlab.datasets import shared_data_dir
+            args.data = str(shared_data_dir())
         table = run_eval(args.data, out=args.out, k=args.k, dense=args.dense,
                          datasets=tuple(args.datasets))
         print(to_markdown(table))
