@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from memlab.cli import _load_trace, main
-from memlab.datasets import FIXTURE_COMPANIONS, FIXTURES_DIR, shared_data_dir
+from memlab import datasets
 from memlab.harness import ReplayError, TraceBuilder, replay
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,8 +198,8 @@ OFFERED = offered_fixtures()
 
 def test_the_cli_offers_every_fixture_file_as_a_trace_or_part_of_one():
     assert "apollo_demo" in OFFERED and len(OFFERED) == len(set(OFFERED))
-    for path in sorted(FIXTURES_DIR.glob("*.json")):
-        assert path.stem in OFFERED or FIXTURE_COMPANIONS.get(path.stem) in OFFERED, path.name
+    for path in sorted(datasets.FIXTURES_DIR.glob("*.json")):
+        assert path.stem in OFFERED or datasets.FIXTURE_COMPANIONS.get(path.stem) in OFFERED, path.name
 
 
 @pytest.mark.parametrize("name", OFFERED)
@@ -321,9 +321,9 @@ def test_bad_input_names_the_argument_and_value_in_one_line(args, fragments, tmp
 # ---------------------------------------------------------------------------- shared data location
 def test_shared_data_location_is_overridable(monkeypatch, tmp_path):
     monkeypatch.delenv("MEMLAB_SHARED_DATA", raising=False)
-    assert shared_data_dir() == ROOT.parent / "shared" / "datasets"
+    assert datasets.shared_data_dir() == ROOT.parent / "shared" / "datasets"
     monkeypatch.setenv("MEMLAB_SHARED_DATA", str(tmp_path))
-    assert shared_data_dir() == tmp_path
+    assert datasets.shared_data_dir() == tmp_path
 
 
 def test_eval_defaults_to_the_shared_data_location(monkeypatch, tmp_path, capsys):
