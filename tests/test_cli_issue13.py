@@ -330,3 +330,25 @@ def test_eval_defaults_to_the_shared_data_location(monkeypatch, tmp_path, capsys
     monkeypatch.setenv("MEMLAB_SHARED_DATA", str(tmp_path / "elsewhere"))
     code, err = cli(capsys, "eval", "--out", str(tmp_path / "out"))
     assert_one_line_error(code, err, "eval", f"data_root {str(tmp_path / 'elsewhere')!r}")
+
+
+def test_every_test_that_reads_the_shared_data_is_in_the_integration_tier():
+    """A test that names the shared data (``SHARED`` or ``shared_data_dir``) carries the
+    ``integration`` marker (directly or through ``needs_shared``), so the default tier never
+    depends on data a user's machine does not have."""
+    import ast
+
+    unmarked, found = [], 0
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test_"):
+                continue
+            names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            if not names & {"SHARED", "shared_data_dir"}:
+                continue
+            found += 1
+            decorators = " ".join(ast.unparse(d) for d in node.decorator_list)
+            if "needs_shared" not in decorators and "integration" not in decorators:
+                unmarked.append(f"{path.name}::{node.name}")
+    assert found >= 4 and unmarked == []
