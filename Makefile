@@ -2,7 +2,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-all bench lab clean
+.PHONY: demo test test-integration test-slow test-all bench lab clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,14 @@ demo: $(VENV)/.installed-base
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q
+
+# the tiers deselected by default: `integration` reads the shared public data
+# ($$MEMLAB_SHARED_DATA, else ../shared/datasets; skipped, saying why, without it), `slow` is long
+test-integration: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q -m integration
+
+test-slow: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q -m slow
 
 test-all: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -m ''

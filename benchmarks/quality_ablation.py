@@ -15,13 +15,14 @@ import pandas as pd
 
 from memlab.datasets.loaders import load_hipporag
 from memlab.harness.replay import replay
+from memlab.datasets import shared_data_dir
 from memlab.surfacing.config import DEFAULT
 
 
 def main(argv: list[str]) -> pd.DataFrame:
     dense = "--dense" in argv
     paths = [a for a in argv if not a.startswith("--")]
-    root = Path(paths[0] if paths else Path(__file__).resolve().parents[2] / "shared" / "datasets")
+    root = Path(paths[0]) if paths else shared_data_dir()  # $MEMLAB_SHARED_DATA or ../shared
     files = (root / "hipporag" / "musique_train.json", root / "hipporag" / "musique_train_corpus.json")
     titles_only = load_hipporag(*files, graph=("title_mentions",))
     both = load_hipporag(*files)  # the default: title mentions and shared entities

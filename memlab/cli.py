@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -39,20 +40,33 @@ def _load_trace(spec: str):
     from memlab.harness.trace import Trace
 
     if spec.startswith("fixture:"):
-        from memlab.datasets import fixture_trace, load_fixture
-        return fixture_trace(load_fixture(spec.split(":", 1)[1]))
+        from memlab.datasets import load_fixture_trace
+        try:
+            return load_fixture_trace(spec.split(":", 1)[1])
+        except ValueError as exc:
+            raise _Fail(f"trace {spec!r}: {exc}") from None
     if spec.startswith("synthetic:"):
         from memlab.datasets.synthetic import synthetic_trace
         parts = spec.split(":")
         try:
+            if len(parts) != 3:
+                raise ValueError
             items, queries = int(parts[1]), int(parts[2])
-        except (IndexError, ValueError):
+        except ValueError:
             raise _Fail(f"trace {spec!r} must look like synthetic:<items>:<queries>") from None
-        return synthetic_trace(items, queries, seed=0)
+        try:
+            return synthetic_trace(items, queries, seed=0)
+        except ValueError as exc:
+            raise _Fail(f"trace {spec!r}: {exc}") from None
     path = Path(spec)
     if not path.is_file():
         raise _Fail(f"trace {spec!r} is not a file (nor fixture:<name> / synthetic:<n>:<q>)")
-    return Trace.read_jsonl(path)
+    try:
+        return Trace.read_jsonl(path)
+    except ValueError as exc:
+        raise _Fail(f"trace {spec!r}: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _Fail(f"trace {spec!r} cannot be read: {exc}") from None
 
 
 def _load_config(spec: str):
@@ -63,27 +77,83 @@ def _load_config(spec: str):
     path = Path(spec)
     if path.suffix == ".json" and path.is_file():
         try:
-            return SurfacingConfig.from_dict(json.loads(path.read_text()))
+            data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise _Fail(f"config {spec!r} is not valid JSON: {exc.msg}") from None
+            raise _Fail(f"config {spec!r} is not valid JSON: {exc.msg} at line "
+                        f"{exc.lineno}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise _Fail(f"config {spec!r} cannot be read: {exc}") from None
+        if not isinstance(data, dict):
+            raise _Fail(f"config {spec!r} must hold a JSON object (SurfacingConfig.to_dict() "
+                        f"output), got a JSON {_json_kind(data)}")
+        try:
+            return SurfacingConfig.from_dict(data)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise _Fail(f"config {spec!r} is not a valid configuration: "
+                        f"{exc if isinstance(exc, ValueError) else repr(exc)}") from None
     raise _Fail(f"config {spec!r} is neither a recipe ({', '.join(sorted(RECIPES))}) nor a "
                 f"JSON file")
+
+
+def _json_kind(value: Any) -> str:
+    return {list: "array", str: "string", bool: "boolean", int: "number", float: "number",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _writable_folder(option: str, folder: str) -> None:
+    """Fail now, before any work, unless ``folder`` is (or can be made) a writable folder."""
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        raise _Fail(f"{option} {folder!r} is not a writable folder (it is a file)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(dir=path, prefix=".memlab-write-check-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise _Fail(f"{option} {folder!r} is not a writable folder "
+                    f"({exc.strerror or type(exc).__name__})") from None
+
+
+def _writable_file(option: str, file: str) -> None:
+    """Fail now unless ``file`` can be written (its folder is writable, it is not a folder)."""
+    path = Path(file)
+    if path.is_dir():
+        raise _Fail(f"{option} {file!r} is a folder, not a file")
+    _writable_folder(f"{option} {file!r}: its folder", str(path.parent))
 
 
 def _grid(pairs: list[str]) -> dict[str, list[Any]]:
     grid: dict[str, list[Any]] = {}
     for pair in pairs:
-        if "=" not in pair:
-            raise _Fail(f"grid entry {pair!r} must look like field=v1,v2,...")
-        key, values = pair.split("=", 1)
+        key, _, values = pair.partition("=")
+        key = key.strip()
+        if not _ or not key or not values.strip():
+            raise _Fail(f"--grid entry {pair!r} must look like field=v1,v2,...")
+        if key in grid:
+            raise _Fail(f"--grid entry {pair!r} repeats the field {key!r}")
         parsed = []
         for value in values.split(","):
+            if not value.strip():
+                raise _Fail(f"--grid entry {pair!r} has an empty value")
             try:
                 parsed.append(json.loads(value))
             except json.JSONDecodeError:
                 parsed.append(value)
-        grid[key.strip()] = parsed
+        grid[key] = parsed
     return grid
+
+
+def _measures(names: list[str] | None) -> list[str] | None:
+    """``--measures``, parsed now (before any work) so a bad name fails first."""
+    if names is None:
+        return None
+    from memlab.harness.measures import parse_measures
+    try:
+        parse_measures(names)
+    except ValueError as exc:
+        raise _Fail(f"--measures: {exc}") from None
+    return names
 
 
 def _replay_options(parser: argparse.ArgumentParser) -> None:
@@ -177,8 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="quality on the shared public datasets", description=(
         "Replay LoCoMo and HippoRAG's MuSiQue under memlab's DEFAULT recipe, its no-graph "
         "ablation and BM25 baselines; write one results table."))
-    ev.add_argument("--data", default="../shared/datasets", help="folder holding locomo/ and "
-                    "hipporag/ as in the shared datasets' README (default: ../shared/datasets)")
+    ev.add_argument("--data", default=None, help="folder holding locomo/ and hipporag/ as in "
+                    "the shared datasets' README (default: $MEMLAB_SHARED_DATA, else "
+                    "../shared/datasets beside the repository)")
     ev.add_argument("--out", default="out/eval", help="folder for results.csv and results.md "
                     "(default: out/eval)")
     ev.add_argument("-k", type=int, default=20, help="items per context, 1..100 (default: 20)")
@@ -224,17 +295,48 @@ def _check_k(k: int) -> None:
         raise _Fail(f"k must be in 1..100, got {k}")
 
 
+def _recipes() -> dict:
+    from memlab.surfacing.config import RECIPES
+    return RECIPES
+
+
+def _experiment_configs(entries: list[str]) -> dict[str, tuple[str, Any]]:
+    """``--config NAME=CONFIG[:MODE]`` entries, each name once."""
+    configs: dict[str, tuple[str, Any]] = {}
+    for entry in entries:
+        name, eq, spec = entry.partition("=")
+        name = name.strip()
+        if not eq or not name or not spec:
+            raise _Fail(f"--config {entry!r} must look like NAME=CONFIG[:MODE]")
+        if name in configs:
+            raise _Fail(f"--config {entry!r} repeats the name {name!r} (each configuration "
+                        f"needs its own name)")
+        mode = "router"
+        if spec.endswith((":legacy", ":router")):
+            spec, mode = spec.rsplit(":", 1)
+        elif ":" in spec and not Path(spec).is_file() and spec.rsplit(":", 1)[0] != "":
+            head, tail = spec.rsplit(":", 1)
+            if head in _recipes() or head.endswith(".json"):
+                raise _Fail(f"--config {entry!r}: the mode after ':' must be 'legacy' or "
+                            f"'router', got {tail!r}")
+        configs[name] = (mode, _load_config(spec))
+    return configs
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from memlab.demo import run_demo
         _check_k(args.k)
+        _writable_folder("--out", args.out)
         run_demo(args.out, k=args.k, measure_on=args.measure_on)
         return 0
     if args.command == "replay":
         from memlab.harness import replay
         _check_k(args.k)
-        result = replay(_load_trace(args.trace), _load_config(args.config), mode=args.mode,
-                        k=args.k, measures=args.measures, seed=args.seed,
+        config, measures = _load_config(args.config), _measures(args.measures)
+        _writable_folder("--out", args.out)
+        result = replay(_load_trace(args.trace), config, mode=args.mode,
+                        k=args.k, measures=measures, seed=args.seed,
                         measure_on=args.measure_on)
         print(result.summary().to_string(float_format=lambda v: f"{v:.4f}"))
         print(_measure_on_line(args.measure_on))
@@ -245,16 +347,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "experiment":
         from memlab.harness import Experiment
         _check_k(args.k)
-        configs = {}
-        for entry in args.config:
-            if "=" not in entry:
-                raise _Fail(f"--config {entry!r} must look like NAME=CONFIG[:MODE]")
-            name, spec = entry.split("=", 1)
-            mode = "router"
-            if spec.endswith((":legacy", ":router")):
-                spec, mode = spec.rsplit(":", 1)
-            configs[name] = (mode, _load_config(spec))
-        out = Experiment(_load_trace(args.trace), configs, args.measures, args.baseline,
+        configs = _experiment_configs(args.config)
+        if args.baseline is not None and args.baseline not in configs:
+            raise _Fail(f"--baseline {args.baseline!r} is not one of the --config names "
+                        f"{list(configs)}")
+        measures = _measures(args.measures)
+        _writable_folder("--out", args.out)
+        out = Experiment(_load_trace(args.trace), configs, measures, args.baseline,
                          k=args.k, measure_on=args.measure_on)
         print(out.table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
         print(_measure_on_line(args.measure_on))
@@ -266,8 +365,16 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "sweep":
         from memlab.harness import sweep
         _check_k(args.k)
-        out = sweep(_load_trace(args.trace), _grid(args.grid), base=_load_config(args.config),
-                    k=args.k, measures=args.measures, executor=args.executor,
+        if args.workers < 1:
+            raise _Fail(f"--workers must be at least 1, got {args.workers}")
+        if args.address is not None and args.executor != "dask":
+            raise _Fail(f"--address {args.address!r} needs --executor dask, got "
+                        f"--executor {args.executor}")
+        grid, base, measures = _grid(args.grid), _load_config(args.config), \
+            _measures(args.measures)
+        _writable_folder("--out", args.out)
+        out = sweep(_load_trace(args.trace), grid, base=base,
+                    k=args.k, measures=measures, executor=args.executor,
                     address=args.address, n_workers=args.workers,
                     counterfactual=args.counterfactual, measure_on=args.measure_on)
         print(out.table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
@@ -277,6 +384,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"wrote {args.out}/sweep.csv")
         return 0
     if args.command == "serve":
+        if not 0 <= args.port <= 65535:
+            raise _Fail(f"--port must be in 0..65535, got {args.port}")
+        if args.record:
+            _writable_file("--record", args.record)
         from memlab.service import ServiceState, create_app
         try:
             import uvicorn
@@ -297,6 +408,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "eval":
         from memlab.evaluation import run_eval, to_markdown
         _check_k(args.k)
+        _writable_folder("--out", args.out)
+        if args.data is None:
+            from memlab.datasets import shared_data_dir
+            args.data = str(shared_data_dir())
         table = run_eval(args.data, out=args.out, k=args.k, dense=args.dense,
                          datasets=tuple(args.datasets), measure_on=args.measure_on)
         print(to_markdown(table))
@@ -306,6 +421,7 @@ def _run(args: argparse.Namespace) -> int:
     # bench
     if not Path("benchmarks").is_dir():
         raise _Fail("bench runs from the repository root (no benchmarks/ folder here)")
+    _writable_file("--json", args.json)
     try:
         import pytest_benchmark  # noqa: F401
     except ImportError:

@@ -42,13 +42,14 @@ def test_every_subcommand_explains_every_option(name, capsys):
     (["replay", "fixture:apollo_demo", "--config", "turbo"], "memlab replay: error: config "
                                                              "'turbo' is neither a recipe"),
     (["replay", "fixture:apollo_demo", "-k", "0"], "memlab replay: error: k must be in 1..100"),
-    (["replay", "fixture:apollo_demo", "--measures", "R@"], "memlab replay: error: measure "),
+    (["replay", "fixture:apollo_demo", "--measures", "R@"], "memlab replay: error: --measures: "
+                                                              "measure "),
     (["replay", "synthetic:ten:5"], "memlab replay: error: trace 'synthetic:ten:5' must look"),
     (["experiment", "fixture:apollo_demo", "--config", "oops"], "memlab experiment: error: "
                                                                 "--config 'oops' must look like"),
     (["sweep", "fixture:apollo_demo", "--grid", "colour=1"], "memlab sweep: error: unknown "
                                                              "configuration field"),
-    (["sweep", "fixture:apollo_demo", "--grid", "nonsense"], "memlab sweep: error: grid entry"),
+    (["sweep", "fixture:apollo_demo", "--grid", "nonsense"], "memlab sweep: error: --grid entry"),
     (["eval", "--data", "/nonexistent"], "memlab eval: error: data_root '/nonexistent' has no"),
     (["demo", "-k", "500"], "memlab demo: error: k must be in 1..100"),
     (["replay"], "memlab replay: error: the following arguments are required: trace"),

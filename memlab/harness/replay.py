@@ -355,6 +355,20 @@ def measured_ranking(item_ids: Iterable[str], surfaced: Iterable[bool],
             if shown and (keep_mandatory or not forced)]
 
 
+def _blame_in_batch(runner: _Runner, events: list[Event], start: int, end: int,
+                    batch_error: ValueError) -> None:
+    """Re-apply ``events[start:end]`` one by one; raise :class:`ReplayError` at the first refused."""
+    for pos in range(start, end):
+        event = events[pos]
+        try:
+            runner.apply(pos, event, [event])
+        except ValueError as exc:
+            raise ReplayError(f"event {pos} (line {pos + 2}, {event.type}): {exc}") from exc
+    # every event passed alone (not expected: the checks are per event), so blame the batch
+    raise ReplayError(f"events {start}..{end - 1} (lines {start + 2}..{end + 1}, "
+                      f"{events[start].type}): {batch_error}") from batch_error
+
+
 def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 20,
            measures: Iterable[str | Measure] | None = None, record_candidates: bool = True,
            progress: bool | None = None, seed: int = 0,
@@ -441,7 +455,11 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
         try:
             runner.apply(pos, event, events[pos:end])
         except ValueError as exc:
-            raise ReplayError(f"event {pos} (line {pos + 2}, {event.type}): {exc}") from exc
+            if end - pos == 1:
+                raise ReplayError(f"event {pos} (line {pos + 2}, {event.type}): {exc}") from exc
+            # A bulk write is all or nothing, so nothing of it was applied: apply its events one
+            # at a time to name the event that was refused (its own line, not the batch's first).
+            _blame_in_batch(runner, events, pos, end, exc)
         if bar is not None:
             bar.update(end - pos)
         pos = end
