@@ -1,6 +1,7 @@
 """The research harness (SPEC §7): traces, replay, measures, experiments, counterfactuals,
 sweeps, router analysis, plots, manifests and Parquet."""
 
+import dataclasses
 import json
 import math
 
@@ -16,7 +17,15 @@ from memlab.harness import (Experiment, ReplayError, ReplayResult, Trace, TraceB
 from memlab.harness.measures import evaluate, parse_measures
 from memlab.harness.plots import (plot_measure_vs_parameter, plot_score_breakdown,
                                   plot_stage_latency, plot_strategy_mix)
-from memlab.surfacing.config import DEFAULT, SEED_COMPAT
+from memlab.surfacing.config import DEFAULT as TIMED_DEFAULT
+from memlab.surfacing.config import SEED_COMPAT
+
+# DEFAULT's graph stages stop at a wall-clock budget (PPR 200 ms, spreading 150 ms); a loaded
+# machine could cut one replay and not another. Tests that compare runs use the same recipe
+# with the time budgets off, so no assertion here depends on wall-clock time.
+DEFAULT = TIMED_DEFAULT.replace(
+    ppr=dataclasses.replace(TIMED_DEFAULT.ppr, budget_ms=None),
+    spreading=dataclasses.replace(TIMED_DEFAULT.spreading, budget_ms=None))
 
 
 @pytest.fixture(scope="module")
@@ -231,12 +240,13 @@ def test_new_weights_match_a_fresh_replay_with_those_weights(apollo, live):
 # ---------------------------------------------------------------------------- sweeps
 def test_sweep_grid_and_nested_fields(apollo):
     out = sweep(apollo, {"centrality_weight": [0.0, 1.0], "ppr.alpha": [0.5, 0.85]},
-                measures=["MRR"], k=10)
+                measures=["MRR"], k=10, base=DEFAULT)
     assert out.table[["cfg_centrality_weight", "cfg_ppr.alpha"]].values.tolist() == [
         [0.0, 0.5], [0.0, 0.85], [1.0, 0.5], [1.0, 0.85]]
     quick = sweep(apollo, {"centrality_weight": [0.0, 1.0]}, measures=["MRR"], k=10,
-                  counterfactual=True)
-    slow = sweep(apollo, {"centrality_weight": [0.0, 1.0]}, measures=["MRR"], k=10)
+                  counterfactual=True, base=DEFAULT)
+    slow = sweep(apollo, {"centrality_weight": [0.0, 1.0]}, measures=["MRR"], k=10,
+                 base=DEFAULT)
     pd.testing.assert_frame_equal(quick.table, slow.table)
     with pytest.raises(ValueError, match="grid"):
         sweep(apollo, {})
@@ -255,9 +265,10 @@ def test_sweep_grid_and_nested_fields(apollo):
 def test_sweeps_give_the_same_results_on_processes_and_on_a_dask_cluster(apollo):
     pytest.importorskip("distributed")
     grid = {"centrality_weight": [0.0, 2.0], "spreading.depth": [1, 2]}
-    serial = sweep(apollo, grid, measures=["R@5", "MRR"], k=10)
-    local = sweep(apollo, grid, measures=["R@5", "MRR"], k=10, executor="local")
-    dask = sweep(apollo, grid, measures=["R@5", "MRR"], k=10, executor="dask", n_workers=2)
+    serial = sweep(apollo, grid, measures=["R@5", "MRR"], k=10, base=DEFAULT)
+    local = sweep(apollo, grid, measures=["R@5", "MRR"], k=10, executor="local", base=DEFAULT)
+    dask = sweep(apollo, grid, measures=["R@5", "MRR"], k=10, executor="dask", n_workers=2,
+                 base=DEFAULT)
     pd.testing.assert_frame_equal(serial.table, local.table)
     pd.testing.assert_frame_equal(serial.table, dask.table)
     pd.testing.assert_frame_equal(serial.per_query, dask.per_query)

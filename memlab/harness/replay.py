@@ -180,8 +180,9 @@ def _flatten_stage(prefix: str, info: Any) -> dict[str, Any]:
             value = json.dumps(value, sort_keys=True)
         out[f"{prefix}_{key}"] = value
     budget, elapsed = info.get("budget_ms"), info.get("elapsed_ms")
-    if budget is not None and elapsed is not None:
-        out[f"{prefix}_over_budget"] = bool(elapsed > budget)
+    if "budget_ms" in info and elapsed is not None:
+        # no time budget (``budget_ms=None``) can never be overrun
+        out[f"{prefix}_over_budget"] = budget is not None and bool(elapsed > budget)
     return out
 
 
