@@ -80,7 +80,7 @@ def test_gazetteer_titles_count_as_entities():
     assert decide("edge cache sizing") == ("fast:recency", 0.5, ["fallback"])
 
 
-def test_issue13_default_router_rules_are_the_documented_six_in_order():
+def test_default_router_rules_are_the_documented_six_in_order():
     # the README's Router section and the router module docstring list exactly these
     assert DEFAULT.router_rules == ("procedural", "temporal", "multi_hop", "recency",
                                     "point_query", "question")
@@ -247,3 +247,11 @@ def test_gazetteer_maps_titles_to_the_items_they_name():
     assert g.items_named("david jones rugby") == [1]  # the longer title is gone, the shorter stays
     g.remove("David Jones", 1)
     assert g.items_named("Did David Jones play?") == [] and len(g) == 1
+
+
+def test_readme_router_section_lists_default_rules_in_order():
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("### Router (SPEC §4.1)"):readme.index("### Strategies and recipes")]
+    listed = [line for line in section.splitlines() if line.startswith("`procedural")]
+    assert listed == ["`" + ", ".join(DEFAULT.router_rules) + "`"]

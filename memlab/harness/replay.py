@@ -350,7 +350,9 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
     force_strategy : str, optional
         Ask every query for this strategy (router analysis).
     analyzer : {"porter", "plain"}
-        The store's BM25 analyzer (see :class:`~memlab.MemoryStore`).
+        The store's BM25 analyzer (see :class:`~memlab.MemoryStore`), which surfacing reads
+        under recipes whose ``analyzer`` is None (``DEFAULT``, ``BM25_ONLY``); a recipe naming
+        its own (``SEED_COMPAT``: ``"plain"``) uses that.
 
     Examples
     --------

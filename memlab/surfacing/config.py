@@ -17,7 +17,8 @@ Recipes
     same items in the same order, scores to 1e-12) in legacy and router mode. What the seed left
     unspecified is memlab's reading, listed in the README ("How far SEED_COMPAT is the seed").
 ``DEFAULT``
-    memlab's own: every strategy a distinct pipeline; three more router rules (procedural cues,
+    memlab's own: the store's analyzer (Porter stemming by default), memlab's entity detector
+    (``"capitalised"``), every strategy a distinct pipeline; three more router rules (procedural cues,
     time windows, and plain questions, which go through the graph); recency and activation as
     gentle tie-breakers unless the query asks for recency; activation propagated from each seed
     in proportion to its relevance; PPR by exact power iteration or local push by graph size, with
