@@ -121,7 +121,7 @@ def scenarios(draw):
                                     st.sampled_from(EDGE_TYPES), st.sampled_from([0.5, 1.0, 2.0])),
                           max_size=12))
     ops = draw(st.lists(st.one_of(
-        st.tuples(st.just("advance"), st.sampled_from([1.0, 6.5, 20.0, 30.0])),
+        st.tuples(st.just("advance"), st.sampled_from([1.0, 6.5, 20.0, 23.5, 24.0, 30.0])),
         st.tuples(st.just("get"), st.sampled_from(ids)),
         st.tuples(st.just("pin"), st.sampled_from(ids), st.sampled_from([0.5, 1.0, 2.0])),
         st.tuples(st.just("unpin"), st.sampled_from(ids)),
