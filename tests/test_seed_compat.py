@@ -222,3 +222,24 @@ def test_the_reference_tokenizer_agrees_with_memlab_on_stopwords():
     """The reference derives its stopwords from NLTK's list independently; the sets agree."""
     from memlab.text import STOPWORDS
     assert ref.STOPWORDS == STOPWORDS
+
+
+def test_issue13_seed_compat_ppr_cache_sees_new_items(clock):
+    """Found by the differential test: networkx stops at ``tol * n``, so adding an item changes
+    PPR, but the cache key (graph version, seeds) did not change and served the old result."""
+    def build(extra: bool) -> Memory:
+        mem = Memory(surfacing_mode="router", clock=clock, config=SEED_COMPAT)
+        mem.add_many([{"content": "paint", "item_id": "k0"}, {"content": "paint", "item_id": "k1"}])
+        mem.add_edge("k0", "k1", "RELATED", 0.5)
+        if extra:
+            mem.add("unrelated", item_id="z")
+        return mem
+
+    warm = build(extra=False)
+    warm.get_working_context("s", "why paint", k=2)  # fills the PPR cache
+    warm.add("unrelated", item_id="z")
+    got = warm.get_working_context("s", "why paint", k=2)
+    want = build(extra=True).get_working_context("s", "why paint", k=2)
+    assert [i["item_id"] for i in got["items"]] == [i["item_id"] for i in want["items"]]
+    for a, b in zip(got["items"], want["items"]):
+        assert a["score_breakdown"] == b["score_breakdown"]
