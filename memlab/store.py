@@ -13,7 +13,7 @@ import inspect
 import json
 import gc
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from datetime import datetime
@@ -102,7 +102,8 @@ class Workspace:
         self.items: list[MemoryItem] = []
         self.item_ids: list[str] = []  # item_ids[i] == items[i].item_id, for fast lookups
         self.index_of: dict[str, int] = {}
-        self.bm25 = BM25Index()
+        self.bm25 = BM25Index()  # built with self.analyzer
+        self.other_bm25: dict[str, BM25Index] = {}  # other analyzers' indexes (see bm25_for)
         self.created_ts = Growable(np.float64, 64)
         self.updated_ts = Growable(np.float64, 64)
         self.eligible = Growable(np.bool_, 64)  # may surface as an ordinary candidate
@@ -127,6 +128,27 @@ class Workspace:
     def graph_version(self) -> int:
         """Bumped by every write that changes an edge (adding items leaves the graph as is)."""
         return self.graph.version
+
+    def bm25_for(self, analyzer: str | None) -> tuple[Callable[[str], list[str]], BM25Index]:
+        """``(analyze, index)`` for BM25 with ``analyzer`` (None: the workspace's own).
+
+        An analyzer other than the workspace's gets its own index, built from every item on
+        first use (the caller holds the store's lock); from then on every write that indexes
+        text (:meth:`MemoryStore.add_items`, :meth:`MemoryStore.update_item`) maintains it too.
+        Nothing is built, and no write pays, for an analyzer never asked for.
+        """
+        if analyzer is None or analyzer == self.analyzer:
+            return self.analyze, self.bm25
+        if analyzer not in ANALYZERS:
+            raise ValueError(f"analyzer must be one of {sorted(ANALYZERS)}, got {analyzer!r}")
+        analyze = ANALYZERS[analyzer]
+        index = self.other_bm25.get(analyzer)
+        if index is None:
+            index = BM25Index()
+            index.add_many([analyze(index_text(item.content, item.metadata))
+                            for item in self.items])
+            self.other_bm25[analyzer] = index
+        return analyze, index
 
     def recency_reference_ts(self, idx: np.ndarray) -> np.ndarray:
         """SPEC §2.2: the last activation boost, else ``updated_at``, else ``created_at``."""
@@ -201,6 +223,9 @@ class MemoryStore:
     analyzer : {"porter", "plain"}
         How item text and queries become BM25 terms: lowercase words without stopwords, Porter-
         stemmed (``"porter"``, the default: "painting" finds "paint") or not (``"plain"``).
+        Search, topic queries, the long-term graph and every recipe whose ``analyzer`` is None
+        (``DEFAULT``, ``BM25_ONLY``) read this index; a recipe naming another analyzer
+        (``SEED_COMPAT``: ``"plain"``) gets a second index per workspace, built on first use.
 
     Examples
     --------
@@ -429,6 +454,10 @@ class MemoryStore:
                 ws.bm25.add(token_lists[0])
             else:
                 ws.bm25.add_many(token_lists)
+            for name, index in ws.other_bm25.items():
+                analyze = ANALYZERS[name]
+                index.add_many([analyze(index_text(new.content, new.metadata))
+                                for new in new_items])
             ws.created_ts.extend(created)
             ws.updated_ts.extend(created)
             ws.tokens.extend(tokens)
@@ -488,6 +517,9 @@ class MemoryStore:
             new_text = index_text(item.content, item.metadata)
             if new_text != old_text:
                 ws.bm25.replace(idx, ws.analyze(old_text), ws.analyze(new_text))
+                for name, index in ws.other_bm25.items():
+                    analyze = ANALYZERS[name]
+                    index.replace(idx, analyze(old_text), analyze(new_text))
             item.updated_at = now
             ws.updated_ts.data[idx] = now.timestamp()
             item.record({"ts": now.isoformat(), "kind": kind, "detail": detail or {}})

@@ -400,7 +400,10 @@ def run_ppr(ws, seeds: np.ndarray, config: PPRConfig, *, lock, cache=None,
     if cache is None:
         cache = ws.graph.cache
     use_cache = config.use_cache and cache is not False
-    key = cache_scope + (ws.graph.version, tuple(seeds.tolist()), config.cache_key())
+    # networkx's stopping rule (tol * n) depends on the number of items, which adding an item
+    # changes without changing the graph's version: then the item count is part of the key
+    sized = (len(ws),) if config.tol_scaled_by_n else ()
+    key = cache_scope + (ws.graph.version, tuple(seeds.tolist()), config.cache_key()) + sized
     if use_cache:
         hit = cache.get(key)
         if hit is not None:
@@ -410,7 +413,9 @@ def run_ppr(ws, seeds: np.ndarray, config: PPRConfig, *, lock, cache=None,
         return done(result)
     try:
         with lock:
-            key = cache_scope + (ws.graph.version, tuple(seeds.tolist()), config.cache_key())
+            sized = (len(ws),) if config.tol_scaled_by_n else ()
+            key = cache_scope + (ws.graph.version, tuple(seeds.tolist()),
+                                 config.cache_key()) + sized
             snapshot = ws.graph.snapshot(len(ws))
             fn = config.method if callable(config.method) else PPR_METHODS[config.method]
             deadline = math.inf if config.budget_ms is None else started + config.budget_ms / 1e3

@@ -396,7 +396,9 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
     force_strategy : str, optional
         Ask every query for this strategy (router analysis).
     analyzer : {"porter", "plain"}
-        The store's BM25 analyzer (see :class:`~memlab.MemoryStore`).
+        The store's BM25 analyzer (see :class:`~memlab.MemoryStore`), which surfacing reads
+        under recipes whose ``analyzer`` is None (``DEFAULT``, ``BM25_ONLY``); a recipe naming
+        its own (``SEED_COMPAT``: ``"plain"``) uses that.
     measure_on : {"retrieved", "surfaced"}
         The ranking relevance measures read: ``"retrieved"`` leaves the session's mandatory
         items (anchors and pins) out; ``"surfaced"`` scores every surfaced item. Recorded in the

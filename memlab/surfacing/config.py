@@ -7,11 +7,18 @@ runs it (``None`` = soft-degrade to ``fast:recency`` as the seed did for reserve
 Recipes
 -------
 ``SEED_COMPAT``
-    The seed (SmartMemory) bit for bit: its router rules, only ``deep:multi-hop`` with behaviour of
-    its own, ``procedural:lookup`` and ``temporal:windowed`` soft-degrading, PPR through
-    ``networkx.pagerank`` with its default stopping rule and the 10,000-node cap.
+    The seed (SmartMemory) as SPEC §2–4 define it: its router rules with no entity counting (the
+    seed never computed ``entity_count``, so its entity rules never fire: ``entity_detector=
+    "none"``), its plain lowercase word tokenizer with English stopwords and no stemming
+    (``analyzer="plain"``), only ``deep:multi-hop`` with behaviour of its own,
+    ``procedural:lookup`` and ``temporal:windowed`` soft-degrading, PPR through
+    ``networkx.pagerank`` with its default stopping rule and the 10,000-node cap. A deliberately
+    naive re-implementation of the seed in ``tests/seed_reference.py`` checks it (same strategy,
+    same items in the same order, scores to 1e-12) in legacy and router mode. What the seed left
+    unspecified is memlab's reading, listed in the README ("How far SEED_COMPAT is the seed").
 ``DEFAULT``
-    memlab's own: every strategy a distinct pipeline; three more router rules (procedural cues,
+    memlab's own: the store's analyzer (Porter stemming by default), memlab's entity detector
+    (``"capitalised"``), every strategy a distinct pipeline; three more router rules (procedural cues,
     time windows, and plain questions, which go through the graph); recency and activation as
     gentle tie-breakers unless the query asks for recency; activation propagated from each seed
     in proportion to its relevance; PPR by exact power iteration or local push by graph size, with
@@ -29,6 +36,7 @@ from typing import Any, Mapping
 from memlab.graph.ppr import PPRConfig
 from memlab.graph.spreading import SpreadConfig
 from memlab.signals.dense import DenseConfig
+from memlab.text import ANALYZERS
 
 __all__ = ["SurfacingConfig", "SEED_COMPAT", "DEFAULT", "BM25_ONLY", "RECIPES", "get_recipe"]
 
@@ -55,6 +63,11 @@ class SurfacingConfig:
     # relevance (SPEC §2.1)
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
+    # how item text and the query become BM25 terms for surfacing (a name in memlab.text.ANALYZERS:
+    # "porter" or "plain"); None: the store's own analyzer (MemoryStore(analyzer=...), "porter"
+    # by default). Another analyzer than the store's gets its own index in each workspace, built
+    # on first use and kept up to date by every write after that.
+    analyzer: str | None = None
     overfetch: int = 5
     # recency and freshness (SPEC §2.2)
     recency_tau_h: float = 24.0
@@ -79,6 +92,8 @@ class SurfacingConfig:
     pin_ttl_h: float = 24.0
     # router (SPEC §4.1): rule names from memlab.surfacing.router.ROUTER_RULES, first match wins
     router_rules: tuple[str, ...] = ("multi_hop", "recency", "point_query")
+    # the router's entity counter (memlab.surfacing.router.ENTITY_DETECTORS): "capitalised"
+    # (memlab's detector) or "none" (entity_count is always 0, as in the seed)
     entity_detector: str = "capitalised"
     # strategy → registered implementation (memlab.surfacing.strategies.STRATEGIES) or None
     strategies: tuple[tuple[str, str | None], ...] = (
@@ -126,6 +141,9 @@ class SurfacingConfig:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
         if not math.isfinite(self.actr_threshold):
             raise ValueError(f"actr_threshold must be finite, got {self.actr_threshold!r}")
+        if self.analyzer is not None and self.analyzer not in ANALYZERS:
+            raise ValueError(f"analyzer must be None or one of {sorted(ANALYZERS)}, "
+                             f"got {self.analyzer!r}")
         if self.spread_relevance not in ("seed", "propagated"):
             raise ValueError(f"spread_relevance must be 'seed' or 'propagated', "
                              f"got {self.spread_relevance!r}")
@@ -180,9 +198,12 @@ class SurfacingConfig:
         return cls(**data)
 
 
-# The seed ran networkx.pagerank (its default stopping rule) and skipped workspaces over 10,000 nodes.
+# The seed ran networkx.pagerank (its default stopping rule) and skipped workspaces over 10,000 nodes;
+# it tokenized without stemming and never counted entities.
 SEED_COMPAT = SurfacingConfig(
     name="seed_compat",
+    analyzer="plain",
+    entity_detector="none",
     ppr=PPRConfig(method="networkx", tol_scaled_by_n=True, max_nodes=10_000),
 )
 

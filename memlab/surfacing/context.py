@@ -285,9 +285,10 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     lap("route")
 
     # 2. relevance candidates --------------------------------------------------------------
-    run = QueryRun(ws, config, query, ws.analyze(query), k, now, timings=timings, lock=store.lock,
+    analyze, index = ws.bm25_for(config.analyzer)  # the recipe's analyzer (None: the store's)
+    run = QueryRun(ws, config, query, analyze(query), k, now, timings=timings, lock=store.lock,
                    decision=decision)
-    docs, bm25 = ws.bm25.scores(run.tokens, k1=config.bm25_k1, b=config.bm25_b)
+    docs, bm25 = index.scores(run.tokens, k1=config.bm25_k1, b=config.bm25_b)
     if len(docs):
         live = ws.eligible.view()[docs]
         docs, bm25 = docs[live], bm25[live]

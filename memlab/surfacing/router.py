@@ -1,10 +1,19 @@
 """The router (SPEC §4.1): query text → :class:`SurfacingDecision`, first matching rule wins.
 
-Rules are registered callables, and a configuration lists the ones it runs, in order. The seed's
-three rules (``multi_hop``, ``recency``, ``point_query``) reproduce SmartMemory exactly, with one
-fix: memlab really counts entities (:class:`~memlab.text.CapitalisedSpanDetector`), so the
-entity rules fire. memlab's default recipe adds ``procedural`` (before ``multi_hop``, since "how to"
-contains "how") and ``temporal`` (before ``recency``).
+Rules are registered callables (:data:`ROUTER_RULES`), and a configuration lists the ones it
+runs, in order (``SurfacingConfig.router_rules``). The seed's three rules are ``multi_hop``,
+``recency`` and ``point_query``; ``SEED_COMPAT`` runs exactly these with the ``"none"`` entity
+detector, so, as in the seed, ``entity_count`` is 0 and the entity clauses never fire. Other
+recipes count entities with :class:`~memlab.text.CapitalisedSpanDetector` (``"capitalised"``),
+which makes those clauses live. memlab's ``DEFAULT`` recipe runs six rules, in this order:
+
+1. ``procedural`` (before ``multi_hop``, since "how to" contains "how") → ``procedural:lookup``;
+2. ``temporal``: a time window parsed from the query → ``temporal:windowed``;
+3. ``multi_hop``, 4. ``recency``, 5. ``point_query``: the seed's rules;
+6. ``question``: any other question (a question word first, or a final "?") →
+   ``deep:multi-hop`` with confidence 0.6.
+
+A query no rule matches falls back to ``fast:recency`` (0.5, ``fallback``).
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from memlab.surfacing.timewindow import parse_time_window
 from memlab.text import CapitalisedSpanDetector, EntityDetector, Gazetteer
 
 __all__ = ["RouterInput", "route", "ROUTER_RULES", "ENTITY_DETECTORS", "register_router_rule",
-           "register_entity_detector", "FALLBACK"]
+           "register_entity_detector", "FALLBACK", "NoEntityDetector"]
 
 MULTI_HOP_KEYWORDS = ("why", "how", "what caused", "explain")
 RECENCY_WORDS = ("recent", "latest", "newest", "today", "yesterday")
@@ -113,7 +122,21 @@ ROUTER_RULES: dict[str, Callable[[RouterInput], RuleResult]] = {
     "temporal": rule_temporal,
 }
 
-ENTITY_DETECTORS: dict[str, EntityDetector] = {"capitalised": CapitalisedSpanDetector()}
+class NoEntityDetector:
+    """Finds no entities: the seed's router, which never computed ``entity_count``.
+
+    Examples
+    --------
+    >>> NoEntityDetector().detect("Did Alice meet Bob?")
+    []
+    """
+
+    def detect(self, query: str, gazetteer: Gazetteer | None = None) -> list[str]:
+        return []
+
+
+ENTITY_DETECTORS: dict[str, EntityDetector] = {"capitalised": CapitalisedSpanDetector(),
+                                               "none": NoEntityDetector()}
 
 
 def register_router_rule(name: str, rule: Callable[[RouterInput], RuleResult]) -> None:
