@@ -150,24 +150,83 @@ class Memory:
             return self.store.add_items(self.workspace_id, [new], self.clock.now(),
                                         self.config.activation_initial)[0]
 
-    def add_many(self, items: Iterable[str | Mapping[str, Any]]) -> list[str]:
-        """Store many items at once, all or nothing; returns their ids in order.
+    def add_many(self, items: Iterable[str | Mapping[str, Any]], *,
+                 chunk_size: int | None = None) -> list[str]:
+        """Store many items at once; returns their ids in order.
 
         Each entry is a content string or a mapping with ``content`` and optionally
         ``memory_type``, ``metadata``, ``item_id``, ``created_at``.
+
+        Parameters
+        ----------
+        items : iterable of str or mapping
+            The items.
+        chunk_size : int, optional
+            Without it the write is all or nothing, in one transaction under the store's lock.
+            With it the write is *chunk-atomic*: every item is validated first (an invalid item
+            or a taken ``item_id`` writes nothing), then the items are written in transactions
+            of at most ``chunk_size``, releasing the lock between them so that other callers
+            interleave. Ids are the same as one call would give. If a later chunk still fails
+            (a concurrent writer took one of its ids, or the disk failed) the earlier chunks
+            stay written and the error says how many items were.
 
         Examples
         --------
         >>> mem = Memory()
         >>> mem.add_many(["alpha", {"content": "beta", "item_id": "b"}])
         ['item-000000', 'b']
+        >>> mem.add_many(["gamma", "delta", "epsilon"], chunk_size=2)
+        ['item-000001', 'item-000002', 'item-000003']
         """
+        if chunk_size is not None and (isinstance(chunk_size, bool) or
+                                       not isinstance(chunk_size, int) or chunk_size < 1):
+            raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size!r}")
         items = list(items)
         with paused_gc(len(items)):
             prepared = self._prepare_items(items)
+        if chunk_size is None or len(prepared) <= chunk_size:
+            with self.store.lock:
+                return self.store.add_items(self.workspace_id, prepared, self.clock.now(),
+                                            self.config.activation_initial)
+        prepared = self._assign_ids(prepared)
+        written: list[str] = []
+        for start in range(0, len(prepared), chunk_size):
+            try:
+                with self.store.lock:
+                    written += self.store.add_items(self.workspace_id,
+                                                    prepared[start:start + chunk_size],
+                                                    self.clock.now(),
+                                                    self.config.activation_initial)
+            except Exception as exc:
+                if not written:
+                    raise
+                message = (f"{exc} (chunk-atomic bulk write: the first {len(written)} of "
+                           f"{len(prepared)} items were written, the rest were not)")
+                try:
+                    failure = type(exc)(message)
+                except Exception:  # noqa: BLE001 - an exception type with another signature
+                    failure = RuntimeError(message)
+                raise failure from exc
+        return written
+
+    def _assign_ids(self, prepared: list[NewItem]) -> list[NewItem]:
+        """Check ``prepared`` against the workspace and give every item its final id (the ids
+        one :meth:`MemoryStore.add_items` call would give), so a chunked write cannot collide
+        with itself."""
+        from dataclasses import replace
+
+        from memlab.errors import DuplicateItemError
         with self.store.lock:
-            return self.store.add_items(self.workspace_id, prepared, self.clock.now(),
-                                        self.config.activation_initial)
+            ws = self._ws
+            taken: set[str] = set()
+            for pos, new in enumerate(prepared):
+                if new.item_id is not None:
+                    if new.item_id in ws.index_of or new.item_id in taken:
+                        raise DuplicateItemError(f"item_id {new.item_id!r} already exists in "
+                                                 f"workspace {self.workspace_id!r} (item {pos})")
+                    taken.add(new.item_id)
+            return [new if new.item_id is not None else replace(new, item_id=ws.generate_id(taken))
+                    for new in prepared]
 
     _ITEM_KEYS = frozenset({"content", "memory_type", "metadata", "item_id", "created_at"})
 

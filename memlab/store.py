@@ -350,6 +350,11 @@ class MemoryStore:
         with self.lock:
             return sorted(self._workspaces)
 
+    def has_workspace(self, workspace_id: str) -> bool:
+        """Whether ``workspace_id`` exists (a read that creates nothing)."""
+        with self.lock:
+            return workspace_id in self._workspaces
+
     def serialize(self) -> dict[str, Any]:
         """Everything the store holds as JSON-able data, in a deterministic order.
 

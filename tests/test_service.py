@@ -132,7 +132,7 @@ def test_errors_are_400_422_and_503():
     assert http.post("/v1/items", content=b"{not json", headers={
         "content-type": "application/json"}).status_code == 422
     assert http.post("/v1/context", json={"session_id": "s1", "query": "x", "k": 0}).status_code \
-        == 400
+        == 422  # k in 1..100 is in the schema (issue 14)
     assert http.post("/v1/edges", json={"src": "ghost", "dst": "other"}).status_code == 400
     state.store._workspaces = None  # the store can no longer be read
     broken = http.get("/health/graph")

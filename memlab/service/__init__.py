@@ -1,8 +1,10 @@
 """Service surfaces over one in-process store: HTTP (FastAPI) and MCP (extra ``service``)."""
 
+from memlab.service.limits import LimitExceeded, Limits
 from memlab.service.state import Recorder, ServiceState
 
-__all__ = ["ServiceState", "Recorder", "create_app", "create_mcp_server"]
+__all__ = ["ServiceState", "Recorder", "Limits", "LimitExceeded", "create_app",
+           "create_mcp_server"]
 
 
 def __getattr__(name: str):

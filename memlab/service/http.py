@@ -6,24 +6,47 @@ but ``/health`` takes an optional API key (``$MEMLAB_API_KEY``, sent as ``X-API-
 with its message; a malformed body is 422; ``/health/graph`` is 503 with the database path and a
 hint when the store cannot be read. Maintenance runs after the response is sent, and its failure
 never reaches the client (it is kept in the reasoner's ``failures``).
+
+Limits (issue 14): a body larger than ``limits.max_body_bytes``, a content, metadata or bulk
+request over its limit is 413 naming the limit and the value; a read never creates its workspace
+(an unknown workspace reads as an empty one); a request whose ``Host`` header is not in
+``allowed_hosts`` is 400 (DNS rebinding).
 """
 
 
 
 import hmac
-from typing import Any, Literal
+import json
+from typing import Any, Iterable, Literal
 
+from memlab.service.limits import LimitExceeded, Limits, check_id_text
 from memlab.service.state import ServiceState
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "LOCAL_HOSTS"]
+
+# Host names a loopback server answers to by default. "testserver" is the name Starlette's
+# TestClient sends; it resolves nowhere, so allowing it opens nothing to DNS rebinding.
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "testserver")
 
 
-def create_app(state: ServiceState | None = None, *, api_key: str | None = None):
-    """The FastAPI application serving ``state`` (a fresh in-memory one when omitted)."""
+def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
+               allowed_hosts: Iterable[str] | None = None):
+    """The FastAPI application serving ``state`` (a fresh in-memory one when omitted).
+
+    Parameters
+    ----------
+    state : ServiceState, optional
+        The shared state; its ``limits`` bound every request.
+    api_key : str, optional
+        Required on every route but ``/health`` when set.
+    allowed_hosts : iterable of str, optional
+        Host names (without port) accepted in the ``Host`` header; ``"*"`` accepts any.
+        Default: :data:`LOCAL_HOSTS`. ``memlab serve`` adds the host it binds.
+    """
     try:
         from fastapi import BackgroundTasks, Depends, FastAPI, Header, Request
         from fastapi.responses import JSONResponse
-        from pydantic import BaseModel, ConfigDict, Field
+        from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
     except ImportError:  # pragma: no cover - depends on the install
         raise ImportError("the HTTP service needs the service extra: "
                           "pip install 'memlab[service]'") from None
@@ -33,10 +56,21 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None)
     from memlab.topics import ingest, query
 
     state = state or ServiceState()
+    limits: Limits = state.limits
+    hosts = frozenset(h.lower() for h in (LOCAL_HOSTS if allowed_hosts is None
+                                          else allowed_hosts))
+    Text = Field(min_length=1)  # non-empty strings, documented in the schema
 
     class Body(BaseModel):
         model_config = ConfigDict(extra="forbid")
         workspace_id: str = Field("default", min_length=1)
+
+        @model_validator(mode="after")
+        def _no_nul_in_ids(self):
+            for name in type(self).model_fields:
+                if name.endswith("_id") or name in ("src", "dst"):
+                    check_id_text(getattr(self, name), name)
+            return self
 
     class ItemIn(Body):
         content: str
@@ -48,25 +82,25 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None)
         items: list[dict[str, Any]]
 
     class SearchIn(Body):
-        query: str
-        top_k: int = 10
+        query: str = Text
+        top_k: int = Field(10, ge=1, le=1000)
 
     class ContextIn(Body):
-        session_id: str
-        query: str
-        k: int = 20
-        max_tokens: int | None = None
+        session_id: str = Text
+        query: str = Text
+        k: int = Field(20, ge=1, le=100)
+        max_tokens: int | None = Field(None, ge=1)
         strategy: str | None = None
 
     class EdgeIn(Body):
-        src: str
-        dst: str
+        src: str = Text
+        dst: str = Text
         edge_type: str = "RELATED"
         weight: float = 1.0
 
     class PinIn(Body):
-        session_id: str
-        item_id: str
+        session_id: str = Text
+        item_id: str = Text
         weight: float = 1.0
 
     class IngestIn(Body):
@@ -82,21 +116,21 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None)
         valid_from: str | None = None
 
     class QueryIn(Body):
-        q: str
+        q: str = Text
         stages: list[Literal["semantic", "structural", "temporal"]] = ["semantic", "structural",
                                                                       "temporal"]
-        explain: bool = False
-        top_k: int = 8
+        explain: StrictBool = False
+        top_k: int = Field(8, ge=1, le=100)
 
     class ResolveIn(Body):
-        session_id: str
-        key: str
+        session_id: str = Text
+        key: str = Text
         cache: str = "default"
 
     class PromoteIn(Body):
-        session_id: str
-        key: str
-        value: str
+        session_id: str = Text
+        key: str = Text
+        value: str = Text
         node_type: str = "concept"
 
     class CacheSetIn(BaseModel):
@@ -111,20 +145,20 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None)
         cache: str = "default"
 
     class NodeIn(Body):
-        session_id: str
-        node_type: str
-        label: str
-        content: str
+        session_id: str = Text
+        node_type: str = Text
+        label: str = Text
+        content: str = Text
         metadata: dict[str, Any] | None = None
 
     class GraphSearchIn(Body):
-        session_id: str
-        query: str
+        session_id: str = Text
+        query: str = Text
         max_depth: int = 1
-        top_k: int = 5
+        top_k: int = Field(5, ge=1, le=100)
 
     class MaintenanceIn(Body):
-        dry_run: bool = True
+        dry_run: StrictBool = True  # only JSON true/false: "no", 0, "off" are 422
         passes: list[str] | None = None
 
     def check_key(x_api_key: str | None = Header(None),
@@ -142,10 +176,17 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None)
                   description="Memory surfacing for LLM agents: one store, several surfaces.")
     app.state.memlab = state
     secured = [Depends(check_key)]
+    app.add_middleware(_Guard, max_body_bytes=limits.max_body_bytes, hosts=hosts)
+    _document_errors(app)
 
     @app.exception_handler(ValueError)
     async def value_error(request: Request, exc: ValueError):
         return JSONResponse(status_code=400, content={"detail": str(exc)})
+
+    @app.exception_handler(LimitExceeded)
+    async def limit_exceeded(request: Request, exc: LimitExceeded):
+        return JSONResponse(status_code=413, content={
+            "detail": str(exc), "limit": exc.limit, "allowed": exc.allowed, "got": exc.got})
 
     @app.get("/health")
     def health() -> dict[str, Any]:
@@ -165,6 +206,7 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None)
 
     @app.post("/v1/items", dependencies=secured)
     def add_item(body: ItemIn) -> dict[str, Any]:
+        limits.check_item(body.model_dump(include={"content", "metadata"}))
         item_id = state.memory(body.workspace_id).add(body.content, body.memory_type,
                                                       body.metadata, body.item_id)
         state.record("add", body.workspace_id, content=body.content, item_id=item_id,
@@ -173,7 +215,7 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None)
 
     @app.post("/v1/items/bulk", dependencies=secured)
     def add_items(body: ItemsIn) -> dict[str, Any]:
-        ids = state.memory(body.workspace_id).add_many(body.items)
+        ids = state.add_many(body.workspace_id, body.items)  # limits; chunk-atomic
         for item_id, item in zip(ids, body.items):
             state.record("add", body.workspace_id, content=item.get("content"), item_id=item_id,
                          memory_type=item.get("memory_type"), metadata=item.get("metadata"))
@@ -181,15 +223,15 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None)
 
     @app.get("/v1/items/{item_id}", dependencies=secured)
     def get_item(item_id: str, workspace_id: str = "default") -> dict[str, Any]:
-        return state.memory(workspace_id).get(item_id)
+        return state.reader(workspace_id).get(item_id)
 
     @app.post("/v1/search", dependencies=secured)
     def search(body: SearchIn) -> list[dict[str, Any]]:
-        return state.memory(body.workspace_id).search(body.query, top_k=body.top_k)
+        return state.reader(body.workspace_id).search(body.query, top_k=body.top_k)
 
     @app.post("/v1/context", dependencies=secured)
     def context(body: ContextIn) -> dict[str, Any]:
-        response = state.memory(body.workspace_id).get_working_context(
+        response = state.reader(body.workspace_id).get_working_context(
             body.session_id, body.query, k=body.k, max_tokens=body.max_tokens,
             strategy=body.strategy)
         state.record("query", body.workspace_id, session_id=body.session_id, query=body.query,
@@ -198,7 +240,7 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None)
 
     @app.post("/v1/edges", dependencies=secured)
     def add_edge(body: EdgeIn) -> dict[str, Any]:
-        state.memory(body.workspace_id).add_edge(body.src, body.dst, body.edge_type, body.weight)
+        state.reader(body.workspace_id).add_edge(body.src, body.dst, body.edge_type, body.weight)
         state.record("add_edge", body.workspace_id, src=body.src, dst=body.dst,
                      edge_type=body.edge_type, weight=body.weight)
         return {"src": body.src, "dst": body.dst, "edge_type": body.edge_type,
@@ -206,11 +248,11 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None)
 
     @app.get("/v1/edges", dependencies=secured)
     def edges(workspace_id: str = "default", item_id: str | None = None) -> list[dict]:
-        return state.memory(workspace_id).get_edges(item_id)
+        return state.reader(workspace_id).get_edges(item_id)
 
     @app.post("/v1/pins", dependencies=secured)
     def pin(body: PinIn) -> dict[str, Any]:
-        mem = state.memory(body.workspace_id)
+        mem = state.reader(body.workspace_id)  # the item must exist, so must the workspace
         mem.pin_item(body.session_id, body.item_id, body.weight)
         state.record("pin", body.workspace_id, session_id=body.session_id,
                      item_id=body.item_id, weight=body.weight)
@@ -218,18 +260,22 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None)
 
     @app.delete("/v1/pins/{session_id}/{item_id}", dependencies=secured)
     def unpin(session_id: str, item_id: str, workspace_id: str = "default") -> dict[str, Any]:
-        mem = state.memory(workspace_id)
+        mem = state.reader(workspace_id)  # nothing is pinned in an unknown workspace
         mem.unpin_item(session_id, item_id)
         state.record("unpin", workspace_id, session_id=session_id, item_id=item_id)
         return {"pins": mem.get_pins(session_id)}
 
     @app.get("/v1/pins/{session_id}", dependencies=secured)
     def pins(session_id: str, workspace_id: str = "default") -> dict[str, Any]:
-        return {"pins": state.memory(workspace_id).get_pins(session_id)}
+        return {"pins": state.reader(workspace_id).get_pins(session_id)}
 
     @app.post("/v1/ingest", dependencies=secured)
     def ingest_route(body: IngestIn, background: BackgroundTasks) -> dict[str, Any]:
         fields = body.model_dump(exclude={"workspace_id", "placement"}, exclude_none=True)
+        for name in ("title", "value", "why_changed"):
+            limits.check_text(fields.get(name), name)
+        for name in ("fields", "value"):
+            limits.check_json(fields.get(name), name)
         out = ingest(body.placement, memory=state.memory(body.workspace_id), **fields)
         state.record("ingest", body.workspace_id, placement=body.placement, **fields)
         background.add_task(state.after, body.workspace_id, "ingest")
@@ -238,19 +284,20 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None)
     @app.post("/v1/query", dependencies=secured)
     def query_route(body: QueryIn, background: BackgroundTasks) -> dict[str, Any]:
         out = query(body.q, stages=list(body.stages), explain=body.explain, top_k=body.top_k,
-                    memory=state.memory(body.workspace_id))
+                    memory=state.reader(body.workspace_id))
         background.add_task(state.after, body.workspace_id, "query")
         return out
 
     @app.post("/v1/resolve", dependencies=secured)
     def resolve(body: ResolveIn) -> dict[str, Any]:
         out = resolve_context(body.session_id, body.key, state.cache(body.cache),
-                              memory=state.memory(body.workspace_id))
+                              memory=state.reader(body.workspace_id))
         state.record("resolve", body.workspace_id, session_id=body.session_id, key=body.key)
         return out
 
     @app.post("/v1/promote", dependencies=secured)
     def promote(body: PromoteIn) -> dict[str, Any]:
+        limits.check_text(body.value, "value")
         out = promote_to_long_term(body.session_id, body.key, body.value, body.node_type,
                                    memory=state.memory(body.workspace_id))
         state.record("promote", body.workspace_id, session_id=body.session_id, key=body.key,
@@ -261,7 +308,7 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None)
     def status(session_id: str, workspace_id: str = "default",
                cache: str = "default") -> dict[str, Any]:
         return get_memory_status(session_id, state.cache(cache),
-                                 memory=state.memory(workspace_id))
+                                 memory=state.reader(workspace_id))
 
     @app.post("/v1/cache/set", dependencies=secured)
     def cache_set(body: CacheSetIn) -> dict[str, Any]:
@@ -281,6 +328,8 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None)
 
     @app.post("/v1/graph/nodes", dependencies=secured)
     def graph_node(body: NodeIn) -> dict[str, Any]:
+        limits.check_item(body.model_dump(include={"content", "metadata"}))
+        limits.check_text(body.label, "label")
         node_id = upsert_node(body.session_id, body.node_type, body.label, body.content,
                               body.metadata, memory=state.memory(body.workspace_id))
         return {"node_id": node_id}
@@ -288,12 +337,23 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None)
     @app.post("/v1/graph/search", dependencies=secured)
     def graph_search(body: GraphSearchIn) -> list[dict[str, Any]]:
         return search_graph(body.session_id, body.query, body.max_depth, body.top_k,
-                            memory=state.memory(body.workspace_id))
+                            memory=state.reader(body.workspace_id))
 
-    @app.post("/v1/maintenance", dependencies=secured)
+    @app.post("/v1/maintenance", dependencies=secured, status_code=200, responses={
+        202: {"description": "accepted: `dry_run: false` runs after the response"}})
     def maintenance(body: MaintenanceIn, background: BackgroundTasks):
-        reasoner = state.reasoner(body.workspace_id)
         passes = tuple(body.passes) if body.passes is not None else None
+        if not state.exists(body.workspace_id):  # a workspace that does not exist has no work
+            state.reader(body.workspace_id)  # validates the id
+            if passes is not None:
+                from memlab.maintenance import PASSES
+                unknown = sorted(set(passes) - set(PASSES))
+                if unknown:
+                    raise ValueError(f"passes must be among {list(PASSES)}, got {unknown}")
+            if body.dry_run:
+                return {"dry_run": True, "actions": [], "counts": {}}
+            return JSONResponse(status_code=202, content={"dry_run": False, "accepted": True})
+        reasoner = state.reasoner(body.workspace_id)
         if body.dry_run:
             report = reasoner.run("api", dry_run=True, passes=passes)
             return {"dry_run": True, "actions": report.actions, "counts": report.counts()}
@@ -316,6 +376,120 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None)
         return JSONResponse(status_code=202, content={"dry_run": False, "accepted": True})
 
     return app
+
+
+class _Guard:
+    """ASGI middleware: the ``Host`` allow-list (400) and the body-size limit (413).
+
+    A declared ``Content-Length`` over the limit is refused before anything is read; a body
+    without one (chunked) is read up to the limit and refused as soon as it passes it.
+    """
+
+    def __init__(self, app, *, max_body_bytes: int, hosts: frozenset[str]) -> None:
+        self.app, self.max_body_bytes, self.hosts = app, max_body_bytes, hosts
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope.get("headers", [])}
+        if "*" not in self.hosts:
+            host = _host_name(headers.get("host", ""))
+            if host not in self.hosts:
+                await _reply(scope, receive, send, 400, {
+                    "detail": f"Host header {headers.get('host', '')!r:.100} is not allowed; "
+                              f"allowed: {sorted(self.hosts)}"})
+                return
+        declared = headers.get("content-length")
+        if declared is not None:
+            try:
+                size = int(declared)
+            except ValueError:
+                await _reply(scope, receive, send, 400, {
+                    "detail": f"Content-Length must be an integer, got {declared!r:.40}"})
+                return
+            if size > self.max_body_bytes:
+                await self._too_large(scope, receive, send, size)
+                return
+            await self.app(scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if len(body) > self.max_body_bytes:
+                await self._too_large(scope, receive, send, len(body), at_least=True)
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, scope, receive, send, size: int, at_least: bool = False) -> None:
+        got = f"more than {self.max_body_bytes}" if at_least else str(size)
+        await _reply(scope, receive, send, 413, {
+            "detail": f"the request body is {got} bytes; the limit max_body_bytes is "
+                      f"{self.max_body_bytes} bytes",
+            "limit": "max_body_bytes", "allowed": self.max_body_bytes, "got": size})
+
+
+async def _reply(scope, receive, send, status: int, content: dict) -> None:
+    from starlette.responses import JSONResponse
+    await JSONResponse(status_code=status, content=content)(scope, receive, send)
+
+
+def _host_name(header: str) -> str:
+    """The host of a ``Host`` header, lower case, without port or IPv6 brackets."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+_ERRORS = {
+    "400": "Bad request: a value memlab rejects, or a Host header not in the allow-list; "
+           "`detail` names the argument and the value.",
+    "401": "Missing or wrong API key (when the server has one).",
+    "413": "Over a limit (body size, content length, items per bulk request, metadata size or "
+           "depth); `detail` names it, `limit`, `allowed` and `got` give the numbers.",
+    "503": "The memory store cannot be read; `detail`, `path` and `hint` say why.",
+}
+
+
+def _document_errors(app) -> None:
+    """Add the service's error answers to every operation of the OpenAPI schema."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = build()
+        for path, operations in schema.get("paths", {}).items():
+            for operation in operations.values():
+                answers = operation.setdefault("responses", {})
+                codes = ["400"]
+                if path != "/health":
+                    codes.append("401")
+                if "requestBody" in operation:
+                    codes.append("413")
+                if path == "/health/graph":
+                    codes.append("503")
+                for code in codes:
+                    answers.setdefault(code, {"description": _ERRORS[code]})
+        return schema
+
+    app.openapi = openapi
 
 
 def _version() -> str:

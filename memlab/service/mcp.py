@@ -1,7 +1,10 @@
 """The MCP server (SPEC §9): memlab's tools over the official ``mcp`` SDK (extra ``service``).
 
 ``memlab mcp`` serves them over stdio (the store in ``$MEMLAB_DB`` when set). Every tool has a
-JSON schema from its signature; a ``ValueError`` becomes an MCP tool error with its message.
+JSON schema from its signature (``additionalProperties: false``: an unknown argument is a tool
+error naming it); every error becomes an MCP tool error carrying its message, and an id holding
+a NUL character is refused. Reads never create a workspace; ``add_memory`` obeys the service's
+:class:`~memlab.service.limits.Limits`.
 The server takes the same :class:`~memlab.service.state.ServiceState` as the HTTP app, so in one
 process both surfaces share one store.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from memlab.service.limits import check_id_text
 from memlab.service.state import ServiceState
 
 __all__ = ["create_mcp_server", "TOOLS"]
@@ -34,13 +38,19 @@ def create_mcp_server(state: ServiceState | None = None):
     state = state or ServiceState()
 
     def errors_as_tool_errors(fn):
-        """memlab's ValueErrors become MCP tool errors that carry their message."""
+        """Every error becomes an MCP tool error that carries its message (a ValueError's as
+        is, any other prefixed by its type); ids holding NUL are refused first."""
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             try:
+                for name, value in kwargs.items():
+                    if name.endswith("_id") or name == "cache":
+                        check_id_text(value, name)
                 return fn(*args, **kwargs)
             except ValueError as exc:
                 raise ToolError(str(exc)) from exc
+            except Exception as exc:  # noqa: BLE001 - the client gets every error's message
+                raise ToolError(f"{type(exc).__name__}: {exc}") from exc
         return wrapper
 
     server = MCPServer(name="memlab", instructions=(
@@ -53,7 +63,7 @@ def create_mcp_server(state: ServiceState | None = None):
                             max_tokens: int | None = None, strategy: str | None = None,
                             workspace_id: str = "default") -> dict[str, Any]:
         """The memories to put in front of the model for this turn, with score breakdowns."""
-        return state.memory(workspace_id).get_working_context(
+        return state.reader(workspace_id).get_working_context(
             session_id, query, k=k, max_tokens=max_tokens, strategy=strategy)
 
     @server.tool()
@@ -62,6 +72,7 @@ def create_mcp_server(state: ServiceState | None = None):
                    metadata: dict[str, Any] | None = None, item_id: str | None = None,
                    workspace_id: str = "default") -> dict[str, Any]:
         """Store one memory; returns its id."""
+        state.limits.check_item({"content": content, "metadata": metadata})
         return {"item_id": state.memory(workspace_id).add(content, memory_type, metadata,
                                                           item_id)}
 
@@ -71,7 +82,7 @@ def create_mcp_server(state: ServiceState | None = None):
                              workspace_id: str = "default") -> dict[str, Any]:
         """Short-term cache first, then the long-term graph, else a miss (scores in [0, 1])."""
         return resolve_context(session_id, key, state.cache(cache),
-                               memory=state.memory(workspace_id))
+                               memory=state.reader(workspace_id))
 
     @server.tool(name="promote_to_long_term")
     @errors_as_tool_errors
@@ -88,7 +99,7 @@ def create_mcp_server(state: ServiceState | None = None):
                       workspace_id: str = "default") -> dict[str, Any]:
         """Short-term slots and long-term nodes and edges (observational)."""
         return get_memory_status(session_id, state.cache(cache),
-                                 memory=state.memory(workspace_id))
+                                 memory=state.reader(workspace_id))
 
     @server.tool()
     @errors_as_tool_errors
@@ -115,7 +126,7 @@ def create_mcp_server(state: ServiceState | None = None):
                             workspace_id: str = "default") -> list[dict[str, Any]]:
         """Long-term nodes matching the query and their neighbours, scores in [0, 1]."""
         return search_graph(session_id, query, max_depth, top_k,
-                            memory=state.memory(workspace_id))
+                            memory=state.reader(workspace_id))
 
     @server.tool()
     @errors_as_tool_errors
@@ -131,7 +142,7 @@ def create_mcp_server(state: ServiceState | None = None):
     def pin_item(session_id: str, item_id: str, weight: float = 1.0,
                  workspace_id: str = "default") -> dict[str, Any]:
         """Force an item into the session's contexts (24 h, refreshed by pin writes)."""
-        mem = state.memory(workspace_id)
+        mem = state.reader(workspace_id)  # the item must exist, so must the workspace
         mem.pin_item(session_id, item_id, weight)
         return {"pins": mem.get_pins(session_id)}
 
@@ -140,8 +151,31 @@ def create_mcp_server(state: ServiceState | None = None):
     def unpin_item(session_id: str, item_id: str,
                    workspace_id: str = "default") -> dict[str, Any]:
         """Remove a pin."""
-        mem = state.memory(workspace_id)
+        mem = state.reader(workspace_id)  # nothing is pinned in an unknown workspace
         mem.unpin_item(session_id, item_id)
         return {"pins": mem.get_pins(session_id)}
 
+    _refuse_unknown_arguments(server, ToolError)
     return server
+
+
+def _refuse_unknown_arguments(server, tool_error: type) -> None:
+    """Make every tool refuse arguments its schema does not name (the SDK drops them)."""
+    manager = server._tool_manager  # noqa: SLF001 - the SDK offers no public switch for this
+    allowed: dict[str, frozenset[str]] = {}
+    for tool in manager.list_tools():
+        tool.parameters["additionalProperties"] = False
+        allowed[tool.name] = frozenset(tool.parameters.get("properties", {}))
+    call_tool = server.call_tool
+
+    @functools.wraps(call_tool)
+    async def checked_call_tool(name: str, arguments: dict[str, Any], *args, **kwargs):
+        known = allowed.get(name)
+        if known is not None and isinstance(arguments, dict):
+            unknown = sorted(set(arguments) - known)
+            if unknown:
+                raise tool_error(f"Error executing tool {name}: unknown arguments {unknown}; "
+                                 f"allowed: {sorted(known)}")
+        return await call_tool(name, arguments, *args, **kwargs)
+
+    server.call_tool = checked_call_tool

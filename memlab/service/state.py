@@ -9,7 +9,9 @@ other, and through the library in the same process.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import threading
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +22,7 @@ from memlab.harness.trace import TRACE_FORMAT, TRACE_VERSION
 from memlab.maintenance import MaintenanceConfig, Reasoner
 from memlab.memory import Memory
 from memlab.model import validate_id
+from memlab.service.limits import Limits, check_id_text
 from memlab.session import PMMemoryStore
 from memlab.store import MemoryStore
 
@@ -29,32 +32,102 @@ __all__ = ["ServiceState", "Recorder"]
 class Recorder:
     """Appends every served request as a trace event (JSON Lines, replayable by the harness).
 
-    The first line is a trace header; each event carries ``ts`` and ``workspace_id``. Queries
-    get qids ``r<n>``; reads that return nothing to replay (status, health) are not recorded.
+    The first line of each file is a trace header; each event carries ``ts`` and
+    ``workspace_id`` (and ``cache`` for cache events). Queries get qids ``r<n>``; reads that
+    return nothing to replay (status, health, search) are not recorded. The file is created
+    with mode 0600 (an existing one is narrowed to it): it holds what clients stored.
+
+    Parameters
+    ----------
+    path : str or Path
+        The trace file.
+    max_bytes : int, optional
+        Rotate when the file would grow past this size: ``path`` becomes ``path.1`` (``.1``
+        becomes ``.2``, … up to ``backups``; the oldest is deleted) and a new file with its own
+        header starts. Every file is a trace on its own. None: never rotate.
+    backups : int
+        Rotated files kept.
+    redact : bool
+        Replace free text (``content``, ``query``, ``value``, ``title``, ``why_changed``) by
+        ``"<redacted sha256:…>"`` and ``metadata``/``fields`` by ``{"redacted": "sha256:…"}``:
+        the trace keeps the session's shape (ids, sessions, times, kinds) but not what was
+        said, so it replays but does not reproduce the contexts.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    REDACTED_TEXT = ("content", "query", "value", "title", "why_changed")
+    REDACTED_JSON = ("metadata", "fields")
+
+    def __init__(self, path: str | Path, *, max_bytes: int | None = None, backups: int = 5,
+                 redact: bool = False) -> None:
+        if max_bytes is not None and (isinstance(max_bytes, bool) or
+                                      not isinstance(max_bytes, int) or max_bytes < 1024):
+            raise ValueError(f"max_bytes must be an int >= 1024 or None, got {max_bytes!r}")
+        if isinstance(backups, bool) or not isinstance(backups, int) or backups < 1:
+            raise ValueError(f"backups must be a positive int, got {backups!r}")
+        if not isinstance(redact, bool):
+            raise ValueError(f"redact must be a bool, got {redact!r}")
         self.path = Path(path)
+        self.max_bytes, self.backups, self.redact = max_bytes, backups, redact
         self._lock = threading.Lock()
         self._count = 0
-        if not self.path.exists() or self.path.stat().st_size == 0:
-            self.path.write_text(json.dumps({"type": "header", "format": TRACE_FORMAT,
-                                             "version": TRACE_VERSION, "name": "recorded",
-                                             "start": None, "workspace_id": "default",
-                                             "metadata": {"source": "memlab service"}},
-                                            sort_keys=True) + "\n")
+        if self.path.exists() and self.path.stat().st_size > 0:
+            os.chmod(self.path, 0o600)
+            with self.path.open(encoding="utf-8") as lines:
+                self._count = sum(1 for _ in lines) - 1
         else:
-            self._count = sum(1 for _ in self.path.open()) - 1
+            self._start_file()
+
+    def _start_file(self) -> None:
+        header = json.dumps({"type": "header", "format": TRACE_FORMAT, "version": TRACE_VERSION,
+                             "name": "recorded", "start": None, "workspace_id": "default",
+                             "metadata": {"source": "memlab service", "redacted": self.redact}},
+                            sort_keys=True) + "\n"
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(header)
+        os.chmod(self.path, 0o600)  # also when the file existed (empty) with a wider mode
+
+    def _rotate(self) -> None:
+        oldest = self.path.with_name(f"{self.path.name}.{self.backups}")
+        oldest.unlink(missing_ok=True)
+        for n in range(self.backups - 1, 0, -1):
+            older = self.path.with_name(f"{self.path.name}.{n}")
+            if older.exists():
+                older.replace(self.path.with_name(f"{self.path.name}.{n + 1}"))
+        self.path.replace(self.path.with_name(f"{self.path.name}.1"))
+        self._start_file()
+
+    def _redacted(self, event: dict[str, Any]) -> dict[str, Any]:
+        for name in self.REDACTED_TEXT:
+            if isinstance(event.get(name), str):
+                event[name] = f"<redacted sha256:{_digest(event[name])}>"
+        for name in self.REDACTED_JSON:
+            if event.get(name) is not None:
+                text = json.dumps(event[name], sort_keys=True, default=str)
+                event[name] = {"redacted": f"sha256:{_digest(text)}"}
+        return event
 
     def record(self, kind: str, ts: datetime, workspace_id: str, **fields: Any) -> None:
+        """Append one event of type ``kind`` (fields that are None are left out)."""
         event = {"type": kind, "ts": ts.isoformat(), "workspace_id": workspace_id,
                  **{k: v for k, v in fields.items() if v is not None}}
+        if self.redact:
+            event = self._redacted(event)
         with self._lock:
             if kind == "query" and "qid" not in event:
                 event["qid"] = f"r{self._count}"
-            with self.path.open("a") as out:
-                out.write(json.dumps(event, sort_keys=True, default=str) + "\n")
+            line = (json.dumps(event, sort_keys=True, default=str) + "\n").encode("utf-8")
+            if (self.max_bytes is not None and self.path.exists()
+                    and self.path.stat().st_size + len(line) > self.max_bytes):
+                self._rotate()
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            with os.fdopen(fd, "ab") as out:
+                out.write(line)
             self._count += 1
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 class ServiceState:
@@ -74,26 +147,47 @@ class ServiceState:
         Run maintenance after ingest and query requests (in the background, after the response).
     record : str, optional
         Path of a JSON Lines trace to append every request to.
+    limits : Limits, optional
+        Bounds on one request's work (:class:`~memlab.service.limits.Limits`; its defaults
+        when omitted).
+    record_max_bytes : int, optional
+        Rotate the trace at this size (see :class:`Recorder`).
+    record_redact : bool
+        Record without the requests' text (see :class:`Recorder`).
+
+    Notes
+    -----
+    Reads never create a workspace: :meth:`reader` serves a workspace that does not exist from
+    an empty, throw-away store, so a read of an unknown workspace answers what an empty
+    workspace would (no items, no pins, a miss) and leaves no trace in memory or on disk.
     """
 
     def __init__(self, store: MemoryStore | None = None, *, db_path: str | None = None,
                  clock: Clock | None = None, config: str = "default",
-                 maintenance: bool = True, record: str | None = None) -> None:
+                 maintenance: bool = True, record: str | None = None,
+                 limits: Limits | None = None, record_max_bytes: int | None = None,
+                 record_redact: bool = False) -> None:
         if store is not None and db_path is not None:
             raise ValueError("give either store or db_path, not both")
+        if limits is not None and not isinstance(limits, Limits):
+            raise ValueError(f"limits must be a Limits, got {limits!r}")
+        self.limits = limits or Limits()
         self.db_path = db_path
         self.store = store if store is not None else MemoryStore(path=db_path)
         self.clock = clock or SystemClock()
         self.config = config
         self.maintenance = maintenance
-        self.recorder = Recorder(record) if record else None
+        self.recorder = Recorder(record, max_bytes=record_max_bytes,
+                                 redact=record_redact) if record else None
         self._lock = threading.RLock()  # reasoner() builds its memory() under the lock
         self._memories: dict[str, Memory] = {}
         self._caches: dict[str, PMMemoryStore] = {}
         self._reasoners: dict[str, Reasoner] = {}
 
     def memory(self, workspace_id: str = "default") -> Memory:
+        """The facade of ``workspace_id`` for a write (the workspace is created when new)."""
         validate_id(workspace_id, "workspace_id")
+        check_id_text(workspace_id, "workspace_id")
         with self._lock:
             mem = self._memories.get(workspace_id)
             if mem is None:
@@ -101,6 +195,31 @@ class ServiceState:
                     store=self.store, workspace_id=workspace_id, surfacing_mode="router",
                     clock=self.clock, config=self.config)
             return mem
+
+    def exists(self, workspace_id: str) -> bool:
+        """Whether the store holds ``workspace_id`` (nothing is created)."""
+        return self.store.has_workspace(workspace_id)
+
+    def reader(self, workspace_id: str = "default") -> Memory:
+        """The facade of ``workspace_id`` for a read: never creates the workspace.
+
+        An unknown workspace is served by a facade over a fresh, empty in-memory store that is
+        dropped after the request, so the answer is an empty workspace's.
+        """
+        validate_id(workspace_id, "workspace_id")
+        check_id_text(workspace_id, "workspace_id")
+        with self._lock:
+            if workspace_id in self._memories or self.store.has_workspace(workspace_id):
+                return self.memory(workspace_id)
+        scratch = MemoryStore(self.store.memory_types, analyzer=self.store.analyzer)
+        return Memory(store=scratch, workspace_id=workspace_id, surfacing_mode="router",
+                      clock=self.clock, config=self.config)
+
+    def add_many(self, workspace_id: str, items: list) -> list[str]:
+        """A bulk write within the limits, chunk-atomic in ``limits.bulk_chunk_items``."""
+        self.limits.check_bulk(items)
+        return self.memory(workspace_id).add_many(items,
+                                                  chunk_size=self.limits.bulk_chunk_items)
 
     def cache(self, name: str = "default") -> PMMemoryStore:
         validate_id(name, "cache")
@@ -120,7 +239,7 @@ class ServiceState:
 
     def after(self, workspace_id: str, event: str) -> None:
         """Maintenance after an ingest or query (failures stay in ``reasoner.failures``)."""
-        if self.maintenance:
+        if self.maintenance and self.exists(workspace_id):
             self.reasoner(workspace_id).after_event(event)
 
     def record(self, kind: str, workspace_id: str, **fields: Any) -> None:
