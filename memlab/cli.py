@@ -273,6 +273,15 @@ def build_parser() -> argparse.ArgumentParser:
                        "request to this JSON Lines trace (default: $MEMLAB_RECORD)")
     serve.add_argument("--no-maintenance", action="store_true", help="do not run maintenance "
                        "after ingest and query requests")
+    serve.add_argument("--insecure", action="store_true", help="allow a non-loopback --host "
+                       "without an API key (anyone who can reach the port reads and writes)")
+    serve.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                       help="also accept this Host header (repeatable; '*' accepts any); "
+                       "localhost names and the bound host always are")
+    serve.add_argument("--record-max-bytes", type=int, default=None, help="rotate the --record "
+                       "trace at this size (trace.jsonl.1 … .5 are kept)")
+    serve.add_argument("--record-redact", action="store_true", help="record without the "
+                       "requests' text (content, queries, values, metadata)")
 
     mcp = sub.add_parser("mcp", help="the MCP server over stdio", description=(
         "Serve memlab's tools over the Model Context Protocol on stdin/stdout (the official "
@@ -388,15 +397,20 @@ def _run(args: argparse.Namespace) -> int:
             raise _Fail(f"--port must be in 0..65535, got {args.port}")
         if args.record:
             _writable_file("--record", args.record)
-        from memlab.service import ServiceState, create_app
+        _check_bind(args.host, args.api_key, args.insecure)
+        from memlab.service import Limits, ServiceState, create_app
+        from memlab.service.http import LOCAL_HOSTS
         try:
             import uvicorn
         except ImportError:
             raise _Fail("serve needs the service extra: pip install -e '.[service]'") from None
         state = ServiceState(db_path=args.db, record=args.record,
-                             maintenance=not args.no_maintenance)
-        uvicorn.run(create_app(state, api_key=args.api_key), host=args.host, port=args.port,
-                    log_level="warning")
+                             maintenance=not args.no_maintenance, limits=Limits.from_env(),
+                             record_max_bytes=args.record_max_bytes,
+                             record_redact=args.record_redact)
+        hosts = [*LOCAL_HOSTS, args.host, *args.allow_host]
+        uvicorn.run(create_app(state, api_key=args.api_key, allowed_hosts=hosts),
+                    host=args.host, port=args.port, log_level="warning")
         return 0
     if args.command == "mcp":
         import asyncio
@@ -434,6 +448,23 @@ def _run(args: argparse.Namespace) -> int:
     if code == 0:
         subprocess.call([sys.executable, "benchmarks/report.py", args.json])
     return code
+
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def _check_bind(host: str, api_key: str | None, insecure: bool) -> None:
+    """Refuse to serve without an API key beyond loopback (unless ``--insecure``), and say
+    loudly on stderr when there is no key at all."""
+    if api_key:
+        return
+    loopback = host in _LOOPBACK or host.startswith("127.")
+    if not loopback and not insecure:
+        raise _Fail(f"refusing to serve on --host {host} without an API key: set "
+                    f"MEMLAB_API_KEY (or --api-key), bind 127.0.0.1, or pass --insecure")
+    print("memlab serve: WARNING: no API key is set (MEMLAB_API_KEY / --api-key): every "
+          f"route is open to anyone who can reach {host}"
+          + ("" if loopback else " (--insecure)"), file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -216,7 +216,8 @@ class _Runner:
         self._new_memory = lambda ws: Memory(store=self.store, workspace_id=ws,
                                              surfacing_mode=mode, clock=self.clock,
                                              config=config, seed=seed)
-        self.cache = PMMemoryStore(silo_size=4096)
+        self.caches: dict[str, Any] = {}  # cache name -> its short-term cache
+        self._new_cache = lambda: PMMemoryStore(silo_size=4096)
         self.k, self.measures, self.measure_on = k, measures, measure_on
         self.unjudged = 0
         self.record_candidates = record_candidates
@@ -266,17 +267,20 @@ class _Runner:
         from memlab.topics import ingest
 
         mem, kind = self.memory, event.type
+        cache = self.caches.get(event.get("cache", "default"))
+        if cache is None:
+            cache = self.caches[event.get("cache", "default")] = self._new_cache()
         if kind == "cache_set":
-            return {"index": self.cache.set(event.get("key"), event.get("value"))}
+            return {"index": cache.set(event.get("key"), event.get("value"))}
         if kind == "cache_peek":
-            hit, value, index = self.cache.peek(event.get("key"))
+            hit, value, index = cache.peek(event.get("key"))
             return {"hit": hit, "value": value, "index": index}
         if kind == "promote":
             return promote_to_long_term(event.get("session_id"), event.get("key"),
                                         event.get("value"), event.get("node_type", "concept"),
                                         memory=mem)
         if kind == "resolve":
-            return resolve_context(event.get("session_id"), event.get("key"), self.cache,
+            return resolve_context(event.get("session_id"), event.get("key"), cache,
                                    memory=mem)
         if kind == "ingest":
             fields = {k: v for k, v in event.fields.items() if k != "placement"}

@@ -92,10 +92,10 @@ EVENT_SCHEMA: dict[str, tuple[dict[str, Callable], dict[str, Callable]]] = {
                                       "field": _text, "value": _any, "ref": _text,
                                       "why_changed": _text, "provenance": _text,
                                       "valid_from": _timestamp}),
-    "cache_set": ({"key": _text, "value": _text}, {}),
-    "cache_peek": ({"key": _text}, {}),
+    "cache_set": ({"key": _text, "value": _text}, {"cache": _text}),
+    "cache_peek": ({"key": _text}, {"cache": _text}),
     "promote": ({"session_id": _text, "key": _text, "value": _text}, {"node_type": _text}),
-    "resolve": ({"session_id": _text, "key": _text}, {}),
+    "resolve": ({"session_id": _text, "key": _text}, {"cache": _text}),
     "clock": ({}, {"advance_s": _number}),
     "maintenance": ({}, {"dry_run": lambda v: isinstance(v, bool), "passes": _text_list}),
 }

@@ -25,7 +25,7 @@ from memlab.text import normalise_title, words
 from memlab.topics import render_topic
 
 __all__ = ["MaintenanceConfig", "MaintenanceReport", "Reasoner", "PASSES", "shingles",
-           "jaccard"]
+           "jaccard", "near_duplicate_pairs"]
 
 PASSES = ("revise_duplicates", "decay_sweep", "forget_low_salience", "capacity_inhibition")
 
@@ -246,24 +246,13 @@ class Reasoner:
             else:
                 by_title[key] = i
         sets = {i: shingles(ws.items[i].content, cfg.shingle_size) for i in live}
-        posting: dict[tuple[str, ...], list[int]] = {}
-        for i in live:
-            for sh in sets[i]:
-                posting.setdefault(sh, []).append(i)
-        checked: set[tuple[int, int]] = set()
-        for i in live:
-            for sh in sets[i]:
-                for j in posting[sh]:
-                    if j <= i or (i, j) in checked:
-                        continue
-                    checked.add((i, j))
-                    sim = jaccard(sets[i], sets[j])
-                    if sim >= cfg.near_duplicate_threshold and sim > 0:
-                        union(i, j, "near_duplicate", sim)
+        for (i, j), sim in near_duplicate_pairs(sets, cfg.near_duplicate_threshold).items():
+            union(i, j, "near_duplicate", sim)
         groups: dict[int, list[int]] = {}
         for i in live:
             groups.setdefault(find(i), []).append(i)
         actions = []
+        first_reason: dict[int, tuple[str, float]] | None = None
         for members in groups.values():
             if len(members) < 2:
                 continue
@@ -272,7 +261,12 @@ class Reasoner:
                 if other == keep:
                     continue
                 pair = (min(keep, other), max(keep, other))
-                reason, sim = reasons.get(pair) or _closest_reason(reasons, other)
+                found = reasons.get(pair)
+                if found is None:  # joined via a third item: its first recorded pair says why
+                    if first_reason is None:
+                        first_reason = _first_reasons(reasons)
+                    found = first_reason.get(other, ("transitive", 0.0))
+                reason, sim = found
                 state.archived.add(other)
                 actions.append({
                     "action": "merge", "keep": ws.item_ids[keep], "merge": ws.item_ids[other],
@@ -385,12 +379,67 @@ def _title_key(item) -> tuple[str, str] | None:
     return None
 
 
-def _closest_reason(reasons: dict, other: int) -> tuple[str, float]:
-    """The reason recorded for ``other`` joining its group (it may be linked via a third item)."""
+def _first_reasons(reasons: dict) -> dict[int, tuple[str, float]]:
+    """For each item, the reason of the first pair (in sorted order) it belongs to: why it
+    joined its group when it is linked to the kept item only through a third one."""
+    first: dict[int, tuple[str, float]] = {}
     for (a, b), value in sorted(reasons.items()):
-        if other in (a, b):
-            return value
-    return ("transitive", 0.0)  # pragma: no cover - every member was joined by some pair
+        first.setdefault(a, value)
+        first.setdefault(b, value)
+    return first
+
+
+def near_duplicate_pairs(sets: dict[int, frozenset], threshold: float
+                         ) -> dict[tuple[int, int], float]:
+    """Every pair ``(i, j)``, ``i < j``, whose sets' :func:`jaccard` is ``>= threshold`` and > 0.
+
+    Prefix filtering (Chaudhuri et al. 2006; Bayardo et al. 2007's All-Pairs): shingles are
+    ordered rarest first; two sets with Jaccard ``>= t`` share at least ``floor(t * n)``
+    shingles, so each one's first ``n - floor(t * n) + 1`` shingles must meet. Only pairs that
+    meet there and pass the size bound ``min/max >= t`` are compared, so the answer is exactly
+    the all-pairs one (an oracle test compares them) while the work grows with the number of
+    near pairs, not with the square of the items: pairs sharing only common shingles
+    ("the deploy runs") are never compared.
+
+    Examples
+    --------
+    >>> a = shingles("the deploy runs on fridays at noon")
+    >>> b = shingles("the deploy runs on fridays at noon!")
+    >>> c = shingles("lunch is pizza on fridays")
+    >>> near_duplicate_pairs({0: a, 1: b, 2: c}, 0.9)
+    {(0, 1): 1.0}
+    """
+    frequency: dict = {}
+    for found in sets.values():
+        for shingle in found:
+            frequency[shingle] = frequency.get(shingle, 0) + 1
+    rank = {shingle: pos for pos, shingle in
+            enumerate(sorted(frequency, key=lambda sh: (frequency[sh], sh)))}
+    index: dict[int, list[int]] = {}
+    pairs: dict[tuple[int, int], float] = {}
+    for i, found in sets.items():
+        n = len(found)
+        if not n:
+            continue
+        overlap = max(1, min(n, math.floor(threshold * n)))
+        prefix = sorted(rank[sh] for sh in found)[:n - overlap + 1]
+        candidates: set[int] = set()
+        for token in prefix:
+            bucket = index.get(token)
+            if bucket is None:
+                index[token] = [i]
+            else:
+                candidates.update(bucket)
+                bucket.append(i)
+        for j in candidates:
+            other = sets[j]
+            small, large = sorted((n, len(other)))
+            if small / large < threshold:  # jaccard <= min/max: cannot reach the threshold
+                continue
+            sim = jaccard(found, other)
+            if sim >= threshold and sim > 0:
+                pairs[(min(i, j), max(i, j))] = sim
+    return pairs
 
 
 def _merge(store, ws, wid: str, keep: int, other: int, action: dict, now) -> None:

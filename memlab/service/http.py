@@ -292,7 +292,8 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     def resolve(body: ResolveIn) -> dict[str, Any]:
         out = resolve_context(body.session_id, body.key, state.cache(body.cache),
                               memory=state.reader(body.workspace_id))
-        state.record("resolve", body.workspace_id, session_id=body.session_id, key=body.key)
+        state.record("resolve", body.workspace_id, session_id=body.session_id, key=body.key,
+                     cache=body.cache)
         return out
 
     @app.post("/v1/promote", dependencies=secured)
@@ -313,13 +314,13 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     @app.post("/v1/cache/set", dependencies=secured)
     def cache_set(body: CacheSetIn) -> dict[str, Any]:
         index = state.cache(body.cache).set(body.key, body.value)
-        state.record("cache_set", "default", key=body.key, value=body.value)
+        state.record("cache_set", "default", key=body.key, value=body.value, cache=body.cache)
         return {"index": index}
 
     @app.post("/v1/cache/peek", dependencies=secured)
     def cache_peek(body: CacheKeyIn) -> dict[str, Any]:
         hit, value, index = state.cache(body.cache).peek(body.key)
-        state.record("cache_peek", "default", key=body.key)
+        state.record("cache_peek", "default", key=body.key, cache=body.cache)
         return {"hit": hit, "value": value, "index": index}
 
     @app.post("/v1/cache/flush", dependencies=secured)
