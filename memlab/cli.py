@@ -397,7 +397,7 @@ def _run(args: argparse.Namespace) -> int:
             raise _Fail(f"--port must be in 0..65535, got {args.port}")
         if args.record:
             _writable_file("--record", args.record)
-        _check_bind(args.host, args.api_key, args.insecure)
+        warning = _check_bind(args.host, args.api_key, args.insecure)
         from memlab.service import Limits, ServiceState, create_app
         from memlab.service.http import LOCAL_HOSTS
         try:
@@ -409,6 +409,8 @@ def _run(args: argparse.Namespace) -> int:
                              record_max_bytes=args.record_max_bytes,
                              record_redact=args.record_redact)
         hosts = [*LOCAL_HOSTS, args.host, *args.allow_host]
+        if warning:
+            print(warning, file=sys.stderr)  # loudly, once the store has opened
         uvicorn.run(create_app(state, api_key=args.api_key, allowed_hosts=hosts),
                     host=args.host, port=args.port, log_level="warning")
         return 0
@@ -453,18 +455,18 @@ def _run(args: argparse.Namespace) -> int:
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
-def _check_bind(host: str, api_key: str | None, insecure: bool) -> None:
-    """Refuse to serve without an API key beyond loopback (unless ``--insecure``), and say
-    loudly on stderr when there is no key at all."""
+def _check_bind(host: str, api_key: str | None, insecure: bool) -> str | None:
+    """Refuse to serve without an API key beyond loopback (unless ``--insecure``); the warning
+    to print when there is no key at all, else None."""
     if api_key:
-        return
+        return None
     loopback = host in _LOOPBACK or host.startswith("127.")
     if not loopback and not insecure:
         raise _Fail(f"refusing to serve on --host {host} without an API key: set "
                     f"MEMLAB_API_KEY (or --api-key), bind 127.0.0.1, or pass --insecure")
-    print("memlab serve: WARNING: no API key is set (MEMLAB_API_KEY / --api-key): every "
-          f"route is open to anyone who can reach {host}"
-          + ("" if loopback else " (--insecure)"), file=sys.stderr)
+    return ("memlab serve: WARNING: no API key is set (MEMLAB_API_KEY / --api-key): every "
+            f"route is open to anyone who can reach {host}" + ("" if loopback else
+                                                              " (--insecure)"))
 
 
 def main(argv: list[str] | None = None) -> int:
