@@ -268,7 +268,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--db", default=os.environ.get("MEMLAB_DB"), help="SQLite file of a "
                        "durable store (default: $MEMLAB_DB; in memory when unset)")
     serve.add_argument("--api-key", default=os.environ.get("MEMLAB_API_KEY"), help="require "
-                       "this key as X-API-Key or Bearer (default: $MEMLAB_API_KEY)")
+                       "this key as X-API-Key or Bearer; it may read and write every workspace "
+                       "(default: $MEMLAB_API_KEY)")
+    serve.add_argument("--keys-file", default=os.environ.get("MEMLAB_KEYS_FILE"), help="scoped "
+                       "API keys, JSON or TOML (see the README; default: $MEMLAB_KEYS_FILE, or "
+                       "the JSON in $MEMLAB_KEYS)")
     serve.add_argument("--record", default=os.environ.get("MEMLAB_RECORD"), help="append every "
                        "request to this JSON Lines trace (default: $MEMLAB_RECORD)")
     serve.add_argument("--no-maintenance", action="store_true", help="do not run maintenance "
@@ -279,6 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
         "SDK; the 'service' extra)."))
     mcp.add_argument("--db", default=os.environ.get("MEMLAB_DB"), help="SQLite file of a "
                      "durable store (default: $MEMLAB_DB; in memory when unset)")
+    mcp.add_argument("--workspaces", default=os.environ.get("MEMLAB_MCP_WORKSPACES"),
+                     help="comma-separated glob patterns of the workspaces the tools may touch, "
+                     "e.g. 'team-a-*,shared' (default: $MEMLAB_MCP_WORKSPACES; all when unset)")
 
     bench = sub.add_parser("bench", help="run the benchmark suite", description=(
         "Run benchmarks/ with pytest-benchmark (the 'bench' extra), save the JSON and print the "
@@ -389,20 +396,32 @@ def _run(args: argparse.Namespace) -> int:
         if args.record:
             _writable_file("--record", args.record)
         from memlab.service import ServiceState, create_app
+        from memlab.service.auth import KeyRing
         try:
             import uvicorn
         except ImportError:
             raise _Fail("serve needs the service extra: pip install -e '.[service]'") from None
+        try:
+            keys = KeyRing.from_file(args.keys_file) if args.keys_file else \
+                KeyRing.from_env({"MEMLAB_KEYS": os.environ.get("MEMLAB_KEYS", "")})
+            keys = keys.with_admin_secret(args.api_key or None)
+        except ValueError as exc:
+            raise _Fail(f"--keys-file: {exc}" if args.keys_file else str(exc)) from None
         state = ServiceState(db_path=args.db, record=args.record,
                              maintenance=not args.no_maintenance)
-        uvicorn.run(create_app(state, api_key=args.api_key), host=args.host, port=args.port,
+        uvicorn.run(create_app(state, keys=keys), host=args.host, port=args.port,
                     log_level="warning")
         return 0
     if args.command == "mcp":
         import asyncio
 
         from memlab.service import ServiceState, create_mcp_server
-        server = create_mcp_server(ServiceState(db_path=args.db))
+        from memlab.service.auth import parse_patterns
+        try:
+            workspaces = parse_patterns(args.workspaces, "--workspaces")
+        except ValueError as exc:
+            raise _Fail(str(exc)) from None
+        server = create_mcp_server(ServiceState(db_path=args.db), workspaces=workspaces)
         asyncio.run(server.run_stdio_async())
         return 0
     if args.command == "eval":
