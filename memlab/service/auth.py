@@ -185,8 +185,9 @@ class KeyRing:
         """A ring from the parsed keys file (``{"keys": [ {...}, ... ]}``)."""
         if not isinstance(data, Mapping) or set(data) != {"keys"} \
                 or not isinstance(data["keys"], list):
+            got = sorted(data) if isinstance(data, Mapping) else data
             raise ValueError("a keys file must hold exactly one field, 'keys', a list of "
-                             f"key tables; got {sorted(data) if isinstance(data, Mapping) else data!r:.80}")
+                             f"key tables; got {got!r:.80}")
         keys = []
         for pos, entry in enumerate(data["keys"]):
             where = f"keys[{pos}]"

@@ -242,8 +242,8 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     @app.post("/v1/context", dependencies=secured)
     def context(body: ContextIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
         response = read(key, body.workspace_id).get_working_context(
-            session(body.workspace_id, body.session_id), body.query, k=body.k, max_tokens=body.max_tokens,
-            strategy=body.strategy)
+            session(body.workspace_id, body.session_id), body.query, k=body.k,
+            max_tokens=body.max_tokens, strategy=body.strategy)
         state.record("query", body.workspace_id, session_id=body.session_id, query=body.query,
                      k=body.k, max_tokens=body.max_tokens, strategy=body.strategy)
         return response

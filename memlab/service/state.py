@@ -2,9 +2,9 @@
 
 :class:`ServiceState` owns one :class:`~memlab.MemoryStore` (durable when given a path), a
 router-mode :class:`~memlab.Memory` facade per workspace, each workspace's named short-term
-caches, one maintenance reasoner per workspace, and the optional request recorder. The HTTP app and the MCP
-server both take a ``ServiceState``: a write through one is visible to the next read through the
-other, and through the library in the same process.
+caches, one maintenance reasoner per workspace, and the optional request recorder. The HTTP
+app and the MCP server both take a ``ServiceState``: a write through one is visible to the next
+read through the other, and through the library in the same process.
 """
 
 from __future__ import annotations
