@@ -268,7 +268,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--db", default=os.environ.get("MEMLAB_DB"), help="SQLite file of a "
                        "durable store (default: $MEMLAB_DB; in memory when unset)")
     serve.add_argument("--api-key", default=os.environ.get("MEMLAB_API_KEY"), help="require "
-                       "this key as X-API-Key or Bearer (default: $MEMLAB_API_KEY)")
+                       "this key as X-API-Key or Bearer; it may read and write every workspace "
+                       "(default: $MEMLAB_API_KEY)")
+    serve.add_argument("--keys-file", default=os.environ.get("MEMLAB_KEYS_FILE"), help="scoped "
+                       "API keys, JSON or TOML (see the README; default: $MEMLAB_KEYS_FILE, or "
+                       "the JSON in $MEMLAB_KEYS)")
     serve.add_argument("--record", default=os.environ.get("MEMLAB_RECORD"), help="append every "
                        "request to this JSON Lines trace (default: $MEMLAB_RECORD)")
     serve.add_argument("--no-maintenance", action="store_true", help="do not run maintenance "
@@ -288,6 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
         "SDK; the 'service' extra)."))
     mcp.add_argument("--db", default=os.environ.get("MEMLAB_DB"), help="SQLite file of a "
                      "durable store (default: $MEMLAB_DB; in memory when unset)")
+    mcp.add_argument("--workspaces", default=os.environ.get("MEMLAB_MCP_WORKSPACES"),
+                     help="comma-separated glob patterns of the workspaces the tools may touch, "
+                     "e.g. 'team-a-*,shared' (default: $MEMLAB_MCP_WORKSPACES; all when unset)")
 
     bench = sub.add_parser("bench", help="run the benchmark suite", description=(
         "Run benchmarks/ with pytest-benchmark (the 'bench' extra), save the JSON and print the "
@@ -397,13 +404,20 @@ def _run(args: argparse.Namespace) -> int:
             raise _Fail(f"--port must be in 0..65535, got {args.port}")
         if args.record:
             _writable_file("--record", args.record)
-        warning = _check_bind(args.host, args.api_key, args.insecure)
         from memlab.service import Limits, ServiceState, create_app
+        from memlab.service.auth import KeyRing
         from memlab.service.http import LOCAL_HOSTS
         try:
             import uvicorn
         except ImportError:
             raise _Fail("serve needs the service extra: pip install -e '.[service]'") from None
+        try:
+            keys = KeyRing.from_file(args.keys_file) if args.keys_file else \
+                KeyRing.from_env({"MEMLAB_KEYS": os.environ.get("MEMLAB_KEYS", "")})
+            keys = keys.with_admin_secret(args.api_key or None)
+        except ValueError as exc:
+            raise _Fail(f"--keys-file: {exc}" if args.keys_file else str(exc)) from None
+        warning = _check_bind(args.host, None if keys.open else "keys", args.insecure)
         state = ServiceState(db_path=args.db, record=args.record,
                              maintenance=not args.no_maintenance, limits=Limits.from_env(),
                              record_max_bytes=args.record_max_bytes,
@@ -411,14 +425,19 @@ def _run(args: argparse.Namespace) -> int:
         hosts = [*LOCAL_HOSTS, args.host, *args.allow_host]
         if warning:
             print(warning, file=sys.stderr)  # loudly, once the store has opened
-        uvicorn.run(create_app(state, api_key=args.api_key, allowed_hosts=hosts),
+        uvicorn.run(create_app(state, keys=keys, allowed_hosts=hosts),
                     host=args.host, port=args.port, log_level="warning")
         return 0
     if args.command == "mcp":
         import asyncio
 
         from memlab.service import ServiceState, create_mcp_server
-        server = create_mcp_server(ServiceState(db_path=args.db))
+        from memlab.service.auth import parse_patterns
+        try:
+            workspaces = parse_patterns(args.workspaces, "--workspaces")
+        except ValueError as exc:
+            raise _Fail(str(exc)) from None
+        server = create_mcp_server(ServiceState(db_path=args.db), workspaces=workspaces)
         asyncio.run(server.run_stdio_async())
         return 0
     if args.command == "eval":
@@ -456,8 +475,9 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def _check_bind(host: str, api_key: str | None, insecure: bool) -> str | None:
-    """Refuse to serve without an API key beyond loopback (unless ``--insecure``); the warning
-    to print when there is no key at all, else None."""
+    """Refuse to serve without any API key beyond loopback (unless ``--insecure``); the warning
+    to print when there is no key at all, else None. ``api_key`` is any configured key (the
+    admin key or a keys file)."""
     if api_key:
         return None
     loopback = host in _LOOPBACK or host.startswith("127.")

@@ -1,10 +1,14 @@
 """The HTTP service (SPEC §9): FastAPI routes over one in-process store (extra ``service``).
 
 Run it with ``memlab serve`` (127.0.0.1:8765; the store in ``$MEMLAB_DB`` when set). Every route
-but ``/health`` takes an optional API key (``$MEMLAB_API_KEY``, sent as ``X-API-Key`` or
-``Authorization: Bearer``); a missing or wrong key is 401. A ``ValueError`` from memlab is 400
-with its message; a malformed body is 422; ``/health/graph`` is 503 with the database path and a
-hint when the store cannot be read. Maintenance runs after the response is sent, and its failure
+but ``/health`` takes an API key when keys are configured (sent as ``X-API-Key`` or
+``Authorization: Bearer``); a missing or wrong key is 401. Keys are scoped
+(:mod:`memlab.service.auth`): a key names the workspaces it may read and write, and a request for
+any other workspace is 403 (the same answer whether or not the workspace exists). Caches and
+session ids belong to a workspace. ``/health`` is a liveness ``ok``; ``/health/graph`` (every
+workspace, the database path) needs an admin key. A ``ValueError`` from memlab is 400 with its
+message; a malformed body is 422; ``/health/graph`` is 503 with the database path and a hint
+when the store cannot be read. Maintenance runs after the response is sent, and its failure
 never reaches the client (it is kept in the reasoner's ``failures``).
 
 Limits (issue 14): a body larger than ``limits.max_body_bytes``, a content, metadata or bulk
@@ -15,10 +19,11 @@ request over its limit is 413 naming the limit and the value; a read never creat
 
 
 
-import hmac
 import json
+from pathlib import Path
 from typing import Any, Iterable, Literal
 
+from memlab.service.auth import OPEN, ApiKey, KeyRing, ScopeError
 from memlab.service.limits import LimitExceeded, Limits, check_id_text
 from memlab.service.state import ServiceState
 
@@ -30,18 +35,28 @@ LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "testserver")
 
 
 def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
+               keys: KeyRing | str | Path | None = None,
                allowed_hosts: Iterable[str] | None = None):
     """The FastAPI application serving ``state`` (a fresh in-memory one when omitted).
 
     Parameters
     ----------
     state : ServiceState, optional
-        The shared state; its ``limits`` bound every request.
+        The shared state; its ``limits`` bound every request (a fresh in-memory state when
+        omitted).
     api_key : str, optional
-        Required on every route but ``/health`` when set.
+        One admin key for every workspace (the single key of earlier versions).
+    keys : KeyRing or path, optional
+        Scoped keys, or the path of a keys file (JSON or TOML, see
+        :mod:`memlab.service.auth`). With neither ``api_key`` nor ``keys`` the server is open.
     allowed_hosts : iterable of str, optional
         Host names (without port) accepted in the ``Host`` header; ``"*"`` accepts any.
         Default: :data:`LOCAL_HOSTS`. ``memlab serve`` adds the host it binds.
+
+    Raises
+    ------
+    ValueError
+        A bad ``api_key`` or keys file.
     """
     try:
         from fastapi import BackgroundTasks, Depends, FastAPI, Header, Request
@@ -60,6 +75,15 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     hosts = frozenset(h.lower() for h in (LOCAL_HOSTS if allowed_hosts is None
                                           else allowed_hosts))
     Text = Field(min_length=1)  # non-empty strings, documented in the schema
+    if keys is None:
+        ring = KeyRing()
+    elif isinstance(keys, KeyRing):
+        ring = keys
+    elif isinstance(keys, (str, Path)):
+        ring = KeyRing.from_file(keys)
+    else:
+        raise ValueError(f"keys must be a KeyRing or the path of a keys file, got {keys!r:.80}")
+    ring = ring.with_admin_secret(api_key)
 
     class Body(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -133,14 +157,12 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
         value: str = Text
         node_type: str = "concept"
 
-    class CacheSetIn(BaseModel):
-        model_config = ConfigDict(extra="forbid")
+    class CacheSetIn(Body):
         key: str
         value: str
         cache: str = "default"
 
-    class CacheKeyIn(BaseModel):
-        model_config = ConfigDict(extra="forbid")
+    class CacheKeyIn(Body):
         key: str
         cache: str = "default"
 
@@ -162,15 +184,35 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
         passes: list[str] | None = None
 
     def check_key(x_api_key: str | None = Header(None),
-                  authorization: str | None = Header(None)) -> None:
-        if api_key is None:
-            return
+                  authorization: str | None = Header(None)) -> ApiKey:
+        """The caller's key (every workspace on an open server); 401 when missing or wrong."""
+        if ring.open:
+            return OPEN
         given = x_api_key
         if given is None and authorization and authorization.lower().startswith("bearer "):
             given = authorization[7:]
-        if given is None or not hmac.compare_digest(given.encode(), api_key.encode()):
+        key = ring.authenticate(given)
+        if key is None:
             from fastapi import HTTPException
             raise HTTPException(status_code=401, detail="missing or wrong API key")
+        return key
+
+    # every workspace a route touches goes through the caller's key first (403 outside it),
+    # so an out-of-scope request neither reads nor creates anything
+    def read(key: ApiKey, workspace_id: str):
+        return state.reader(key.check(workspace_id, "read"))  # never creates the workspace
+
+    def write(key: ApiKey, workspace_id: str):
+        return state.memory(key.check(workspace_id, "write"))
+
+    def write_existing(key: ApiKey, workspace_id: str):
+        """A write that needs existing items: an unknown workspace is not created."""
+        return state.reader(key.check(workspace_id, "write"))
+
+    def cache_of(key: ApiKey, name: str, workspace_id: str, access: str):
+        return state.cache(name, key.check(workspace_id, access))
+
+    session = state.session_key  # session ids are namespaced per workspace
 
     app = FastAPI(title="memlab", version=_version(),
                   description="Memory surfacing for LLM agents: one store, several surfaces.")
@@ -188,12 +230,18 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
         return JSONResponse(status_code=413, content={
             "detail": str(exc), "limit": exc.limit, "allowed": exc.allowed, "got": exc.got})
 
+    @app.exception_handler(ScopeError)
+    async def scope_error(request: Request, exc: ScopeError):
+        return JSONResponse(status_code=403, content={"detail": str(exc)})
+
     @app.get("/health")
     def health() -> dict[str, Any]:
         return {"status": "ok"}
 
     @app.get("/health/graph", dependencies=secured)
-    def health_graph():
+    def health_graph(key: ApiKey = Depends(check_key)):
+        if not key.admin:
+            raise ScopeError("the store-wide health report needs an admin key")
         try:
             return state.graph_health()
         except Exception as exc:  # noqa: BLE001 - any failure to read is a 503
@@ -205,144 +253,160 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
                         "MEMLAB_DB pointing at a good copy"})
 
     @app.post("/v1/items", dependencies=secured)
-    def add_item(body: ItemIn) -> dict[str, Any]:
+    def add_item(body: ItemIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
         limits.check_item(body.model_dump(include={"content", "metadata"}))
-        item_id = state.memory(body.workspace_id).add(body.content, body.memory_type,
+        item_id = write(key, body.workspace_id).add(body.content, body.memory_type,
                                                       body.metadata, body.item_id)
         state.record("add", body.workspace_id, content=body.content, item_id=item_id,
                      memory_type=body.memory_type, metadata=body.metadata)
         return {"item_id": item_id}
 
     @app.post("/v1/items/bulk", dependencies=secured)
-    def add_items(body: ItemsIn) -> dict[str, Any]:
-        ids = state.add_many(body.workspace_id, body.items)  # limits; chunk-atomic
+    def add_items(body: ItemsIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+        ids = state.add_many(key.check(body.workspace_id, "write"), body.items)  # chunk-atomic
         for item_id, item in zip(ids, body.items):
             state.record("add", body.workspace_id, content=item.get("content"), item_id=item_id,
                          memory_type=item.get("memory_type"), metadata=item.get("metadata"))
         return {"item_ids": ids}
 
     @app.get("/v1/items/{item_id}", dependencies=secured)
-    def get_item(item_id: str, workspace_id: str = "default") -> dict[str, Any]:
-        return state.reader(workspace_id).get(item_id)
+    def get_item(item_id: str, workspace_id: str = "default",
+                 key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+        return read(key, workspace_id).get(item_id)
 
     @app.post("/v1/search", dependencies=secured)
-    def search(body: SearchIn) -> list[dict[str, Any]]:
-        return state.reader(body.workspace_id).search(body.query, top_k=body.top_k)
+    def search(body: SearchIn, key: ApiKey = Depends(check_key)) -> list[dict[str, Any]]:
+        return read(key, body.workspace_id).search(body.query, top_k=body.top_k)
 
     @app.post("/v1/context", dependencies=secured)
-    def context(body: ContextIn) -> dict[str, Any]:
-        response = state.reader(body.workspace_id).get_working_context(
-            body.session_id, body.query, k=body.k, max_tokens=body.max_tokens,
-            strategy=body.strategy)
+    def context(body: ContextIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+        response = read(key, body.workspace_id).get_working_context(
+            session(body.workspace_id, body.session_id), body.query, k=body.k,
+            max_tokens=body.max_tokens, strategy=body.strategy)
         state.record("query", body.workspace_id, session_id=body.session_id, query=body.query,
                      k=body.k, max_tokens=body.max_tokens, strategy=body.strategy)
         return response
 
     @app.post("/v1/edges", dependencies=secured)
-    def add_edge(body: EdgeIn) -> dict[str, Any]:
-        state.reader(body.workspace_id).add_edge(body.src, body.dst, body.edge_type, body.weight)
+    def add_edge(body: EdgeIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+        # both items must exist, so must the workspace: an unknown one is not created
+        write_existing(key, body.workspace_id).add_edge(body.src, body.dst, body.edge_type,
+                                                        body.weight)
         state.record("add_edge", body.workspace_id, src=body.src, dst=body.dst,
                      edge_type=body.edge_type, weight=body.weight)
         return {"src": body.src, "dst": body.dst, "edge_type": body.edge_type,
                 "weight": body.weight}
 
     @app.get("/v1/edges", dependencies=secured)
-    def edges(workspace_id: str = "default", item_id: str | None = None) -> list[dict]:
-        return state.reader(workspace_id).get_edges(item_id)
+    def edges(workspace_id: str = "default", item_id: str | None = None,
+              key: ApiKey = Depends(check_key)) -> list[dict]:
+        return read(key, workspace_id).get_edges(item_id)
 
     @app.post("/v1/pins", dependencies=secured)
-    def pin(body: PinIn) -> dict[str, Any]:
-        mem = state.reader(body.workspace_id)  # the item must exist, so must the workspace
-        mem.pin_item(body.session_id, body.item_id, body.weight)
+    def pin(body: PinIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+        mem = write_existing(key, body.workspace_id)  # the item must exist, so must the workspace
+        sid = session(body.workspace_id, body.session_id)
+        mem.pin_item(sid, body.item_id, body.weight)
         state.record("pin", body.workspace_id, session_id=body.session_id,
                      item_id=body.item_id, weight=body.weight)
-        return {"pins": mem.get_pins(body.session_id)}
+        return {"pins": mem.get_pins(sid)}
 
     @app.delete("/v1/pins/{session_id}/{item_id}", dependencies=secured)
-    def unpin(session_id: str, item_id: str, workspace_id: str = "default") -> dict[str, Any]:
-        mem = state.reader(workspace_id)  # nothing is pinned in an unknown workspace
-        mem.unpin_item(session_id, item_id)
+    def unpin(session_id: str, item_id: str, workspace_id: str = "default",
+              key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+        mem = write_existing(key, workspace_id)  # nothing is pinned in an unknown workspace
+        sid = session(workspace_id, session_id)
+        mem.unpin_item(sid, item_id)
         state.record("unpin", workspace_id, session_id=session_id, item_id=item_id)
-        return {"pins": mem.get_pins(session_id)}
+        return {"pins": mem.get_pins(sid)}
 
     @app.get("/v1/pins/{session_id}", dependencies=secured)
-    def pins(session_id: str, workspace_id: str = "default") -> dict[str, Any]:
-        return {"pins": state.reader(workspace_id).get_pins(session_id)}
+    def pins(session_id: str, workspace_id: str = "default",
+             key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+        mem = read(key, workspace_id)
+        return {"pins": mem.get_pins(session(workspace_id, session_id))}
 
     @app.post("/v1/ingest", dependencies=secured)
-    def ingest_route(body: IngestIn, background: BackgroundTasks) -> dict[str, Any]:
+    def ingest_route(body: IngestIn, background: BackgroundTasks,
+                     key: ApiKey = Depends(check_key)) -> dict[str, Any]:
         fields = body.model_dump(exclude={"workspace_id", "placement"}, exclude_none=True)
         for name in ("title", "value", "why_changed"):
             limits.check_text(fields.get(name), name)
         for name in ("fields", "value"):
             limits.check_json(fields.get(name), name)
-        out = ingest(body.placement, memory=state.memory(body.workspace_id), **fields)
+        out = ingest(body.placement, memory=write(key, body.workspace_id), **fields)
         state.record("ingest", body.workspace_id, placement=body.placement, **fields)
         background.add_task(state.after, body.workspace_id, "ingest")
         return out
 
     @app.post("/v1/query", dependencies=secured)
-    def query_route(body: QueryIn, background: BackgroundTasks) -> dict[str, Any]:
+    def query_route(body: QueryIn, background: BackgroundTasks,
+                    key: ApiKey = Depends(check_key)) -> dict[str, Any]:
         out = query(body.q, stages=list(body.stages), explain=body.explain, top_k=body.top_k,
-                    memory=state.reader(body.workspace_id))
+                    memory=read(key, body.workspace_id))
         background.add_task(state.after, body.workspace_id, "query")
         return out
 
     @app.post("/v1/resolve", dependencies=secured)
-    def resolve(body: ResolveIn) -> dict[str, Any]:
-        out = resolve_context(body.session_id, body.key, state.cache(body.cache),
-                              memory=state.reader(body.workspace_id))
+    def resolve(body: ResolveIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+        out = resolve_context(body.session_id, body.key,
+                              cache_of(key, body.cache, body.workspace_id, "read"),
+                              memory=read(key, body.workspace_id))
         state.record("resolve", body.workspace_id, session_id=body.session_id, key=body.key,
                      cache=body.cache)
         return out
 
     @app.post("/v1/promote", dependencies=secured)
-    def promote(body: PromoteIn) -> dict[str, Any]:
+    def promote(body: PromoteIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
         limits.check_text(body.value, "value")
         out = promote_to_long_term(body.session_id, body.key, body.value, body.node_type,
-                                   memory=state.memory(body.workspace_id))
+                                   memory=write(key, body.workspace_id))
         state.record("promote", body.workspace_id, session_id=body.session_id, key=body.key,
                      value=body.value, node_type=body.node_type)
         return out
 
     @app.get("/v1/status", dependencies=secured)
-    def status(session_id: str, workspace_id: str = "default",
-               cache: str = "default") -> dict[str, Any]:
-        return get_memory_status(session_id, state.cache(cache),
-                                 memory=state.reader(workspace_id))
+    def status(session_id: str, workspace_id: str = "default", cache: str = "default",
+               key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+        return get_memory_status(session_id, cache_of(key, cache, workspace_id, "read"),
+                                 memory=read(key, workspace_id))
 
     @app.post("/v1/cache/set", dependencies=secured)
-    def cache_set(body: CacheSetIn) -> dict[str, Any]:
-        index = state.cache(body.cache).set(body.key, body.value)
-        state.record("cache_set", "default", key=body.key, value=body.value, cache=body.cache)
+    def cache_set(body: CacheSetIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+        index = cache_of(key, body.cache, body.workspace_id, "write").set(body.key, body.value)
+        state.record("cache_set", body.workspace_id, key=body.key, value=body.value,
+                     cache=body.cache)
         return {"index": index}
 
     @app.post("/v1/cache/peek", dependencies=secured)
-    def cache_peek(body: CacheKeyIn) -> dict[str, Any]:
-        hit, value, index = state.cache(body.cache).peek(body.key)
-        state.record("cache_peek", "default", key=body.key, cache=body.cache)
+    def cache_peek(body: CacheKeyIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+        hit, value, index = cache_of(key, body.cache, body.workspace_id, "read").peek(body.key)
+        state.record("cache_peek", body.workspace_id, key=body.key, cache=body.cache)
         return {"hit": hit, "value": value, "index": index}
 
     @app.post("/v1/cache/flush", dependencies=secured)
-    def cache_flush(cache: str = "default") -> dict[str, Any]:
-        return {"flushed": state.cache(cache).flush()}
+    def cache_flush(cache: str = "default", workspace_id: str = "default",
+                    key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+        return {"flushed": cache_of(key, cache, workspace_id, "write").flush()}
 
     @app.post("/v1/graph/nodes", dependencies=secured)
-    def graph_node(body: NodeIn) -> dict[str, Any]:
+    def graph_node(body: NodeIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
         limits.check_item(body.model_dump(include={"content", "metadata"}))
         limits.check_text(body.label, "label")
         node_id = upsert_node(body.session_id, body.node_type, body.label, body.content,
-                              body.metadata, memory=state.memory(body.workspace_id))
+                              body.metadata, memory=write(key, body.workspace_id))
         return {"node_id": node_id}
 
     @app.post("/v1/graph/search", dependencies=secured)
-    def graph_search(body: GraphSearchIn) -> list[dict[str, Any]]:
+    def graph_search(body: GraphSearchIn, key: ApiKey = Depends(check_key)) -> list[dict[str, Any]]:
         return search_graph(body.session_id, body.query, body.max_depth, body.top_k,
-                            memory=state.reader(body.workspace_id))
+                            memory=read(key, body.workspace_id))
 
     @app.post("/v1/maintenance", dependencies=secured, status_code=200, responses={
         202: {"description": "accepted: `dry_run: false` runs after the response"}})
-    def maintenance(body: MaintenanceIn, background: BackgroundTasks):
+    def maintenance(body: MaintenanceIn, background: BackgroundTasks,
+                    key: ApiKey = Depends(check_key)):
+        key.check(body.workspace_id, "read" if body.dry_run else "write")
         passes = tuple(body.passes) if body.passes is not None else None
         if not state.exists(body.workspace_id):  # a workspace that does not exist has no work
             state.reader(body.workspace_id)  # validates the id

@@ -7,6 +7,13 @@ a NUL character is refused. Reads never create a workspace; ``add_memory`` obeys
 :class:`~memlab.service.limits.Limits`.
 The server takes the same :class:`~memlab.service.state.ServiceState` as the HTTP app, so in one
 process both surfaces share one store.
+
+Scoping: an MCP server over stdio serves one client, the process that started it, so it has no
+keys; whoever can start it can read its database file anyway. What it has is an optional list of
+allowed workspaces (glob patterns, ``memlab mcp --workspaces 'team-a-*,shared'`` or
+``$MEMLAB_MCP_WORKSPACES``): a tool call naming any other workspace is a tool error, and nothing
+is read or created. As over HTTP, caches belong to a workspace (the cache tools take
+``workspace_id``) and session ids are namespaced per workspace.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from memlab.service.auth import ScopeError, check_allowed, parse_patterns
 from memlab.service.limits import check_id_text
 from memlab.service.state import ServiceState
 
@@ -24,8 +32,23 @@ TOOLS = ("get_working_context", "resolve_context", "promote_to_long_term", "memo
          "unpin_item", "add_memory")
 
 
-def create_mcp_server(state: ServiceState | None = None):
-    """An ``MCPServer`` whose tools act on ``state`` (a fresh in-memory one when omitted)."""
+def create_mcp_server(state: ServiceState | None = None, *,
+                      workspaces: list[str] | str | None = None):
+    """An ``MCPServer`` whose tools act on ``state`` (a fresh in-memory one when omitted).
+
+    Parameters
+    ----------
+    state : ServiceState, optional
+        The store and its caches (a fresh in-memory state when omitted).
+    workspaces : list of str or str, optional
+        Glob patterns of the workspaces the tools may touch (a list, or one comma-separated
+        string); None allows every workspace.
+
+    Raises
+    ------
+    ValueError
+        ``workspaces`` is empty or holds an empty pattern.
+    """
     try:
         from mcp.server.mcpserver import MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
@@ -35,7 +58,19 @@ def create_mcp_server(state: ServiceState | None = None):
     from memlab.session import (get_memory_status, promote_to_long_term, resolve_context,
                                 search_graph, upsert_node)
 
+    allowed = parse_patterns(workspaces, "workspaces")
     state = state or ServiceState()
+
+    def memory(workspace_id: str):
+        return state.memory(check_allowed(allowed, workspace_id))
+
+    def reader(workspace_id: str):
+        return state.reader(check_allowed(allowed, workspace_id))  # never creates it
+
+    def cache_of(name: str, workspace_id: str):
+        return state.cache(name, check_allowed(allowed, workspace_id))
+
+    session = state.session_key  # session ids are namespaced per workspace
 
     def errors_as_tool_errors(fn):
         """Every error becomes an MCP tool error that carries its message (a ValueError's as
@@ -47,7 +82,7 @@ def create_mcp_server(state: ServiceState | None = None):
                     if name.endswith("_id") or name == "cache":
                         check_id_text(value, name)
                 return fn(*args, **kwargs)
-            except ValueError as exc:
+            except (ValueError, ScopeError) as exc:
                 raise ToolError(str(exc)) from exc
             except Exception as exc:  # noqa: BLE001 - the client gets every error's message
                 raise ToolError(f"{type(exc).__name__}: {exc}") from exc
@@ -63,8 +98,9 @@ def create_mcp_server(state: ServiceState | None = None):
                             max_tokens: int | None = None, strategy: str | None = None,
                             workspace_id: str = "default") -> dict[str, Any]:
         """The memories to put in front of the model for this turn, with score breakdowns."""
-        return state.reader(workspace_id).get_working_context(
-            session_id, query, k=k, max_tokens=max_tokens, strategy=strategy)
+        return reader(workspace_id).get_working_context(
+            session(workspace_id, session_id), query, k=k, max_tokens=max_tokens,
+            strategy=strategy)
 
     @server.tool()
     @errors_as_tool_errors
@@ -73,7 +109,7 @@ def create_mcp_server(state: ServiceState | None = None):
                    workspace_id: str = "default") -> dict[str, Any]:
         """Store one memory; returns its id."""
         state.limits.check_item({"content": content, "metadata": metadata})
-        return {"item_id": state.memory(workspace_id).add(content, memory_type, metadata,
+        return {"item_id": memory(workspace_id).add(content, memory_type, metadata,
                                                           item_id)}
 
     @server.tool(name="resolve_context")
@@ -81,8 +117,8 @@ def create_mcp_server(state: ServiceState | None = None):
     def resolve_context_tool(session_id: str, key: str, cache: str = "default",
                              workspace_id: str = "default") -> dict[str, Any]:
         """Short-term cache first, then the long-term graph, else a miss (scores in [0, 1])."""
-        return resolve_context(session_id, key, state.cache(cache),
-                               memory=state.reader(workspace_id))
+        return resolve_context(session_id, key, cache_of(cache, workspace_id),
+                               memory=reader(workspace_id))
 
     @server.tool(name="promote_to_long_term")
     @errors_as_tool_errors
@@ -91,34 +127,35 @@ def create_mcp_server(state: ServiceState | None = None):
                                   workspace_id: str = "default") -> dict[str, Any]:
         """Write key -> value to the long-term graph (an explicit promotion)."""
         return promote_to_long_term(session_id, key, value, node_type,
-                                    memory=state.memory(workspace_id))
+                                    memory=memory(workspace_id))
 
     @server.tool()
     @errors_as_tool_errors
     def memory_status(session_id: str, cache: str = "default",
                       workspace_id: str = "default") -> dict[str, Any]:
         """Short-term slots and long-term nodes and edges (observational)."""
-        return get_memory_status(session_id, state.cache(cache),
-                                 memory=state.reader(workspace_id))
+        return get_memory_status(session_id, cache_of(cache, workspace_id),
+                                 memory=reader(workspace_id))
 
     @server.tool()
     @errors_as_tool_errors
-    def peek(key: str, cache: str = "default") -> dict[str, Any]:
-        """Read the short-term cache: {hit, value, index}."""
-        hit, value, index = state.cache(cache).peek(key)
+    def peek(key: str, cache: str = "default", workspace_id: str = "default") -> dict[str, Any]:
+        """Read the workspace's short-term cache: {hit, value, index}."""
+        hit, value, index = cache_of(cache, workspace_id).peek(key)
         return {"hit": hit, "value": value, "index": index}
 
     @server.tool(name="set")
     @errors_as_tool_errors
-    def set_(key: str, value: str, cache: str = "default") -> dict[str, Any]:
-        """Write the short-term cache; returns the slot index."""
-        return {"index": state.cache(cache).set(key, value)}
+    def set_(key: str, value: str, cache: str = "default",
+             workspace_id: str = "default") -> dict[str, Any]:
+        """Write the workspace's short-term cache; returns the slot index."""
+        return {"index": cache_of(cache, workspace_id).set(key, value)}
 
     @server.tool()
     @errors_as_tool_errors
-    def flush(cache: str = "default") -> dict[str, Any]:
-        """Empty the short-term cache."""
-        return {"flushed": state.cache(cache).flush()}
+    def flush(cache: str = "default", workspace_id: str = "default") -> dict[str, Any]:
+        """Empty the workspace's short-term cache."""
+        return {"flushed": cache_of(cache, workspace_id).flush()}
 
     @server.tool()
     @errors_as_tool_errors
@@ -126,7 +163,7 @@ def create_mcp_server(state: ServiceState | None = None):
                             workspace_id: str = "default") -> list[dict[str, Any]]:
         """Long-term nodes matching the query and their neighbours, scores in [0, 1]."""
         return search_graph(session_id, query, max_depth, top_k,
-                            memory=state.reader(workspace_id))
+                            memory=reader(workspace_id))
 
     @server.tool()
     @errors_as_tool_errors
@@ -135,25 +172,27 @@ def create_mcp_server(state: ServiceState | None = None):
                            workspace_id: str = "default") -> dict[str, Any]:
         """Create or update the long-term node with this type and label."""
         return {"node_id": upsert_node(session_id, node_type, label, content, metadata,
-                                       memory=state.memory(workspace_id))}
+                                       memory=memory(workspace_id))}
 
     @server.tool()
     @errors_as_tool_errors
     def pin_item(session_id: str, item_id: str, weight: float = 1.0,
                  workspace_id: str = "default") -> dict[str, Any]:
         """Force an item into the session's contexts (24 h, refreshed by pin writes)."""
-        mem = state.reader(workspace_id)  # the item must exist, so must the workspace
-        mem.pin_item(session_id, item_id, weight)
-        return {"pins": mem.get_pins(session_id)}
+        mem = reader(workspace_id)  # the item must exist, so must the workspace
+        sid = session(workspace_id, session_id)
+        mem.pin_item(sid, item_id, weight)
+        return {"pins": mem.get_pins(sid)}
 
     @server.tool()
     @errors_as_tool_errors
     def unpin_item(session_id: str, item_id: str,
                    workspace_id: str = "default") -> dict[str, Any]:
         """Remove a pin."""
-        mem = state.reader(workspace_id)  # nothing is pinned in an unknown workspace
-        mem.unpin_item(session_id, item_id)
-        return {"pins": mem.get_pins(session_id)}
+        mem = reader(workspace_id)  # nothing is pinned in an unknown workspace
+        sid = session(workspace_id, session_id)
+        mem.unpin_item(sid, item_id)
+        return {"pins": mem.get_pins(sid)}
 
     _refuse_unknown_arguments(server, ToolError)
     return server

@@ -1,10 +1,10 @@
 """The one in-process store behind every service surface (SPEC §1.3, §9).
 
 :class:`ServiceState` owns one :class:`~memlab.MemoryStore` (durable when given a path), a
-router-mode :class:`~memlab.Memory` facade per workspace, the named short-term caches, one
-maintenance reasoner per workspace, and the optional request recorder. The HTTP app and the MCP
-server both take a ``ServiceState``: a write through one is visible to the next read through the
-other, and through the library in the same process.
+router-mode :class:`~memlab.Memory` facade per workspace, each workspace's named short-term
+caches, one maintenance reasoner per workspace, and the optional request recorder. The HTTP
+app and the MCP server both take a ``ServiceState``: a write through one is visible to the next
+read through the other, and through the library in the same process.
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ class ServiceState:
                                  redact=record_redact) if record else None
         self._lock = threading.RLock()  # reasoner() builds its memory() under the lock
         self._memories: dict[str, Memory] = {}
-        self._caches: dict[str, PMMemoryStore] = {}
+        self._caches: dict[tuple[str, str], PMMemoryStore] = {}
         self._reasoners: dict[str, Reasoner] = {}
 
     def memory(self, workspace_id: str = "default") -> Memory:
@@ -221,13 +221,35 @@ class ServiceState:
         return self.memory(workspace_id).add_many(items,
                                                   chunk_size=self.limits.bulk_chunk_items)
 
-    def cache(self, name: str = "default") -> PMMemoryStore:
+    def cache(self, name: str = "default", workspace_id: str = "default") -> PMMemoryStore:
+        """The short-term cache ``name`` of ``workspace_id`` (created on first use).
+
+        Each workspace has its own caches: a value set in one is never seen from another. The
+        caches of workspace ``"default"`` keep the journal names of earlier versions, so they
+        are the library's ``PMMemoryStore(durable=store, name=name)``.
+        """
         validate_id(name, "cache")
+        validate_id(workspace_id, "workspace_id")
         with self._lock:
-            cache = self._caches.get(name)
+            cache = self._caches.get((workspace_id, name))
             if cache is None:
-                cache = self._caches[name] = PMMemoryStore(durable=self.store, name=name)
+                cache = self._caches[(workspace_id, name)] = PMMemoryStore(
+                    durable=self.store, name=name,
+                    workspace_id=None if workspace_id == "default" else workspace_id)
             return cache
+
+    @staticmethod
+    def session_key(workspace_id: str, session_id: str) -> str:
+        """The store's session id for ``session_id`` of ``workspace_id``.
+
+        The service namespaces session ids per workspace, so a session id bound (by a pin) in
+        one workspace never blocks the same id in another: the store sees
+        ``["<workspace_id>", "<session_id>"]`` (JSON, hence one key per pair). Library code
+        sharing the store reaches a service session's pins through this key.
+        """
+        validate_id(workspace_id, "workspace_id")
+        validate_id(session_id, "session_id")
+        return json.dumps([workspace_id, session_id])
 
     def reasoner(self, workspace_id: str) -> Reasoner:
         with self._lock:
@@ -247,7 +269,10 @@ class ServiceState:
             self.recorder.record(kind, self.clock.now(), workspace_id, **fields)
 
     def graph_health(self) -> dict[str, Any]:
-        """What /health/graph reports; raises when the store cannot be read."""
+        """What /health/graph reports (every workspace, the journal's path: admin only).
+
+        Raises when the store cannot be read.
+        """
         with self.store.lock:
             report: dict[str, Any] = {"workspaces": {}}
             for wid in self.store.workspace_ids():

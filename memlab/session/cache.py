@@ -10,6 +10,8 @@ from typing import Any
 
 __all__ = ["PMMemoryStore"]
 
+_OPS = frozenset({"set", "peek", "flush"})  # the journaled operations (no dot in any)
+
 
 def _check_text(value: Any, name: str) -> str:
     if not isinstance(value, str) or not value.strip():
@@ -34,7 +36,15 @@ class PMMemoryStore:
         Opt-in automatic promotion, applied by :func:`~memlab.session.engine.resolve_context`.
     durable : MemoryStore, optional
         A store opened with a path: the cache journals its writes into the same file and is
-        restored from it (under ``name``) when created again.
+        restored from it (under ``name``, and ``workspace_id`` when given) when created again.
+        Only rows of exactly this name (and workspace) are replayed: ``"team"`` never replays
+        ``"team.alice"``.
+    name : str
+        The cache's name in the journal (``"default"``).
+    workspace_id : str, optional
+        The workspace the cache belongs to (the service keeps one set of caches per
+        workspace); None, the library default, is the journal namespace of earlier versions,
+        which the service uses for workspace ``"default"``.
 
     Examples
     --------
@@ -50,13 +60,21 @@ class PMMemoryStore:
     """
 
     def __init__(self, silo_size: int = 256, *, promotion_policy: Any = None,
-                 durable: Any = None, name: str = "default") -> None:
+                 durable: Any = None, name: str = "default",
+                 workspace_id: str | None = None) -> None:
         if isinstance(silo_size, bool) or not isinstance(silo_size, int) or silo_size < 1:
             raise ValueError(f"silo_size must be an integer >= 1, got {silo_size!r}")
         _check_text(name, "name")
+        if workspace_id is not None:
+            _check_text(workspace_id, "workspace_id")
         self._silo_size = silo_size
         self.promotion_policy = promotion_policy
         self.name = name
+        self.workspace_id = workspace_id
+        # journal op names: "cache:<name>.<op>", or "cache@<JSON workspace id>:<name>.<op>" (a
+        # JSON string ends at its first unescaped quote, so the encoding is injective)
+        self._op_prefix = f"cache:{name}." if workspace_id is None else \
+            f"cache@{json.dumps(workspace_id)}:{name}."
         self._lock = threading.RLock()
         self._slots: OrderedDict[str, int] = OrderedDict()  # LRU order, oldest first
         self._values: list[str | None] = [None] * silo_size
@@ -68,14 +86,17 @@ class PMMemoryStore:
         self._journal = getattr(durable, "journal", None)
         if self._journal is not None:
             journal, self._journal = self._journal, None  # replay without re-journaling
-            for op, payload in journal.ops(prefix=f"cache:{name}."):
-                args = json.loads(payload)
-                getattr(self, op.rsplit(".", 1)[1])(*args)
+            for op, payload in journal.ops(prefix=self._op_prefix):
+                # exactly this cache: the rest of the name must be one operation, so the rows of
+                # "team.alice" ("cache:team.alice.set") are not replayed into "team"
+                action = op[len(self._op_prefix):]
+                if action in _OPS:
+                    getattr(self, action)(*json.loads(payload))
             self._journal = journal
 
     def _log(self, op: str, *args: Any) -> None:
         if self._journal is not None:
-            self._journal.append(f"cache:{self.name}.{op}", json.dumps(args))
+            self._journal.append(self._op_prefix + op, json.dumps(args))
 
     @property
     def silo_size(self) -> int:
