@@ -178,3 +178,30 @@ def test_cli_measure_on_option(tmp_path, capsys):
         main(["replay", str(trace), "--measure-on", "all"])
     assert exc.value.code == 2
     assert "--measure-on" in capsys.readouterr().err
+
+
+def test_review_pinned_gold_item_is_neither_hit_nor_miss_of_retrieval():
+    """A pinned gold item surfaces because the session forced it: under ``"retrieved"`` it
+    leaves the gold too, so the query is not scored 0 for showing the right item."""
+    from memlab.harness import TraceBuilder
+    b = TraceBuilder(name="pinned-gold", start="2024-05-11T00:00:00+00:00")
+    b.add("deploy the checkout service", item_id="d")
+    b.add("checkout latency dashboard", item_id="e")
+    b.anchor("s", "Goal: ship checkout", item_id="goal")
+    b.pin("s", "d")
+    b.query("only-pinned", "deploy checkout", session_id="s", k=3, gold=["d"])
+    b.query("pinned-and-retrieved", "checkout dashboard", session_id="s", k=3,
+            gold=["d", "e"])
+    trace = b.build()
+    retrieved = replay(trace, measures=["R@2", "MRR"])
+    surfaced = replay(trace, measures=["R@2", "MRR"], measure_on="surfaced")
+    per_query = retrieved.metrics.pivot(index="qid", columns="measure", values="value")
+    # the only gold item was pinned: nothing left to judge retrieval by
+    assert "only-pinned" not in per_query.index
+    assert retrieved.manifest["unjudged_queries"] == 1
+    # the retrieved gold item is scored against the gold without the pinned one
+    assert per_query.loc["pinned-and-retrieved"].to_dict() == {"MRR": 1.0, "R@2": 1.0}
+    # surfaced scores everything, mandatory gold included
+    assert surfaced.manifest["unjudged_queries"] == 0
+    assert surfaced.metrics.query("qid == 'only-pinned' and measure == 'R@2'")["value"].item() \
+        == 1.0

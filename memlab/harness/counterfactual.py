@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from memlab.harness.measures import Measure, check_measure_on, evaluate, parse_measures
-from memlab.harness.replay import ReplayResult, measured_ranking
+from memlab.harness.replay import ReplayResult, measured_judgements
 from memlab.surfacing.composite import (TERM_COLUMNS, CompositeWeights, composite,
                                         order_candidates, select)
 from memlab.surfacing.config import SurfacingConfig
@@ -101,9 +101,10 @@ def rescore(result: ReplayResult, weights: Mapping[str, float] | SurfacingConfig
         frames.append(out)
         decisions.iat[row_pos, decisions.columns.get_loc("tokens_used")] = used
         decisions.iat[row_pos, decisions.columns.get_loc("n_surfaced")] = int(surfaced.sum())
-        ranking = measured_ranking(out["item_id"].tolist(), out["surfaced"].tolist(),
-                                   out["mandatory"].tolist(), measure_on)
-        for name, value in evaluate(measures, ranking, decision.gold, tokens=used,
+        ranking, gold = measured_judgements(out["item_id"].tolist(), out["surfaced"].tolist(),
+                                            out["mandatory"].tolist(), decision.gold or {},
+                                            measure_on)
+        for name, value in evaluate(measures, ranking, gold, tokens=used,
                                     latency_ms=decision.total_ms, qid=decision.qid).items():
             metrics.append((decision.qid, name, value))
     candidates = pd.concat(frames, ignore_index=True) if frames else result.candidates.iloc[:0]

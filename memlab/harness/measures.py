@@ -25,8 +25,9 @@ checks them against ir_measures (``R@k`` = ``R@k``, ``P@k`` = ``P@k``, ``nDCG@k`
 
 Which ranking is scored is the replay's ``measure_on`` (:data:`MEASURE_ON`): ``"retrieved"``
 (the default) leaves the session's mandatory items (anchors and pins, which surface whatever the
-query) out of the ranking the measures read; ``"surfaced"`` scores every surfaced item in
-response order.
+query) out of the ranking the measures read and out of the gold (a query whose only gold was
+mandatory is then unjudged); ``"surfaced"`` scores every surfaced item in response order
+against all of the gold.
 """
 
 from __future__ import annotations

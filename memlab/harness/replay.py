@@ -37,7 +37,7 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -50,7 +50,7 @@ from memlab.model import SurfacingStrategy
 from memlab.surfacing.config import DEFAULT, SurfacingConfig, get_recipe
 
 __all__ = ["ReplayResult", "ReplayError", "replay", "build_manifest", "resolve_config",
-           "measured_ranking", "DEFAULT_START"]
+           "measured_judgements", "DEFAULT_START"]
 
 DEFAULT_START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 _FRAMES = ("decisions", "candidates", "metrics", "log")
@@ -333,31 +333,44 @@ class _Runner:
                 self.candidate_columns.setdefault(name, []).extend(values)
             self.candidate_columns.setdefault("gold", []).extend(
                 [gold.get(i, 0.0) for i in columns["item_id"]])
-        self.unjudged += not gold
         columns = record.candidates  # rank order: the surfaced rows are the response's items
-        ranking = measured_ranking(columns["item_id"], columns["surfaced"], columns["mandatory"],
-                                   self.measure_on)
-        for name, value in evaluate(self.measures, ranking, gold, tokens=record.tokens_used,
+        ranking, measured_gold = measured_judgements(
+            columns["item_id"], columns["surfaced"], columns["mandatory"], gold, self.measure_on)
+        self.unjudged += not measured_gold
+        for name, value in evaluate(self.measures, ranking, measured_gold,
+                                    tokens=record.tokens_used,
                                     latency_ms=record.timings_ms["total"], qid=qid).items():
             self.metrics.append((qid, name, value))
 
 
-def measured_ranking(item_ids: Iterable[str], surfaced: Iterable[bool],
-                     mandatory: Iterable[bool], measure_on: str) -> list[str]:
-    """The ranking the measures read, from candidate rows in rank order.
+def measured_judgements(item_ids: Iterable[str], surfaced: Iterable[bool],
+                        mandatory: Iterable[bool], gold: Mapping[str, float],
+                        measure_on: str) -> tuple[list[str], dict[str, float]]:
+    """The ranking the measures read and the gold they score it against, from candidate rows
+    in rank order.
 
-    ``"surfaced"``: every surfaced item; ``"retrieved"``: the surfaced items that are not
-    mandatory (the session's anchors and pins, a pinned item the query also retrieved included).
+    ``"surfaced"``: every surfaced item, against all of ``gold``. ``"retrieved"``: the surfaced
+    items that are not mandatory (the session's anchors and pins, a pinned item the query also
+    retrieved included), against the gold without the mandatory items: an item the session
+    forced in is neither a hit nor a miss of retrieval. A query whose only judged items were
+    mandatory is then unjudged (no relevance measures), as trec_eval leaves out a query
+    without qrels.
 
     Examples
     --------
-    >>> measured_ranking(["goal", "a", "b", "c"], [True, True, False, True],
-    ...                  [True, False, False, False], "retrieved")
-    ['a', 'c']
+    >>> measured_judgements(["goal", "a", "b", "c"], [True, True, False, True],
+    ...                     [True, False, False, False], {"goal": 1, "c": 1}, "retrieved")
+    (['a', 'c'], {'c': 1})
+    >>> measured_judgements(["goal", "a"], [True, True], [True, False], {"goal": 1}, "retrieved")
+    (['a'], {})
     """
     keep_mandatory = check_measure_on(measure_on) == "surfaced"
-    return [item for item, shown, forced in zip(item_ids, surfaced, mandatory)
-            if shown and (keep_mandatory or not forced)]
+    rows = list(zip(item_ids, surfaced, mandatory))
+    ranking = [item for item, shown, forced in rows if shown and (keep_mandatory or not forced)]
+    if keep_mandatory:
+        return ranking, dict(gold)
+    forced = {item for item, _, is_forced in rows if is_forced}
+    return ranking, {item: grade for item, grade in gold.items() if item not in forced}
 
 
 def _blame_in_batch(runner: _Runner, events: list[Event], start: int, end: int,
