@@ -29,7 +29,7 @@ from memlab.errors import (
     UnknownItemError,
 )
 from memlab.graph.csr import EdgeTable, GraphView
-from memlab.persist import Journal, PersistenceError, decode, encode
+from memlab.persist import Journal, JournalCorruptError, PersistenceError, decode, encode
 from memlab.model import (
     MEMORY_TYPES,
     MemoryItem,
@@ -183,11 +183,15 @@ class _PinSession:
     expires_ts: float = 0.0
 
 
+JOURNALED_OPS: set[str] = set()  # the store methods a journal row may name (``store.<name>``)
+
+
 def journaled(method):
     """Make a store write durable: after it applies, its name and arguments go to the journal
     (outermost call only). If the journal cannot be written, the store is rebuilt from disk, so
     a failed write changes nothing, and :class:`~memlab.persist.PersistenceError` is raised."""
     signature = inspect.signature(method)
+    JOURNALED_OPS.add(method.__name__)
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
@@ -266,10 +270,26 @@ class MemoryStore:
             self._reset_state()
             self._replaying = True
             try:
-                for op, payload in self._journal.ops(prefix="store."):
-                    getattr(self, op.removeprefix("store."))(**decode(payload, _CLASSES))
+                for seq, op, payload in self._journal.entries(prefix="store."):
+                    self._apply(seq, op, payload)
             finally:
                 self._replaying = False
+
+    def _apply(self, seq: int, op: str, payload: str) -> None:
+        """Apply journal row ``seq`` (the message of a failure names the row, not its data)."""
+        path = self._journal.path
+        name = op.removeprefix("store.")
+        if name not in JOURNALED_OPS:
+            raise JournalCorruptError(path, seq, "an unknown operation")
+        try:
+            args = decode(payload, _CLASSES)
+        except ValueError as exc:
+            raise JournalCorruptError(path, seq, f"{op} has a malformed payload: {exc}") from None
+        try:
+            getattr(self, name)(**args)
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the row cannot be applied
+            raise JournalCorruptError(path, seq, f"{op} cannot be applied "
+                                      f"({type(exc).__name__})") from None
 
     def _write_journal(self, ops: list[tuple[str, str]], what: str) -> None:
         try:
