@@ -538,6 +538,8 @@ class Journal:
         checked = []
         expected = 1
         for seq, op_b, payload_b, crc in rows:
+            if seq > expected:
+                raise JournalCorruptError(self.path, expected, _missing(expected, seq - 1))
             problem = _row_problem(seq, expected, op_b, payload_b, crc)
             if problem:
                 raise JournalCorruptError(self.path, seq, problem)
@@ -546,7 +548,7 @@ class Journal:
             if op.startswith(prefix):
                 checked.append((seq, op, payload_b.decode("utf-8")))
         if last >= expected:
-            raise JournalCorruptError(self.path, None, _missing(expected, last, at_end=True))
+            raise JournalCorruptError(self.path, expected, _missing(expected, last, at_end=True))
         yield from checked
 
     def ops(self, prefix: str = "") -> Iterator[tuple[str, str]]:
@@ -577,14 +579,17 @@ def _sqlite_failure(path: Path, exc: sqlite3.DatabaseError) -> ValueError:
 
 
 def _missing(first: int, last: int, at_end: bool = False) -> str:
-    rows = f"row {first} is" if first == last else f"rows {first}..{last} are"
-    return f"{rows} missing" + (" (the journal ends early)" if at_end else "")
+    """The problem of row ``first`` when rows ``first..last`` are missing."""
+    more = "" if first == last else f", and so are rows {first + 1}..{last}"
+    where = " at the end of the journal (rows written later are gone)" if at_end else \
+        " (deleted, or its write lost)"
+    return f"missing{where}{more}"
 
 
 def _row_problem(seq: Any, expected: int, op_b: Any, payload_b: Any, crc: Any) -> str | None:
     """What is wrong with one row of a version-3 journal (None: sound)."""
     if seq != expected:
-        return _missing(expected, seq - 1) if seq > expected else "out of order"
+        return "out of order" if seq < expected else None
     if not isinstance(op_b, bytes) or not isinstance(payload_b, bytes):
         return "a column is empty"
     if not isinstance(crc, int) or crc != _crc(seq, op_b, payload_b):
@@ -768,22 +773,19 @@ def _applicable(rows: list[tuple[int, str, str]],
                 problems: list[tuple[int | None, str]]) -> list[tuple[int, str, str]]:
     """The rows of ``rows`` that apply, in order, to a store built from the ones kept before
     them; each row that does not becomes a problem."""
-    from memlab.store import _CLASSES, MemoryStore
-
-    def apply(store: MemoryStore, op: str, payload: str) -> None:
-        getattr(store, op[6:])(**decode(payload, _CLASSES))
+    from memlab.store import MemoryStore
 
     store, kept = MemoryStore(), []
     for seq, op, payload in rows:
         if op.startswith("store."):
             try:
-                apply(store, op, payload)
-            except Exception as exc:  # noqa: BLE001 - any failure means the row cannot apply
-                problems.append((seq, f"{op} cannot be applied ({type(exc).__name__})"))
+                store._apply(seq, op, payload, path="")
+            except JournalCorruptError as exc:
+                problems.append((seq, exc.problem))
                 store = MemoryStore()  # the failed call may have changed part of the store
-                for _, op2, payload2 in kept:
+                for seq2, op2, payload2 in kept:
                     if op2.startswith("store."):
-                        apply(store, op2, payload2)
+                        store._apply(seq2, op2, payload2, path="")
                 continue
         kept.append((seq, op, payload))
     return kept
