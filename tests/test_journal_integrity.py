@@ -278,6 +278,7 @@ def test_a_row_that_cannot_be_applied_names_its_row_and_not_its_content(tmp_path
     journal.close()
     assert_damaged(path, r"at row 5: an unknown operation")
     sql(path, "DELETE FROM ops WHERE seq = 5")
+    sql(path, "UPDATE sqlite_sequence SET seq = 4 WHERE name = 'ops'")
     journal = Journal(path)
     journal.append("store.pin", encode({"workspace_id": "default", "session_id": "s",
                                         "item_id": SECRET, "weight": 1.0, "now": START,
