@@ -1,5 +1,5 @@
 """The ``memlab`` command: ``demo``, ``replay``, ``experiment``, ``sweep``, ``eval``, ``bench``,
-``serve`` and ``mcp``.
+``serve``, ``mcp``, and ``check`` and ``recover`` for a durable store's file.
 
 Every subcommand drives the library as a user would. Bad input ends with one line on stderr,
 ``memlab <command>: error: <what>``, and exit code 2.
@@ -296,6 +296,22 @@ def build_parser() -> argparse.ArgumentParser:
                      help="comma-separated glob patterns of the workspaces the tools may touch, "
                      "e.g. 'team-a-*,shared' (default: $MEMLAB_MCP_WORKSPACES; all when unset)")
 
+    check = sub.add_parser("check", help="verify a durable store's file", description=(
+        "Verify a memlab database without changing it: SQLite's integrity check, each journal "
+        "row's checksum, the numbering of rows (a deleted row, rows missing at the end), each "
+        "payload, and a replay into memory. Exit 0 when sound; else exit 1 and one line per "
+        "problem, naming the row (never its content)."))
+    check.add_argument("db", help="the SQLite file")
+
+    recover = sub.add_parser("recover", help="salvage a damaged store into a new file",
+                             description=(
+        "Copy every intact row of a memlab database (checksum matches, payload decodes, the "
+        "operation applies after the rows kept before it) into a new database, and list the "
+        "rows left out. The damaged file is only read. Exit 0 when every row was kept, 1 when "
+        "some were left out."))
+    recover.add_argument("db", help="the damaged SQLite file")
+    recover.add_argument("--out", required=True, help="the new file (must not exist)")
+
     bench = sub.add_parser("bench", help="run the benchmark suite", description=(
         "Run benchmarks/ with pytest-benchmark (the 'bench' extra), save the JSON and print the "
         "performance table."))
@@ -440,6 +456,23 @@ def _run(args: argparse.Namespace) -> int:
         server = create_mcp_server(ServiceState(db_path=args.db), workspaces=workspaces)
         asyncio.run(server.run_stdio_async())
         return 0
+    if args.command == "check":
+        from memlab.persist import check_journal
+        problems = check_journal(args.db)
+        for line in problems:
+            print(f"{args.db}: {line}")
+        if not problems:
+            print(f"{args.db}: ok")
+        return 1 if problems else 0
+    if args.command == "recover":
+        from memlab.persist import recover_journal
+        if Path(args.out).exists():
+            raise _Fail(f"--out {args.out!r} already exists; recover never overwrites a file")
+        report = recover_journal(args.db, args.out)
+        for line in report.problems:
+            print(f"{args.db}: {line}")
+        print(f"kept {report.kept} of the {report.total} rows found; wrote {args.out}")
+        return 0 if report.kept == report.total and not report.problems else 1
     if args.command == "eval":
         from memlab.evaluation import run_eval, to_markdown
         _check_k(args.k)

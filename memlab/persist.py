@@ -23,30 +23,71 @@ What a reopen does not restore, because it is not store state or was never writt
   written.
 
 The schema is versioned (``meta.schema_version``); a file written by a newer memlab is refused
-with a message saying so, and an older file is migrated when opened:
+with a message saying so, and an older file is migrated when opened, in one transaction (a
+failed migration leaves the file as it was):
 
 - version 1 → 2: version 2 adds the ``store.create_workspace`` operation (an empty workspace is
   journaled) and writes payload keys in insertion order instead of sorted. Every version-1 row
-  reads unchanged, so the migration only records the new version (a memlab that reads only
-  version 1 then refuses the file instead of failing on the unknown operation).
+  reads unchanged, so this step only records the new version.
+- version 2 → 3: every row gets a checksum (``ops.crc``: CRC-32 of its sequence number,
+  operation and payload), and ``store.*`` payloads are rewritten in the version-3 encoding,
+  whose type tags cannot be forged by user data (below). Versions 1 and 2 journaled user
+  metadata verbatim, so a user dict such as ``{"__dt__": "..."}`` read back as a tag; the
+  migration honours tags only where memlab wrote them (an operation's own arguments, the items
+  of a ``new_items`` list and a ``NewItem``'s fields other than ``metadata``), so such a row
+  comes back as the dict the user sent, and a file that such a row made unopenable opens again.
+
+**Encoding** (version 3). Datetimes, numpy arrays and dataclasses are written as tagged objects
+(``{"__dt__": iso}``, ``{"__nd__": [...], "dtype": name}``, ``{"__dc__": name, "fields": {...}}``,
+the tag first and no other keys). A key of a plain dict that begins with ``__`` is escaped by
+doubling that prefix (``"__dt__"`` is written ``"____dt__"``), so no user data, at any depth,
+can be read as a tag; decoding undoes the escape. Decoding accepts only the exact tag shapes,
+the dataclasses the caller names, and arrays of an allow-listed numeric dtype given as a flat
+list (its size is the payload's own), so it never allocates from a size the file claims.
+
+**Damage** is detected and reported with its location: :class:`JournalCorruptError` (a
+``ValueError``) names the file, the row's sequence number and what is wrong (never the row's
+content). Rows are numbered 1, 2, … without gaps (SQLite's ``AUTOINCREMENT``; a rolled-back write
+takes no number), so a deleted row, or rows missing at the end (``sqlite_sequence`` remembers the
+last number given), is found on open; so is a row whose checksum does not match, a payload that
+does not decode, and an operation that cannot be applied. A file that SQLite cannot read, or
+that is shorter than its header says (truncated), is damaged; an existing file of 0 bytes is
+refused too (memlab never leaves one: a new store is built beside its path and linked into
+place once its schema is written, so an empty file is a damaged or foreign one, and treating it
+as a new store would write over what it once held). :func:`check_journal` (``memlab check``)
+lists every problem of a file without changing it; :func:`recover_journal`
+(``memlab recover``) copies every intact row into a new file and lists the rest.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sqlite3
+import tempfile
 import threading
+import zlib
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
-__all__ = ["SCHEMA_VERSION", "Journal", "SchemaVersionError", "PersistenceError", "encode",
-           "decode"]
+__all__ = ["SCHEMA_VERSION", "Journal", "SchemaVersionError", "PersistenceError",
+           "JournalCorruptError", "encode", "decode", "check_journal", "recover_journal",
+           "RecoveryReport"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+
+_TAGS = ("__dt__", "__nd__", "__dc__")
+_TAG_SHAPES = {"__dt__": ["__dt__"], "__nd__": ["__nd__", "dtype"], "__dc__": ["__dc__", "fields"]}
+# Numeric dtypes an array in the journal may have (memlab journals int64, float64 and bool).
+_ARRAY_DTYPES = frozenset(["bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
+                           "uint32", "uint64", "float16", "float32", "float64"])
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_MAX_REPORTED = 50  # problem lines listed by check/recover before "... and N more"
 
 
 class SchemaVersionError(ValueError):
@@ -57,20 +98,69 @@ class PersistenceError(RuntimeError):
     """A write could not be made durable; the in-memory store was restored from disk."""
 
 
-def _default(value: Any) -> Any:
+class JournalCorruptError(ValueError):
+    """A memlab database is damaged: names the file, the row (when one is at fault) and what is
+    wrong, never the row's content. ``memlab check`` lists every problem; ``memlab recover``
+    salvages the intact rows into a new file.
+
+    Attributes
+    ----------
+    path : str
+        The database file.
+    seq : int or None
+        The journal row at fault (its sequence number), if one is.
+    problem : str
+        What is wrong.
+
+    Examples
+    --------
+    >>> err = JournalCorruptError("m.db", 7, "checksum mismatch")
+    >>> str(err)
+    "journal 'm.db' is damaged at row 7: checksum mismatch (see memlab check / memlab recover)"
+    >>> isinstance(err, ValueError), err.seq
+    (True, 7)
+    """
+
+    def __init__(self, path: str | Path, seq: int | None, problem: str) -> None:
+        self.path, self.seq, self.problem = str(path), seq, problem
+        where = "" if seq is None else f" at row {seq}"
+        super().__init__(f"journal {self.path!r} is damaged{where}: {problem} "
+                         f"(see memlab check / memlab recover)")
+
+
+# ------------------------------------------------------------------ encoding
+def _escape(key: Any) -> Any:
+    return "__" + key if isinstance(key, str) and key.startswith("__") else key
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON-ready data: tags for datetimes, arrays and dataclasses; plain dict keys
+    that begin with ``__`` escaped (see the module docstring)."""
+    if isinstance(value, dict):
+        return {_escape(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, int, float)) or value is None:
+        return value
     if isinstance(value, datetime):
         return {"__dt__": value.isoformat()}
     if isinstance(value, np.ndarray):
+        if str(value.dtype) not in _ARRAY_DTYPES or value.ndim != 1:
+            raise TypeError(f"cannot journal an array of dtype {value.dtype} and {value.ndim} "
+                            f"dimensions")
         return {"__nd__": value.tolist(), "dtype": str(value.dtype)}
-    if isinstance(value, (np.integer,)):
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
         return int(value)
-    if isinstance(value, (np.floating,)):
+    if isinstance(value, np.floating):
         return float(value)
     if isinstance(value, (set, frozenset)):
-        return sorted(value)
+        return [_plain(v) for v in sorted(value)]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {"__dc__": type(value).__name__,
-                "fields": {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}}
+                "fields": {f.name: _plain(getattr(value, f.name))
+                           for f in dataclasses.fields(value)}}
     raise TypeError(f"cannot journal a {type(value).__name__}")
 
 
@@ -78,72 +168,328 @@ def encode(payload: dict[str, Any]) -> str:
     """JSON for an operation's arguments (datetimes, arrays and dataclasses tagged).
 
     Keys keep their insertion order (no ``sort_keys``): a user's metadata, a history event's
-    detail and a topic's fields come back from the journal in the order they were written.
+    detail and a topic's fields come back from the journal in the order they were written. A
+    dict key that begins with ``__`` is escaped, so user data can never read back as a tag.
+
+    Examples
+    --------
+    >>> from datetime import datetime, timezone
+    >>> text = encode({"now": datetime(2024, 1, 1, tzinfo=timezone.utc),
+    ...                "metadata": {"__dt__": "not a date"}})
+    >>> text
+    '{"now": {"__dt__": "2024-01-01T00:00:00+00:00"}, "metadata": {"____dt__": "not a date"}}'
+    >>> decode(text)["metadata"]
+    {'__dt__': 'not a date'}
     """
-    return json.dumps(payload, default=_default, allow_nan=True)
+    return json.dumps(_plain(payload), allow_nan=True)
+
+
+def _array(values: Any, dtype: Any) -> np.ndarray:
+    if not isinstance(dtype, str) or dtype not in _ARRAY_DTYPES:
+        raise ValueError("an array tag names a dtype that is not allowed")
+    if not isinstance(values, list) or not all(
+            type(v) in (int, float, bool) for v in values):
+        raise ValueError("an array tag does not hold a flat list of numbers")
+    try:
+        return np.asarray(values, dtype=dtype)  # as many elements as the payload holds
+    except (OverflowError, ValueError, TypeError):
+        raise ValueError(f"an array tag's numbers do not fit dtype {dtype}") from None
+
+
+def _date(text: Any) -> datetime:
+    if not isinstance(text, str) or len(text) > 64:
+        raise ValueError("a date tag does not hold an ISO date")
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError("a date tag does not hold an ISO date") from None
+
+
+def _dataclass(name: Any, fields: Any, classes: dict[str, type]) -> Any:
+    cls = classes.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise ValueError("a dataclass tag names a class that may not appear here")
+    names = [f.name for f in dataclasses.fields(cls)]
+    if not isinstance(fields, dict) or sorted(fields) != sorted(names):
+        raise ValueError(f"a {cls.__name__} tag does not hold exactly its fields")
+    return cls(**fields)
 
 
 def decode(text: str, classes: dict[str, type] | None = None) -> dict[str, Any]:
-    """The inverse of :func:`encode`; ``classes`` names the dataclasses that may appear."""
+    """The inverse of :func:`encode`; ``classes`` names the dataclasses that may appear.
+
+    Raises ValueError (naming what is wrong, not quoting the data) for anything :func:`encode`
+    cannot have written: a tag of the wrong shape, an unknown class, an array dtype off the
+    allow-list, an unescaped ``__`` key, a payload that is not a JSON object.
+
+    Examples
+    --------
+    >>> decode('{"a": {"____nd__": 1}, "v": {"__nd__": [1, 2], "dtype": "int64"}}')
+    {'a': {'__nd__': 1}, 'v': array([1, 2])}
+    >>> decode('{"v": {"__nd__": [], "dtype": "U50000000"}}')
+    Traceback (most recent call last):
+    ...
+    ValueError: an array tag names a dtype that is not allowed
+    """
     classes = classes or {}
 
     def hook(obj: dict) -> Any:
-        if "__dt__" in obj:
-            return datetime.fromisoformat(obj["__dt__"])
-        if "__nd__" in obj:
-            return np.asarray(obj["__nd__"], dtype=obj["dtype"])
-        if "__dc__" in obj:
-            return classes[obj["__dc__"]](**obj["fields"])
-        return obj
+        if not any(k.startswith("__") for k in obj):
+            return obj
+        keys = list(obj)
+        if keys[0] in _TAGS:
+            if keys != _TAG_SHAPES[keys[0]]:
+                raise ValueError(f"a {keys[0]} tag has other keys")
+            if keys[0] == "__dt__":
+                return _date(obj["__dt__"])
+            if keys[0] == "__nd__":
+                return _array(obj["__nd__"], obj["dtype"])
+            return _dataclass(obj["__dc__"], obj["fields"], classes)
+        out = {}
+        for k, v in obj.items():
+            if k.startswith("__"):
+                if not k.startswith("____"):
+                    raise ValueError("an object holds an unescaped '__' key")
+                k = k[2:]
+            out[k] = v
+        return out
 
-    return json.loads(text, object_hook=hook)
+    try:
+        payload = json.loads(text, object_hook=hook)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg} at char {exc.pos})") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if not isinstance(payload, dict):
+        raise ValueError("not a JSON object")
+    return payload
+
+
+# Top-level arguments that hold user data: never read as tags in a version-1/2 payload.
+_LEGACY_DATA_ARGS = frozenset(["metadata", "detail", "fields"])
+
+
+def decode_legacy(text: str, classes: dict[str, type] | None = None) -> dict[str, Any]:
+    """Decode a payload written by schema version 1 or 2 (no escaping, see the module docstring).
+
+    A tag is honoured only where memlab wrote one (an argument's value, an item of a list
+    argument, a ``NewItem``'s field other than ``metadata``) and only in its exact shape;
+    anywhere else a tag-like dict is user data and is returned as it is.
+
+    Examples
+    --------
+    >>> decode_legacy('{"now": {"__dt__": "2024-01-01T00:00:00"}, '
+    ...               '"metadata": {"__dc__": "Evil", "fields": {}}}')
+    {'now': datetime.datetime(2024, 1, 1, 0, 0), 'metadata': {'__dc__': 'Evil', 'fields': {}}}
+    """
+    classes = classes or {}
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg} at char {exc.pos})") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if not isinstance(payload, dict):
+        raise ValueError("not a JSON object")
+
+    def tag(value: Any) -> Any:
+        if not isinstance(value, dict) or not value:
+            return value
+        keys = list(value)
+        if keys[0] not in _TAGS or sorted(keys) != sorted(_TAG_SHAPES[keys[0]]):
+            return value
+        if keys[0] == "__dt__":
+            return _date(value["__dt__"])
+        if keys[0] == "__nd__":
+            return _array(value["__nd__"], value["dtype"])
+        fields = value["fields"]
+        if isinstance(fields, dict):
+            fields = {k: (v if k == "metadata" else tag(v)) for k, v in fields.items()}
+        return _dataclass(value["__dc__"], fields, classes)
+
+    out = {}
+    for key, value in payload.items():
+        if key not in _LEGACY_DATA_ARGS:
+            value = [tag(v) for v in value] if isinstance(value, list) else tag(value)
+        out[key] = value
+    return out
+
+
+# ------------------------------------------------------------------ the file
+def _crc(seq: int, op: bytes, payload: bytes) -> int:
+    return zlib.crc32(payload, zlib.crc32(b"%d\x00%s\x00" % (seq, op)))
+
+
+def _preflight(path: Path) -> None:
+    """Refuse an existing file that is empty, not SQLite, or shorter than its header says."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            head = handle.read(100)
+    except OSError as exc:
+        raise ValueError(f"path {str(path)!r} cannot be read: {exc.strerror}") from None
+    if size == 0:
+        raise JournalCorruptError(path, None, "the file is empty (0 bytes); memlab never leaves "
+                                  "an empty file, so this one was truncated or made by something "
+                                  "else: restore it, or delete it to start a new store")
+    if not head.startswith(_SQLITE_MAGIC):
+        raise SchemaVersionError(f"path {str(path)!r} is not a memlab database (not an SQLite "
+                                 f"file)")
+    if len(head) < 100:
+        raise JournalCorruptError(path, None, f"the file is truncated ({size} bytes, shorter "
+                                  f"than an SQLite header)")
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(head[28:32], "big")
+    wal = Path(f"{path}-wal")
+    wal_empty = not wal.exists() or wal.stat().st_size == 0
+    # the header's page count is valid when "version-valid-for" equals the change counter; with
+    # a non-empty WAL, pages may legitimately live there still
+    if wal_empty and pages and head[92:96] == head[24:28] and size < pages * page_size:
+        raise JournalCorruptError(path, None, f"the file is truncated ({size} bytes; its header "
+                                  f"says {pages} pages of {page_size} bytes)")
+
+
+def _create(path: Path) -> None:
+    """Build a new, empty journal at ``path`` atomically (beside it, then linked into place)."""
+    try:
+        handle, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.",
+                                       suffix=".new")
+    except OSError as exc:
+        raise ValueError(f"path {str(path)!r} cannot be created: {exc.strerror}") from None
+    os.close(handle)
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+            conn.execute("CREATE TABLE ops (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+                         "op TEXT NOT NULL, payload TEXT NOT NULL, crc INTEGER NOT NULL)")
+            conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            conn.execute("PRAGMA journal_mode=WAL")
+        finally:
+            conn.close()
+        with open(tmp, "rb+") as done:
+            os.fsync(done.fileno())
+        try:
+            os.link(tmp, path)  # never replaces a file made meanwhile by someone else
+        except FileExistsError:
+            pass
+        except OSError:
+            if not path.exists():  # no hard links on this file system
+                os.replace(tmp, path)
+        try:
+            dirfd = os.open(path.parent or ".", os.O_RDONLY)
+            try:
+                os.fsync(dirfd)
+            finally:
+                os.close(dirfd)
+        except OSError:
+            pass
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _read_rows(conn: sqlite3.Connection, after: int = 0, limit: int = -1
+               ) -> list[tuple[int, bytes, bytes, Any]]:
+    return conn.execute("SELECT seq, CAST(op AS BLOB), CAST(payload AS BLOB), crc FROM ops "
+                        "WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)).fetchall()
+
+
+def _last_seq(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name='ops'").fetchone()
+    return int(row[0]) if row and isinstance(row[0], int) else 0
 
 
 class Journal:
-    """The ``ops`` table of one SQLite file (thread-safe; one connection, serialised)."""
+    """The ``ops`` table of one SQLite file (thread-safe; one connection, serialised).
+
+    Opening an existing file checks it (see the module docstring): a damaged one raises
+    :class:`JournalCorruptError`, one that is not memlab's :class:`SchemaVersionError`. A path
+    that does not exist gets a new, empty journal.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "m.db"
+    >>> journal = Journal(path)
+    >>> journal.append("store.set_last_decay", encode({"workspace_id": "w", "ts": 1.0}))
+    >>> list(journal.ops()), journal.count()
+    ([('store.set_last_decay', '{"workspace_id": "w", "ts": 1.0}')], 1)
+    >>> journal.close()
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         if self.path.exists() and self.path.is_dir():
             raise ValueError(f"path {str(self.path)!r} is a directory, not a database file")
+        if not self.path.exists():
+            _create(self.path)
+        else:
+            _preflight(self.path)
         self._lock = threading.Lock()
         try:
             self._conn = sqlite3.connect(str(self.path), check_same_thread=False,
                                          isolation_level=None)
+        except sqlite3.Error as exc:
+            raise ValueError(f"path {str(self.path)!r} cannot be opened: {exc}") from None
+        try:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=FULL")
             tables = {r[0] for r in self._conn.execute(
                 "SELECT name FROM sqlite_master WHERE type='table'")}
+            if "meta" not in tables or "ops" not in tables:
+                raise SchemaVersionError(f"path {str(self.path)!r} holds tables "
+                                         f"{sorted(tables)} but no memlab schema")
+            row = self._conn.execute(
+                "SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            try:
+                version = int(row[0])
+            except (TypeError, ValueError):
+                raise JournalCorruptError(self.path, None, "its schema version is unreadable"
+                                          ) from None
+            if version > SCHEMA_VERSION:
+                raise SchemaVersionError(f"path {str(self.path)!r} has schema version "
+                                         f"{version}, newer than this memlab reads "
+                                         f"({SCHEMA_VERSION}); upgrade memlab to open it")
+            if version < SCHEMA_VERSION:
+                self._migrate(version)
         except sqlite3.DatabaseError as exc:
-            raise SchemaVersionError(f"path {str(self.path)!r} is not a memlab database "
-                                     f"({exc})") from None
-        if "meta" not in tables:
-            if tables:
-                raise SchemaVersionError(f"path {str(self.path)!r} holds tables {sorted(tables)} "
-                                         f"but no memlab schema")
-            with self._conn:
-                self._conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
-                self._conn.execute("CREATE TABLE ops (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
-                                   "op TEXT NOT NULL, payload TEXT NOT NULL)")
-                self._conn.execute("INSERT INTO meta VALUES ('schema_version', ?)",
-                                   (str(SCHEMA_VERSION),))
-        version = int(self._conn.execute(
-            "SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
-        if version > SCHEMA_VERSION:
             self._conn.close()
-            raise SchemaVersionError(f"path {str(self.path)!r} has schema version {version}, "
-                                     f"newer than this memlab reads ({SCHEMA_VERSION}); "
-                                     f"upgrade memlab to open it")
-        if version < SCHEMA_VERSION:
-            self._migrate(version)
+            raise _sqlite_failure(self.path, exc) from None
+        except ValueError:
+            self._conn.close()
+            raise
 
     def _migrate(self, version: int) -> None:
         """Bring a file of an older schema ``version`` to :data:`SCHEMA_VERSION`, in one
         transaction (see the module docstring for what each step changes)."""
+        from memlab.store import _CLASSES  # the dataclasses journaled arguments may hold
+
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                # 1 -> 2: rows are unchanged (new operation, key order kept); record the version.
+                # 1 -> 2: rows are unchanged (new operation, key order kept).
+                # 2 -> 3: a checksum per row; store payloads re-encoded with escaped keys.
+                columns = [r[1] for r in self._conn.execute("PRAGMA table_info(ops)")]
+                if "crc" not in columns:
+                    self._conn.execute("ALTER TABLE ops ADD COLUMN crc INTEGER NOT NULL "
+                                       "DEFAULT -1")
+                for seq, op_b, payload_b, _ in _read_rows(self._conn):
+                    try:
+                        op, payload = op_b.decode("utf-8"), payload_b.decode("utf-8")
+                    except UnicodeDecodeError:
+                        raise JournalCorruptError(self.path, seq, "not valid UTF-8; cannot "
+                                                  "be migrated") from None
+                    if op.startswith("store."):
+                        try:
+                            payload = encode(decode_legacy(payload, _CLASSES))
+                        except (ValueError, TypeError) as exc:
+                            raise JournalCorruptError(self.path, seq, f"{_op_name(op)} cannot "
+                                                      f"be migrated: {exc}") from None
+                        payload_b = payload.encode("utf-8")
+                    self._conn.execute("UPDATE ops SET payload=?, crc=? WHERE seq=?",
+                                       (payload, _crc(seq, op_b, payload_b), seq))
                 self._conn.execute("UPDATE meta SET value=? WHERE key='schema_version'",
                                    (str(SCHEMA_VERSION),))
                 self._conn.execute("COMMIT")
@@ -155,22 +501,60 @@ class Journal:
         self.append_many([(op, payload)])
 
     def append_many(self, ops: list[tuple[str, str]]) -> None:
-        """Write ``(op, payload)`` rows in one transaction, committed (fsync) before returning."""
+        """Write ``(op, payload)`` rows in one transaction, committed (fsync) before returning;
+        each row gets the next sequence number and its checksum."""
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                self._conn.executemany("INSERT INTO ops (op, payload) VALUES (?, ?)", ops)
+                seq = max(_last_seq(self._conn), self._conn.execute(
+                    "SELECT coalesce(max(seq), 0) FROM ops").fetchone()[0])
+                rows = []
+                for op, payload in ops:
+                    seq += 1
+                    rows.append((seq, op, payload,
+                                 _crc(seq, op.encode("utf-8"), payload.encode("utf-8"))))
+                self._conn.executemany("INSERT INTO ops (seq, op, payload, crc) "
+                                       "VALUES (?, ?, ?, ?)", rows)
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
 
-    def ops(self, prefix: str = "") -> Iterator[tuple[str, str]]:
+    def entries(self, prefix: str = "") -> Iterator[tuple[int, str, str]]:
+        """``(seq, op, payload)`` of every row whose op starts with ``prefix``, in order, after
+        checking every row of the file (checksum, numbering, nothing missing at the end).
+
+        Raises
+        ------
+        JournalCorruptError
+            At the first damaged row (before yielding anything).
+        """
         with self._lock:
-            rows = self._conn.execute("SELECT op, payload FROM ops ORDER BY seq").fetchall()
-        for op, payload in rows:
+            try:
+                rows = _read_rows(self._conn)
+                last = _last_seq(self._conn)
+            except sqlite3.DatabaseError as exc:
+                raise _sqlite_failure(self.path, exc) from None
+        checked = []
+        expected = 1
+        for seq, op_b, payload_b, crc in rows:
+            if seq > expected:
+                raise JournalCorruptError(self.path, expected, _missing(expected, seq - 1))
+            problem = _row_problem(seq, expected, op_b, payload_b, crc)
+            if problem:
+                raise JournalCorruptError(self.path, seq, problem)
+            expected = seq + 1
+            op = op_b.decode("utf-8")
             if op.startswith(prefix):
-                yield op, payload
+                checked.append((seq, op, payload_b.decode("utf-8")))
+        if last >= expected:
+            raise JournalCorruptError(self.path, expected, _missing(expected, last, at_end=True))
+        yield from checked
+
+    def ops(self, prefix: str = "") -> Iterator[tuple[str, str]]:
+        """``(op, payload)`` of the rows whose op starts with ``prefix`` (see :meth:`entries`)."""
+        for _, op, payload in self.entries(prefix):
+            yield op, payload
 
     def count(self) -> int:
         with self._lock:
@@ -183,3 +567,316 @@ class Journal:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+def _sqlite_failure(path: Path, exc: sqlite3.DatabaseError) -> ValueError:
+    """SQLite's error as memlab's: damage (corrupt, not a database) or the file is unusable
+    for another reason (locked, I/O error, permissions)."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or type(exc) is sqlite3.DatabaseError:
+        return JournalCorruptError(path, None, f"SQLite cannot read it ({exc})")
+    return ValueError(f"path {str(path)!r} cannot be used: {exc}")
+
+
+def _missing(first: int, last: int, at_end: bool = False) -> str:
+    """The problem of row ``first`` when rows ``first..last`` are missing."""
+    more = "" if first == last else f", and so are rows {first + 1}..{last}"
+    where = " at the end of the journal (rows written later are gone)" if at_end else \
+        " (deleted, or its write lost)"
+    return f"missing{where}{more}"
+
+
+def _row_problem(seq: Any, expected: int, op_b: Any, payload_b: Any, crc: Any) -> str | None:
+    """What is wrong with one row of a version-3 journal (None: sound)."""
+    if seq != expected:
+        return "out of order" if seq < expected else None
+    if not isinstance(op_b, bytes) or not isinstance(payload_b, bytes):
+        return "a column is empty"
+    if not isinstance(crc, int) or crc != _crc(seq, op_b, payload_b):
+        return "checksum mismatch (the row was changed after it was written)"
+    try:
+        op_b.decode("utf-8")
+        payload_b.decode("utf-8")
+    except UnicodeDecodeError:
+        return "not valid UTF-8"
+    return None
+
+
+def _op_name(op: str) -> str:
+    """The op for a message: a known store operation by name, else only its kind."""
+    from memlab.store import JOURNALED_OPS
+
+    if op.startswith("store.") and op[6:] in JOURNALED_OPS:
+        return op
+    return "a cache operation" if op.startswith("cache:") else "an unknown operation"
+
+
+# ------------------------------------------------------------------ check and recover
+_CACHE_ARITY = {"set": 2, "peek": 1, "flush": 0}
+
+
+def _cache_problem(op: str, payload: str) -> str | None:
+    name, _, verb = op[len("cache:"):].rpartition(".")
+    if not name or verb not in _CACHE_ARITY:
+        return "an unknown cache operation"
+    try:
+        args = json.loads(payload)
+    except (ValueError, RecursionError):
+        return "a cache operation whose payload is not valid JSON"
+    if not isinstance(args, list) or len(args) != _CACHE_ARITY[verb] or not all(
+            isinstance(a, str) and a.strip() for a in args):
+        return f"cache operation {verb} has malformed arguments"
+    return None
+
+
+@dataclass
+class _Scan:
+    version: int
+    total: int  # rows found (readable or not)
+    rows: list[tuple[int, str, str]] = field(default_factory=list)  # intact, v3 payloads
+    problems: list[tuple[int | None, str]] = field(default_factory=list)
+
+
+def _scan(path: Path, what: str) -> _Scan:
+    """Read every row of ``path`` without changing the file; sort intact rows from damaged."""
+    if not path.is_file():
+        raise ValueError(f"{what} {str(path)!r} is not a file")
+    from memlab.store import _CLASSES, JOURNALED_OPS
+
+    problems: list[tuple[int | None, str]] = []
+    try:
+        _preflight(path)
+    except JournalCorruptError as exc:
+        problems.append((None, exc.problem))
+        if path.stat().st_size < 100:
+            return _Scan(0, 0, [], problems)
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise ValueError(f"{what} {str(path)!r} cannot be opened: {exc}") from None
+    try:
+        try:
+            tables = {r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table'")}
+            if "meta" not in tables or "ops" not in tables:
+                raise SchemaVersionError(f"{what} {str(path)!r} holds tables {sorted(tables)} "
+                                         f"but no memlab schema")
+            version = int(conn.execute(
+                "SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+        except sqlite3.DatabaseError as exc:
+            problems.append((None, f"SQLite cannot read its schema ({exc})"))
+            return _Scan(0, 0, [], problems)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, SchemaVersionError):
+                raise
+            problems.append((None, "its schema version is unreadable"))
+            version = SCHEMA_VERSION
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(f"{what} {str(path)!r} has schema version {version}, newer "
+                                     f"than this memlab reads ({SCHEMA_VERSION})")
+        try:
+            for (line,) in conn.execute("PRAGMA integrity_check(20)"):
+                if line != "ok":
+                    problems.append((None, f"SQLite integrity check: {line}"))
+        except sqlite3.DatabaseError as exc:
+            problems.append((None, f"SQLite integrity check failed ({exc})"))
+        crc_col = "crc" if version >= 3 else "NULL"
+        select = (f"SELECT seq, CAST(op AS BLOB), CAST(payload AS BLOB), {crc_col} FROM ops ")
+        try:
+            last = _last_seq(conn)
+        except sqlite3.DatabaseError:
+            last = 0
+        try:
+            last = max(last, conn.execute("SELECT coalesce(max(seq), 0) FROM ops").fetchone()[0])
+        except sqlite3.DatabaseError:
+            pass
+        raw: list[tuple] = []
+        unreadable: set[int] = set()
+        after = 0
+        while True:
+            try:
+                chunk = conn.execute(select + "WHERE seq > ? ORDER BY seq LIMIT 1000",
+                                     (after,)).fetchall()
+            except sqlite3.DatabaseError:
+                stop = after + 1000  # read this stretch row by row: keep what is readable
+                for s in range(after + 1, stop + 1):
+                    try:
+                        row = conn.execute(select + "WHERE seq = ?", (s,)).fetchone()
+                    except sqlite3.DatabaseError:
+                        unreadable.add(s)
+                        continue
+                    if row is not None:
+                        raw.append(row)
+                after = stop
+                if after >= last:
+                    break
+                continue
+            if not chunk:
+                break
+            raw.extend(chunk)
+            after = chunk[-1][0]
+    finally:
+        conn.close()
+    scan = _Scan(version, len(raw) + len(unreadable), [], problems)
+    for s in sorted(unreadable):
+        problems.append((s, "unreadable (SQLite reports its page as damaged)"))
+    expected = 1
+    for seq, op_b, payload_b, crc in raw:
+        if not isinstance(seq, int) or seq < expected:
+            problems.append((seq if isinstance(seq, int) else None, "out of order"))
+            continue
+        gap = [s for s in range(expected, seq) if s not in unreadable]
+        if gap:
+            problems.append((gap[0], _missing(gap[0], gap[-1])))
+        expected = seq + 1
+        if version >= 3:
+            problem = _row_problem(seq, seq, op_b, payload_b, crc)
+        elif not isinstance(op_b, bytes) or not isinstance(payload_b, bytes):
+            problem = "a column is empty"
+        else:
+            try:
+                op_b.decode("utf-8"), payload_b.decode("utf-8")
+                problem = None
+            except UnicodeDecodeError:
+                problem = "not valid UTF-8"
+        if problem:
+            problems.append((seq, problem))
+            continue
+        op, payload = op_b.decode("utf-8"), payload_b.decode("utf-8")
+        if op.startswith("store."):
+            if op[6:] not in JOURNALED_OPS:
+                problems.append((seq, "an unknown operation"))
+                continue
+            try:
+                decoded = (decode if version >= 3 else decode_legacy)(payload, _CLASSES)
+                if version < 3:
+                    payload = encode(decoded)
+            except (ValueError, TypeError) as exc:
+                problems.append((seq, f"{op} has a malformed payload: {exc}"))
+                continue
+        elif op.startswith("cache:"):
+            problem = _cache_problem(op, payload)
+            if problem:
+                problems.append((seq, problem))
+                continue
+        else:
+            problems.append((seq, "an unknown operation"))
+            continue
+        scan.rows.append((seq, op, payload))
+    ends = max([s for s, *_ in raw] + list(unreadable) + [0]) + 1
+    if last >= ends:
+        problems.append((ends, _missing(ends, last, at_end=True)))
+    return scan
+
+
+def _applicable(rows: list[tuple[int, str, str]],
+                problems: list[tuple[int | None, str]]) -> list[tuple[int, str, str]]:
+    """The rows of ``rows`` that apply, in order, to a store built from the ones kept before
+    them; each row that does not becomes a problem."""
+    from memlab.store import MemoryStore
+
+    store, kept = MemoryStore(), []
+    for seq, op, payload in rows:
+        if op.startswith("store."):
+            try:
+                store._apply(seq, op, payload, path="")
+            except JournalCorruptError as exc:
+                problems.append((seq, exc.problem))
+                store = MemoryStore()  # the failed call may have changed part of the store
+                for seq2, op2, payload2 in kept:
+                    if op2.startswith("store."):
+                        store._apply(seq2, op2, payload2, path="")
+                continue
+        kept.append((seq, op, payload))
+    return kept
+
+
+def _lines(problems: list[tuple[int | None, str]]) -> list[str]:
+    ordered = sorted(problems, key=lambda p: (p[0] is not None, p[0] or 0))
+    lines = [msg if seq is None else f"row {seq}: {msg}" for seq, msg in ordered]
+    if len(lines) > _MAX_REPORTED:
+        lines = lines[:_MAX_REPORTED] + [f"... and {len(lines) - _MAX_REPORTED} more problems"]
+    return lines
+
+
+def check_journal(path: str | Path) -> list[str]:
+    """Every problem of the memlab database at ``path``, one line each (empty: it is sound).
+
+    Reads the file without changing it (no migration): SQLite's integrity check, each row's
+    checksum, the numbering of rows (a deleted row, rows missing at the end), each payload, and
+    a replay of the store's operations into memory. A line names the row and what is wrong,
+    never its content.
+
+    Raises
+    ------
+    ValueError
+        ``path`` is not a file; :class:`SchemaVersionError` when it is not a memlab database
+        (or a newer one).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from memlab import Memory
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "m.db"
+    >>> mem = Memory(path=str(path)); _ = mem.add("the deploy runs on fridays"); mem.store.close()
+    >>> check_journal(path)
+    []
+    """
+    path = Path(path)
+    scan = _scan(path, "path")
+    _applicable(scan.rows, scan.problems)
+    return _lines(scan.problems)
+
+
+@dataclass
+class RecoveryReport:
+    """What :func:`recover_journal` did: rows found and kept, and one line per row left out."""
+
+    total: int
+    kept: int
+    problems: list[str]
+
+
+def recover_journal(path: str | Path, out: str | Path) -> RecoveryReport:
+    """Copy every intact row of the memlab database at ``path`` into a new database ``out``.
+
+    A row is kept when its checksum matches, its payload decodes and its operation applies to
+    the store made of the rows kept before it (so ``out`` always opens); every other row is
+    reported. ``path`` is only read; ``out`` must not exist. Rows are renumbered 1, 2, … and
+    written in the current schema, in one transaction.
+
+    Raises
+    ------
+    ValueError
+        ``out`` exists or cannot be created, or ``path`` is not a file;
+        :class:`SchemaVersionError` when ``path`` is not a memlab database.
+
+    Examples
+    --------
+    >>> import sqlite3, tempfile, pathlib
+    >>> from memlab import Memory
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> mem = Memory(path=str(folder / "m.db"))
+    >>> _ = mem.add("first", item_id="a"); _ = mem.add("second", item_id="b"); mem.store.close()
+    >>> with sqlite3.connect(folder / "m.db") as conn:
+    ...     _ = conn.execute("UPDATE ops SET payload = replace(payload, 'second', 'sec0nd') "
+    ...                      "WHERE seq = 3")
+    >>> report = recover_journal(folder / "m.db", folder / "new.db")
+    >>> report.total, report.kept, report.problems
+    (3, 2, ['row 3: checksum mismatch (the row was changed after it was written)'])
+    """
+    path, out = Path(path), Path(out)
+    if out.exists():
+        raise ValueError(f"out {str(out)!r} already exists; recover never overwrites a file")
+    scan = _scan(path, "path")
+    kept = _applicable(scan.rows, scan.problems)
+    journal = Journal(out)
+    try:
+        if kept:
+            journal.append_many([(op, payload) for _, op, payload in kept])
+    finally:
+        journal.close()
+    from memlab.store import MemoryStore
+
+    MemoryStore(path=out).close()  # the salvaged file opens
+    return RecoveryReport(scan.total, len(kept), _lines(scan.problems))

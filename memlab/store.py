@@ -29,7 +29,7 @@ from memlab.errors import (
     UnknownItemError,
 )
 from memlab.graph.csr import EdgeTable, GraphView
-from memlab.persist import Journal, PersistenceError, decode, encode
+from memlab.persist import Journal, JournalCorruptError, PersistenceError, decode, encode
 from memlab.model import (
     MEMORY_TYPES,
     MemoryItem,
@@ -183,11 +183,32 @@ class _PinSession:
     expires_ts: float = 0.0
 
 
+def _numbers_below(values: Any, bound: int) -> bool:
+    """Whether ``values`` (an int, or a sequence or array of them) are all in ``0..bound-1``."""
+    if isinstance(values, (bool, np.bool_)):
+        return False
+    if isinstance(values, (int, np.integer)):
+        return 0 <= values < bound
+    if not isinstance(values, (list, tuple, np.ndarray)):
+        return False
+    if isinstance(values, (list, tuple)) and not all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+        return False
+    array = np.asarray(values)
+    if array.size == 0:
+        return True
+    return array.dtype.kind in "iu" and int(array.min()) >= 0 and int(array.max()) < bound
+
+
+JOURNALED_OPS: set[str] = set()  # the store methods a journal row may name (``store.<name>``)
+
+
 def journaled(method):
     """Make a store write durable: after it applies, its name and arguments go to the journal
     (outermost call only). If the journal cannot be written, the store is rebuilt from disk, so
     a failed write changes nothing, and :class:`~memlab.persist.PersistenceError` is raised."""
     signature = inspect.signature(method)
+    JOURNALED_OPS.add(method.__name__)
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
@@ -266,10 +287,54 @@ class MemoryStore:
             self._reset_state()
             self._replaying = True
             try:
-                for op, payload in self._journal.ops(prefix="store."):
-                    getattr(self, op.removeprefix("store."))(**decode(payload, _CLASSES))
+                for seq, op, payload in self._journal.entries(prefix="store."):
+                    self._apply(seq, op, payload)
             finally:
                 self._replaying = False
+
+    def _apply(self, seq: int, op: str, payload: str, path: Any = None) -> None:
+        """Apply journal row ``seq`` (the message of a failure names the row, not its data).
+
+        Item and edge numbers are checked first: the journaled methods trust them (they were
+        validated when first written), so a damaged row must not reach them."""
+        path = self._journal.path if path is None else path
+        name = op.removeprefix("store.")
+        if name not in JOURNALED_OPS:
+            raise JournalCorruptError(path, seq, "an unknown operation")
+        try:
+            args = decode(payload, _CLASSES)
+        except ValueError as exc:
+            raise JournalCorruptError(path, seq, f"{op} has a malformed payload: {exc}") from None
+        problem = self._row_problem(name, args)
+        if problem:
+            raise JournalCorruptError(path, seq, f"{op} {problem}")
+        try:
+            getattr(self, name)(**args)
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the row cannot be applied
+            raise JournalCorruptError(path, seq, f"{op} cannot be applied "
+                                      f"({type(exc).__name__})") from None
+
+    def _row_problem(self, name: str, args: dict) -> str | None:
+        """Why a journal row's item or edge numbers cannot be applied to this store, or None."""
+        workspace_id = args.get("workspace_id")
+        if not isinstance(workspace_id, str):
+            return "names no workspace"
+        ws = self._workspaces.get(workspace_id)
+        items = len(ws) if ws is not None else 0
+        for key in ("idx", "src", "dst"):
+            if key in args and not _numbers_below(args[key], items):
+                return "names an item that does not exist"
+        if name == "add_edges":
+            edges = args.get("edges")
+            if not isinstance(edges, list) or not all(
+                    isinstance(e, list) and len(e) == 4 and _numbers_below(e[:2], items)
+                    for e in edges):
+                return "names an item that does not exist"
+        if name == "remove_edges":
+            rows = len(ws.graph.table.weight.view()) if ws is not None else 0
+            if not _numbers_below(args.get("rows"), rows):
+                return "names an edge that does not exist"
+        return None
 
     def _write_journal(self, ops: list[tuple[str, str]], what: str) -> None:
         try:

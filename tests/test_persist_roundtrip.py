@@ -226,36 +226,49 @@ def test_issue13_reading_expired_pins_changes_nothing(tmp_path):
                             ("context", "ws", "s1", "deploy")], ["deploy"])
 
 
-def test_a_version_1_journal_opens_and_is_migrated_to_version_2(tmp_path):
+def legacy_file(path, rows, version):
+    """A journal as memlab wrote schema ``version`` (1 or 2): no checksum column."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    conn.execute("CREATE TABLE ops (seq INTEGER PRIMARY KEY AUTOINCREMENT, op TEXT NOT NULL, "
+                 "payload TEXT NOT NULL)")
+    conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(version),))
+    conn.executemany("INSERT INTO ops (op, payload) VALUES (?, ?)", rows)
+    conn.commit()
+    conn.close()
+
+
+def test_a_version_1_journal_opens_and_is_migrated_to_version_3(tmp_path):
     import sqlite3
 
     from memlab.persist import SCHEMA_VERSION
 
-    # Write a store, then rewrite its file as memlab wrote version 1: payload keys sorted, no
-    # create_workspace rows, schema_version 1.
+    # Write a store, then rewrite it as memlab wrote version 1: payload keys sorted, no
+    # create_workspace rows, no checksums, schema_version 1.
     clock = ManualClock(START)
     mem = Memory(path=str(tmp_path / "m.db"), workspace_id="ws", clock=clock)
     mem.add("deploys run on fridays", metadata={"zeta": 1, "alpha": {"z": 2, "a": 3}})
     mem.pin_item("s1", mem.store.workspace("ws").item_ids[0])
     mem.store.close()
     conn = sqlite3.connect(tmp_path / "m.db")
-    rows = conn.execute("SELECT seq, op, payload FROM ops ORDER BY seq").fetchall()
-    assert [op for _, op, _ in rows] == ["store.create_workspace", "store.add_items", "store.pin"]
-    conn.execute("DELETE FROM ops WHERE op='store.create_workspace'")
-    for seq, _, payload in rows[1:]:
-        conn.execute("UPDATE ops SET payload=? WHERE seq=?",
-                     (json.dumps(json.loads(payload), sort_keys=True), seq))
-    conn.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
-    conn.commit()
+    rows = conn.execute("SELECT op, payload FROM ops ORDER BY seq").fetchall()
     conn.close()
-    again = MemoryStore(path=tmp_path / "m.db")
+    assert [op for op, _ in rows] == ["store.create_workspace", "store.add_items", "store.pin"]
+    legacy_file(tmp_path / "v1.db", [(op, json.dumps(json.loads(payload), sort_keys=True))
+                                     for op, payload in rows[1:]], 1)
+    again = MemoryStore(path=tmp_path / "v1.db")
     assert again.workspace_ids() == ["ws"]
     item = again.workspace("ws").items[0]
     assert item.content == "deploys run on fridays"
     assert json.dumps(item.metadata) == '{"alpha": {"a": 3, "z": 2}, "zeta": 1}'  # as v1 stored
     assert again.pins("ws", "s1", clock.now()) == {item.item_id: 1.0}
+    state = state_text(again)
     again.close()
-    conn = sqlite3.connect(tmp_path / "m.db")
+    conn = sqlite3.connect(tmp_path / "v1.db")
     assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] \
-        == str(SCHEMA_VERSION) == "2"
+        == str(SCHEMA_VERSION) == "3"
+    assert conn.execute("SELECT count(*) FROM ops WHERE crc < 0").fetchone()[0] == 0
     conn.close()
+    assert state_text(MemoryStore(path=tmp_path / "v1.db")) == state  # migrated once, reads
