@@ -608,15 +608,37 @@ def _op_name(op: str) -> str:
 
     if op.startswith("store.") and op[6:] in JOURNALED_OPS:
         return op
-    return "a cache operation" if op.startswith("cache:") else "an unknown operation"
+    return "a cache operation" if _is_cache_op(op) else "an unknown operation"
 
 
 # ------------------------------------------------------------------ check and recover
 _CACHE_ARITY = {"set": 2, "peek": 1, "flush": 0}
 
 
+def _is_cache_op(op: str) -> bool:
+    return op.startswith(("cache:", "cache@"))
+
+
+def _cache_name_and_verb(op: str) -> tuple[str, str]:
+    """``(name, verb)`` of a cache row: ``cache:<name>.<verb>``, or, for a workspace's cache,
+    ``cache@<JSON workspace id>:<name>.<verb>`` (see :class:`memlab.session.PMMemoryStore`);
+    ``("", "")`` when the op has neither shape."""
+    if op.startswith("cache:"):
+        rest = op[len("cache:"):]
+    else:
+        try:
+            workspace, end = json.JSONDecoder().raw_decode(op, len("cache@"))
+        except ValueError:
+            return "", ""
+        if not isinstance(workspace, str) or not workspace or op[end:end + 1] != ":":
+            return "", ""
+        rest = op[end + 1:]
+    name, _, verb = rest.rpartition(".")
+    return name, verb
+
+
 def _cache_problem(op: str, payload: str) -> str | None:
-    name, _, verb = op[len("cache:"):].rpartition(".")
+    name, verb = _cache_name_and_verb(op)
     if not name or verb not in _CACHE_ARITY:
         return "an unknown cache operation"
     try:
@@ -754,7 +776,7 @@ def _scan(path: Path, what: str) -> _Scan:
             except (ValueError, TypeError) as exc:
                 problems.append((seq, f"{op} has a malformed payload: {exc}"))
                 continue
-        elif op.startswith("cache:"):
+        elif _is_cache_op(op):
             problem = _cache_problem(op, payload)
             if problem:
                 problems.append((seq, problem))

@@ -358,3 +358,25 @@ def test_issue14_serve_on_a_damaged_file_exits_with_one_line(tmp_path, command):
     assert run.stderr.startswith(f"memlab {command}: error: journal {str(path)!r} is damaged "
                                  f"at row 2: checksum mismatch")
     assert SECRET not in run.stderr and SECRET[3:] not in run.stderr
+
+
+def test_check_and_recover_know_the_caches_of_a_workspace(tmp_path):
+    """A workspace's cache journals as ``cache@"<workspace>":<name>.<op>``; check and recover
+    read those rows as cache rows, not as unknown operations."""
+    from memlab.service import ServiceState
+
+    path = tmp_path / "caches.db"
+    state = ServiceState(db_path=path)
+    state.cache("team", "ws:one").set("k", "v")  # a colon inside the workspace id too
+    state.cache("team").set("k2", "v2")
+    state.memory("ws:one").add("hello")
+    state.store.close()
+    ok = memlab_cli("check", str(path))
+    assert ok.returncode == 0 and ok.stdout == f"{path}: ok\n", ok.stdout
+    out = tmp_path / "recovered.db"
+    recovered = memlab_cli("recover", str(path), "--out", str(out))
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    again = ServiceState(db_path=out)
+    assert again.cache("team", "ws:one").peek("k") == (True, "v", 0)
+    assert again.cache("team").peek("k2") == (True, "v2", 0)
+    assert again.cache("team").peek("k") == (False, None, -1)  # the workspace's stays its own
