@@ -21,9 +21,42 @@ Relative expressions
     ``month``, ``year``, ``day``, ``hour`` and ``last|past N <unit>s`` are rolling: the
     last N units up to now (a month is 30 days, a year 365). ``this week|month|year`` run from
     the calendar unit's start (Monday for a week) to now. ``N <unit>s ago`` is one unit wide,
-    centred on ``now - N units``. ``last weekend`` is the weekend before this week's Monday;
-    ``this weekend`` is the current one, and only on a Saturday or Sunday. Counts may be
-    digits or words (``a``, ``one`` … ``twelve``, ``a couple of``).
+    centred on ``now - N units``. ``the day|week|month|year before last`` is the unit before
+    the rolling last one: ``[now - 2 units, now - 1 unit)``. ``last weekend`` is the weekend
+    before this week's Monday; ``this weekend`` is the current one, and only on a Saturday or
+    Sunday. Counts may be digits or words (``a``, ``one`` … ``twelve``, ``a couple of``).
+Weekdays
+    Full names only (``monday`` … ``sunday``), as one calendar day. ``on Monday``, ``this
+    Monday`` and a weekday as an operand of an operator or range (``since Monday``) are the
+    most recent Monday up to and including today; ``last Monday`` (also ``past``,
+    ``previous``, ``this past``) is the most recent Monday strictly before today, so with the
+    clock on Saturday 2024-06-15 "last Tuesday" is 2024-06-11 and "last Saturday" 2024-06-08.
+    A weekday without one of these cues ("Friday I went", "Monday's meeting") is not read.
+Seasons
+    Meteorological seasons of the northern hemisphere, three calendar months each: spring is
+    March-May, summer June-August, autumn (or fall) September-November, winter December-
+    February. ``winter 2024`` is December 2023 to 1 March 2024 (the winter whose January is
+    in 2024). ``summer 2023``, ``summer of 2023`` and ``the summer of 2023`` need no cue; a
+    season without a year needs ``in``, ``during``, ``over``, ``throughout``, ``from``,
+    ``of``, ``this`` or ``last`` and is then the most recent one that has started by ``now``
+    ("in the fall" in June 2024 is autumn 2023); ``last summer`` is the most recent one that
+    has ended. "the fall of Rome" and "in Spring Boot" are not seasons.
+Quarters
+    Calendar quarters: Q1 is January-March … Q4 October-December. ``Q1 2024``, ``2024 Q1``,
+    ``Q1-2024``, ``Q1 of 2024`` and ``the first quarter of 2024`` need no cue; without a year
+    (``in Q3``, ``during the second quarter``) the quarter needs the same cues as a season
+    and is the most recent one that has started; ``last Q2`` the most recent one that has
+    ended. ``this quarter``/``last quarter`` are not read.
+Weeks of a month
+    ``the first|second|third|fourth week of May [2023]`` are the 7-day spans from the 1st,
+    8th, 15th and 22nd (the first week of May is ``[1 May, 8 May)``); ``the last week of
+    May`` is the month's last seven days. Without a year, the most recent such week that has
+    started.
+Parts of a year
+    A year in thirds: ``early 2023`` (also ``the start|beginning of 2023``) is January-April,
+    ``mid-2023`` (``the middle of 2023``) May-August, ``late 2023`` (``the end of 2023``)
+    September-December. ``early``/``mid``/``late`` before a month name keep the whole month
+    ("mid-May" is May).
 Dates
     ``2023-05-08``, ``8 May 2023``, ``8th of May, 2023``, ``May 8th 2023``, ``May 2023``,
     ``May of 2023``; month names may be abbreviated (``Sep``, ``Sept``, ``Sep.``). A date
@@ -35,9 +68,9 @@ When a month name or a number is a date
     A month name with a day or a year is always a date. A month name alone, or a four-digit
     number alone, is a date only after a temporal cue: ``in``, ``during``, ``throughout``,
     ``from``, ``of`` (months only), ``last`` (months only), ``early``, ``mid``, ``late``,
-    ``end of``, ``start of``, ``beginning of``, a season (``summer 2021`` reads as the whole
-    of 2021), ``year``, or as an operand of ``since``/``after``/``before``/``until`` or of a
-    range. A four-digit number is moreover a year only within the plausible range
+    ``end of``, ``start of``, ``beginning of`` (these five narrow a year, see above),
+    a season or quarter, ``year``, or as an operand of ``since``/``after``/``before``/
+    ``until`` or of a range. A four-digit number is moreover a year only within the plausible range
     ``[now.year - 100, now.year + 10]`` (:data:`YEARS_BACK`, :data:`YEARS_AHEAD`), and never
     when it is part of a longer number or a decimal. So "port 2049", "2049 users", "the trojan
     2023 incident", "top 100" and "version 2.2023" have no window, while "in 2023" and "since
@@ -53,13 +86,23 @@ Operators
     ``until|till A`` is ``[1970-01-01, end(A))``. ``N <unit>s before A`` is the N units
     before ``start(A)``, ``N <unit>s after A`` the N units after ``end(A)``; ``the <unit>``
     counts as one.
+Empty operator windows
+    When a range, offset or operator has read its date but its window is empty or lies in
+    the future without a written year ("after today", "after June 2024", "since 2024-06-16"
+    or "since December 2024" with the clock at 2024-06-15 12:00, "before 1960", "the day
+    after today"), that phrase gives no window: its date is never read again on its own
+    (which would give the opposite of what was asked). Another date elsewhere in the query
+    may still give the window.
 Precedence
     Ranges, then ``N units before|after``, then ``since|after|before|until``, then relative
-    expressions, then dates (full dates before a cued month or year); the first reading that
-    gives a window wins.
+    expressions (including ``last|this <weekday|season|quarter|month>``), then dates (dates
+    with a year or a day, then a cued month, season or quarter, then ``on <weekday>``, then a
+    cued year); the first reading that gives a window wins.
 
-What is not understood (the query gets no window from it): weekday names ("last Friday"),
-"tomorrow"/"next …", parts of a day, "a few", seasons as spans, fiscal quarters.
+What is not understood (the query gets no window from it): "tomorrow"/"next …", parts of a
+day ("this morning"), "a few", abbreviated weekdays ("Tue"), "the last Monday in May" (read
+as May), "this|last quarter", fiscal years and quarters other than the calendar's, seasons of
+the southern hemisphere, "the week of 3 May", early/mid/late parts of a month.
 """
 
 from __future__ import annotations
@@ -246,8 +289,9 @@ _A_WHICH = re.compile(r"(?:the\s+)?(?P<which>last|this\s+past|past|previous|this
 _A_WEEK_OF = re.compile(r"(?:the\s+)?(?P<nth>first|second|third|fourth|1st|2nd|3rd|4th|last)"
                         r"\s+week\s+of\s+(?:the\s+month\s+of\s+)?" + _MONTH
                         + r"(?:,?\s*(?:of\s+)?" + _YEAR_RE + r")?")
-_A_PART_Y = re.compile(r"(?:the\s+)?(?P<part>early|mid|late|(?:very\s+)?(?:start|beginning|middle|end)"
-                       r"\s+of)[\s-]+(?:the\s+year\s+)?" + _YEAR_RE)
+_A_PART_Y = re.compile(r"(?:the\s+)?(?P<part>early|mid|late"
+                       r"|(?:very\s+)?(?:start|beginning|middle|end)\s+of)"
+                       r"[\s-]+(?:the\s+year\s+)?" + _YEAR_RE)
 _A_QY = re.compile(_QUARTER + r"(?:,?\s*|\s*[-/]\s*|\s+of\s+(?:the\s+year\s+)?)" + _YEAR_RE)
 _A_YQ = re.compile(_YEAR_RE + r"[\s-]*q(?P<q>[1-4])(?!\w)")
 _A_Q = re.compile(_QUARTER)
@@ -592,6 +636,14 @@ def parse_time_window(query: str, now: datetime) -> TimeWindow | None:
     >>> w = parse_time_window("notes since yesterday", now)
     >>> w.start.isoformat(), w.end == now + timedelta(microseconds=1)
     ('2024-06-14T00:00:00+00:00', True)
+    >>> parse_time_window("anything after today", now) is None  # empty, not "today"
+    True
+    >>> w = parse_time_window("what happened last Tuesday", now)  # now is a Saturday
+    >>> w.start.date().isoformat(), w.end.date().isoformat()
+    ('2024-06-11', '2024-06-12')
+    >>> w = parse_time_window("the summer of 2023", now)
+    >>> w.start.date().isoformat(), w.end.date().isoformat()
+    ('2023-06-01', '2023-09-01')
     >>> parse_time_window("what is listening on port 2049", now) is None
     True
     >>> parse_time_window("how does auth work", now) is None
