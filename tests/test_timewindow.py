@@ -246,3 +246,9 @@ def test_review_week_of_a_month(query, start, end):
 ])
 def test_review_parts_of_a_year(query, start, end):
     assert _window(query) == (start, end)
+
+
+def test_review_written_date_wins_over_a_weekday():
+    """LoCoMo: "last Friday on 23 January, 2022" is about that date, not the clock's last Friday."""
+    q = "What did Joanna just finish last Friday on 23 January, 2022?"
+    assert _window(q, _utc(2022, 11, 11)) == (_utc(2022, 1, 23), _utc(2022, 1, 24))

@@ -95,9 +95,11 @@ Empty operator windows
     may still give the window.
 Precedence
     Ranges, then ``N units before|after``, then ``since|after|before|until``, then relative
-    expressions (including ``last|this <weekday|season|quarter|month>``), then dates (dates
-    with a year or a day, then a cued month, season or quarter, then ``on <weekday>``, then a
-    cued year); the first reading that gives a window wins.
+    expressions (including ``last|this <season|quarter|month>``), then dates (dates with a
+    year or a day, then a cued month, season or quarter, then ``on|last|this <weekday>``,
+    then a cued year); the first reading that gives a window wins. A weekday is read after
+    a written date: in "what did she finish last Friday on 23 January, 2022" the window is
+    23 January 2022.
 
 What is not understood (the query gets no window from it): "tomorrow"/"next …", parts of a
 day ("this morning"), "a few", abbreviated weekdays ("Tue"), "the last Monday in May" (read
@@ -190,6 +192,7 @@ class _Anchor:
     months: int = 1  # the length of a year-less month span (3 for seasons and quarters)
     days: int = 1  # the length of a year-less day span (7 for a week of a month)
     ended: bool = False  # "last <month|season|quarter>": the most recent one that has ended
+    weekday: bool = False  # read after dates: "last Friday, 23 January 2022" is the date
 
     @property
     def undated(self) -> bool:
@@ -332,7 +335,7 @@ def _which(q: str, pos: int, now: datetime) -> _Anchor | None:
     at = w.end()
     m = _A_WD.match(q, at)
     if m and not _OF_MONTH.match(q, m.end()):  # "the last Monday in May" is not understood
-        return _Anchor(pos, m.end(), _weekday(now, _WEEKDAYS[m["wd"]], last))
+        return _Anchor(pos, m.end(), _weekday(now, _WEEKDAYS[m["wd"]], last), weekday=True)
     m = _A_SEASON.match(q, at)
     if m:
         return _Anchor(pos, m.end(), None, _SEASONS[m["season"]], months=3, ended=last)
@@ -458,7 +461,7 @@ def _anchor(q: str, pos: int, now: datetime, *, bare: bool) -> _Anchor | None:
         return _Anchor(pos, m.end(), None, _quarter(m), months=3)
     m = _A_WD.match(q, pos)
     if m:
-        return _Anchor(pos, m.end(), _weekday(now, _WEEKDAYS[m["wd"]], False))
+        return _Anchor(pos, m.end(), _weekday(now, _WEEKDAYS[m["wd"]], False), weekday=True)
     m = _A_Y.match(q, pos)
     if m and _plausible_year(int(m["year"]), now):
         span = _span(tz, int(m["year"]))
@@ -482,7 +485,8 @@ _RELATIVE_START = re.compile(
 _CUED_MONTH = re.compile(  # a month, season or quarter without a year
     r"\b(?P<cue>in|during|throughout|over|from|of|last|early|mid|late)[\s-]+(?:the\s+)?"
     r"(?:month\s+of\s+)?(?=" + _MONTH + r"|" + _SEASON + r"|" + _QUARTER + r")")
-_CUED_WEEKDAY = re.compile(r"\bon\s+(?=" + _WEEKDAY + r")")
+_CUED_WEEKDAY = re.compile(r"\b(?:on\s+(?=" + _WEEKDAY + r")|(?=(?:the\s+)?(?:last|this|past"
+                           r"|previous)\s+(?:past\s+)?" + _WEEKDAY.replace("?P<wd>", "") + r"))")
 _CUED_YEAR = re.compile(
     r"\b(?:in|during|throughout|from|year)[\s-]+(?:the\s+)?(?:year\s+)?(?=\d{4})")
 _FULL_DATES = (_A_WEEK_OF, _A_PART_Y, _A_QY, _A_YQ, _A_SEASON_Y, _A_ISO, _A_DMY, _A_MDY, _A_MY)
@@ -561,7 +565,7 @@ def _operator(q: str, now: datetime, dead: list[tuple[int, int]]) -> TimeWindow 
 def _relative(q: str, now: datetime, dead: list[tuple[int, int]]) -> TimeWindow | None:
     for m in _RELATIVE_START.finditer(q):
         a = _anchor(q, m.start(), now, bare=False)
-        span = _resolve(a, now) if a else None
+        span = _resolve(a, now) if a and not a.weekday else None
         if span is not None:
             w = _window(*span, q[a.begin:a.end], now, a.explicit)
             if w:
@@ -592,8 +596,8 @@ def _dates(q: str, now: datetime, dead: list[tuple[int, int]]) -> TimeWindow | N
             w = _window(*span, q[a.begin:a.end], now)
             if w:
                 return w
-    for m in _CUED_WEEKDAY.finditer(q):
-        a = _anchor(q, m.end(), now, bare=True)
+    for m in _CUED_WEEKDAY.finditer(q):  # "on Monday", "last Monday"
+        a = _anchor(q, m.end(), now, bare=m.end() > m.start())
         if a is not None and a.fixed is not None:
             w = _window(*a.fixed, q[a.begin:a.end], now)
             if w:
