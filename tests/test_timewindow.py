@@ -121,7 +121,9 @@ _WORDS = ["between", "and", "from", "to", "since", "after", "before", "until", "
           "a", "two", "couple of", "may", "june", "sept", "dec.", "february", "jan", "march",
           "3rd", "29", "31", "1", "12", "2023", "2024", "1999", "2049", "9999", "0001",
           "999999", "2023-02-29", "2024-05-08", "2024/13/01", ",", "-", "?", "summer", "early",
-          "port", "users", "version", "2.2023", "trojan"]
+          "port", "users", "version", "2.2023", "trojan", "monday", "tuesday", "sunday", "q1",
+          "q4", "quarter", "first", "second", "week of", "mid-", "late", "winter", "fall",
+          "spring", "boot", "previous", "this past", "before last", "end of"]
 _queries = st.one_of(
     st.lists(st.sampled_from(_WORDS), max_size=8).map(" ".join),
     st.text(max_size=40),
@@ -173,3 +175,80 @@ def test_cued_years_only_in_the_plausible_range(year, now):
         assert w is not None and w.start.year == year and w.end.year == year + 1
     else:
         assert w is None
+
+
+# --- review of fix 13: one regression test per finding ------------------------------------------
+
+@pytest.mark.parametrize("query", ["after today", "after June 2024", "since 2024-06-16",
+                                   "since December 2024", "after 2024", "after this week",
+                                   "the day after today", "two days after today", "before 1960",
+                                   "since the summer of 2030", "after Q3 2024"])
+def test_review_after_future_boundary_is_no_window(query):
+    """An operator whose window is empty gives no window, never its bare operand's window."""
+    assert parse_time_window(query, NOW) is None
+
+
+def test_review_empty_operator_does_not_hide_another_window():
+    assert _window("since 2030, or else yesterday") == (_utc(2024, 6, 14), _utc(2024, 6, 15))
+
+
+@pytest.mark.parametrize("query, day", [
+    ("what happened last Tuesday", 11), ("last Saturday", 8), ("the past Friday", 14),
+    ("meetings on Monday", 10), ("on Saturday", 15), ("this Wednesday", 12),
+    ("this past Monday", 10),
+])
+def test_review_weekday_names(query, day):
+    assert _window(query) == (_utc(2024, 6, day), _utc(2024, 6, day + 1))
+
+
+@pytest.mark.parametrize("query, start, end", [
+    ("in Q1 2024", _utc(2024, 1, 1), _utc(2024, 4, 1)),
+    ("Q4 2023 numbers", _utc(2023, 10, 1), _utc(2024, 1, 1)),
+    ("in Q3", _utc(2023, 7, 1), _utc(2023, 10, 1)),
+    ("in the second quarter", _utc(2024, 4, 1), _utc(2024, 7, 1)),
+    ("the third quarter of 2022", _utc(2022, 7, 1), _utc(2022, 10, 1)),
+])
+def test_review_quarters(query, start, end):
+    assert _window(query) == (start, end)
+
+
+def test_review_week_before_last():
+    assert _window("the week before last") == (NOW - timedelta(days=14), NOW - timedelta(days=7))
+
+
+@pytest.mark.parametrize("query, start, end", [
+    ("the summer of 2023", _utc(2023, 6, 1), _utc(2023, 9, 1)),
+    ("summer 2023", _utc(2023, 6, 1), _utc(2023, 9, 1)),
+    ("winter 2024", _utc(2023, 12, 1), _utc(2024, 3, 1)),
+    ("in the fall", _utc(2023, 9, 1), _utc(2023, 12, 1)),
+    ("last summer", _utc(2023, 6, 1), _utc(2023, 9, 1)),
+    ("this summer", _utc(2024, 6, 1), _utc(2024, 9, 1)),
+])
+def test_review_seasons_are_their_months(query, start, end):
+    assert _window(query) == (start, end)
+
+
+@pytest.mark.parametrize("query, start, end", [
+    ("the first week of May", _utc(2024, 5, 1), _utc(2024, 5, 8)),
+    ("the second week of May 2023", _utc(2023, 5, 8), _utc(2023, 5, 15)),
+    ("the last week of February 2024", _utc(2024, 2, 23), _utc(2024, 3, 1)),
+    ("the last week of June", _utc(2023, 6, 24), _utc(2023, 7, 1)),
+])
+def test_review_week_of_a_month(query, start, end):
+    assert _window(query) == (start, end)
+
+
+@pytest.mark.parametrize("query, start, end", [
+    ("in mid-2023", _utc(2023, 5, 1), _utc(2023, 9, 1)),
+    ("early 2023", _utc(2023, 1, 1), _utc(2023, 5, 1)),
+    ("late 2022", _utc(2022, 9, 1), _utc(2023, 1, 1)),
+    ("since early 2023", _utc(2023, 1, 1), NOW + TICK),
+])
+def test_review_parts_of_a_year(query, start, end):
+    assert _window(query) == (start, end)
+
+
+def test_review_written_date_wins_over_a_weekday():
+    """LoCoMo: "last Friday on 23 January, 2022" is about that date, not the clock's last Friday."""
+    q = "What did Joanna just finish last Friday on 23 January, 2022?"
+    assert _window(q, _utc(2022, 11, 11)) == (_utc(2022, 1, 23), _utc(2022, 1, 24))

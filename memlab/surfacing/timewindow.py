@@ -21,9 +21,42 @@ Relative expressions
     ``month``, ``year``, ``day``, ``hour`` and ``last|past N <unit>s`` are rolling: the
     last N units up to now (a month is 30 days, a year 365). ``this week|month|year`` run from
     the calendar unit's start (Monday for a week) to now. ``N <unit>s ago`` is one unit wide,
-    centred on ``now - N units``. ``last weekend`` is the weekend before this week's Monday;
-    ``this weekend`` is the current one, and only on a Saturday or Sunday. Counts may be
-    digits or words (``a``, ``one`` … ``twelve``, ``a couple of``).
+    centred on ``now - N units``. ``the day|week|month|year before last`` is the unit before
+    the rolling last one: ``[now - 2 units, now - 1 unit)``. ``last weekend`` is the weekend
+    before this week's Monday; ``this weekend`` is the current one, and only on a Saturday or
+    Sunday. Counts may be digits or words (``a``, ``one`` … ``twelve``, ``a couple of``).
+Weekdays
+    Full names only (``monday`` … ``sunday``), as one calendar day. ``on Monday``, ``this
+    Monday`` and a weekday as an operand of an operator or range (``since Monday``) are the
+    most recent Monday up to and including today; ``last Monday`` (also ``past``,
+    ``previous``, ``this past``) is the most recent Monday strictly before today, so with the
+    clock on Saturday 2024-06-15 "last Tuesday" is 2024-06-11 and "last Saturday" 2024-06-08.
+    A weekday without one of these cues ("Friday I went", "Monday's meeting") is not read.
+Seasons
+    Meteorological seasons of the northern hemisphere, three calendar months each: spring is
+    March-May, summer June-August, autumn (or fall) September-November, winter December-
+    February. ``winter 2024`` is December 2023 to 1 March 2024 (the winter whose January is
+    in 2024). ``summer 2023``, ``summer of 2023`` and ``the summer of 2023`` need no cue; a
+    season without a year needs ``in``, ``during``, ``over``, ``throughout``, ``from``,
+    ``of``, ``this`` or ``last`` and is then the most recent one that has started by ``now``
+    ("in the fall" in June 2024 is autumn 2023); ``last summer`` is the most recent one that
+    has ended. "the fall of Rome" and "in Spring Boot" are not seasons.
+Quarters
+    Calendar quarters: Q1 is January-March … Q4 October-December. ``Q1 2024``, ``2024 Q1``,
+    ``Q1-2024``, ``Q1 of 2024`` and ``the first quarter of 2024`` need no cue; without a year
+    (``in Q3``, ``during the second quarter``) the quarter needs the same cues as a season
+    and is the most recent one that has started; ``last Q2`` the most recent one that has
+    ended. ``this quarter``/``last quarter`` are not read.
+Weeks of a month
+    ``the first|second|third|fourth week of May [2023]`` are the 7-day spans from the 1st,
+    8th, 15th and 22nd (the first week of May is ``[1 May, 8 May)``); ``the last week of
+    May`` is the month's last seven days. Without a year, the most recent such week that has
+    started.
+Parts of a year
+    A year in thirds: ``early 2023`` (also ``the start|beginning of 2023``) is January-April,
+    ``mid-2023`` (``the middle of 2023``) May-August, ``late 2023`` (``the end of 2023``)
+    September-December. ``early``/``mid``/``late`` before a month name keep the whole month
+    ("mid-May" is May).
 Dates
     ``2023-05-08``, ``8 May 2023``, ``8th of May, 2023``, ``May 8th 2023``, ``May 2023``,
     ``May of 2023``; month names may be abbreviated (``Sep``, ``Sept``, ``Sep.``). A date
@@ -35,9 +68,9 @@ When a month name or a number is a date
     A month name with a day or a year is always a date. A month name alone, or a four-digit
     number alone, is a date only after a temporal cue: ``in``, ``during``, ``throughout``,
     ``from``, ``of`` (months only), ``last`` (months only), ``early``, ``mid``, ``late``,
-    ``end of``, ``start of``, ``beginning of``, a season (``summer 2021`` reads as the whole
-    of 2021), ``year``, or as an operand of ``since``/``after``/``before``/``until`` or of a
-    range. A four-digit number is moreover a year only within the plausible range
+    ``end of``, ``start of``, ``beginning of`` (these five narrow a year, see above),
+    a season or quarter, ``year``, or as an operand of ``since``/``after``/``before``/
+    ``until`` or of a range. A four-digit number is moreover a year only within the plausible range
     ``[now.year - 100, now.year + 10]`` (:data:`YEARS_BACK`, :data:`YEARS_AHEAD`), and never
     when it is part of a longer number or a decimal. So "port 2049", "2049 users", "the trojan
     2023 incident", "top 100" and "version 2.2023" have no window, while "in 2023" and "since
@@ -53,19 +86,31 @@ Operators
     ``until|till A`` is ``[1970-01-01, end(A))``. ``N <unit>s before A`` is the N units
     before ``start(A)``, ``N <unit>s after A`` the N units after ``end(A)``; ``the <unit>``
     counts as one.
+Empty operator windows
+    When a range, offset or operator has read its date but its window is empty or lies in
+    the future without a written year ("after today", "after June 2024", "since 2024-06-16"
+    or "since December 2024" with the clock at 2024-06-15 12:00, "before 1960", "the day
+    after today"), that phrase gives no window: its date is never read again on its own
+    (which would give the opposite of what was asked). Another date elsewhere in the query
+    may still give the window.
 Precedence
     Ranges, then ``N units before|after``, then ``since|after|before|until``, then relative
-    expressions, then dates (full dates before a cued month or year); the first reading that
-    gives a window wins.
+    expressions (including ``last|this <season|quarter|month>``), then dates (dates with a
+    year or a day, then a cued month, season or quarter, then ``on|last|this <weekday>``,
+    then a cued year); the first reading that gives a window wins. A weekday is read after
+    a written date: in "what did she finish last Friday on 23 January, 2022" the window is
+    23 January 2022.
 
-What is not understood (the query gets no window from it): weekday names ("last Friday"),
-"tomorrow"/"next …", parts of a day, "a few", seasons as spans, fiscal quarters.
+What is not understood (the query gets no window from it): "tomorrow"/"next …", parts of a
+day ("this morning"), "a few", abbreviated weekdays ("Tue"), "the last Monday in May" (read
+as May), "this|last quarter", fiscal years and quarters other than the calendar's, seasons of
+the southern hemisphere, "the week of 3 May", early/mid/late parts of a month.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone, tzinfo
 
 __all__ = ["TimeWindow", "parse_time_window", "YEARS_BACK", "YEARS_AHEAD"]
@@ -91,9 +136,22 @@ _NUMBER_WORDS = {w: i + 1 for i, w in enumerate(
 _NUMBER_WORDS.update({"a": 1, "an": 1, "the": 1})
 _COUNT = (r"(?P<count>\d{1,6}|(?:a\s+)?couple\s+of|an?|one|two|three|four|five|six|seven|eight|nine"
           r"|ten|eleven|twelve)")
+_WEEKDAYS = {w: i for i, w in enumerate(
+    "monday tuesday wednesday thursday friday saturday sunday".split())}
+_WEEKDAY = r"(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"
+#: Meteorological seasons (northern hemisphere): the month each starts in; each is 3 months.
+_SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
+_SEASON = r"(?P<season>spring|summer|autumn|fall|winter)\b"
+_NTH = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4}
+_QUARTER = (r"(?:q(?P<q>[1-4])(?!\w)|(?P<qn>first|second|third|fourth|1st|2nd|3rd|4th)\s+quarter"
+            r"\b)")
+#: Parts of a year: thirds, as (first month, months).
+_PARTS = {"early": (1, 4), "start": (1, 4), "beginning": (1, 4), "mid": (5, 4), "middle": (5, 4),
+          "late": (9, 4), "end": (9, 4)}
 _DAY = timedelta(days=1)
 _TICK = timedelta(microseconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MASK = "\x00"  # fills a construct whose window is empty; no pattern reads it
 
 
 @dataclass(frozen=True)
@@ -129,8 +187,12 @@ class _Anchor:
     end: int
     fixed: tuple[datetime, datetime] | None = None
     month: int | None = None
-    day: int | None = None
+    day: int | None = None  # negative: counted back from the end of the month
     explicit: bool = False  # a written year: the only way to a window that starts after now
+    months: int = 1  # the length of a year-less month span (3 for seasons and quarters)
+    days: int = 1  # the length of a year-less day span (7 for a week of a month)
+    ended: bool = False  # "last <month|season|quarter>": the most recent one that has ended
+    weekday: bool = False  # read after dates: "last Friday, 23 January 2022" is the date
 
     @property
     def undated(self) -> bool:
@@ -141,26 +203,45 @@ def _midnight(dt: datetime) -> datetime:
     return dt.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-def _span(tz: tzinfo, year: int, month: int | None = None,
-          day: int | None = None) -> tuple[datetime, datetime] | None:
-    """The calendar year, month or day as ``(start, end)``, or None when it is not a date."""
+def _month_start(tz: tzinfo, year: int, month: int) -> datetime:
+    """The first of ``month`` (which may run past 12) of ``year``."""
+    return datetime(year + (month - 1) // 12, (month - 1) % 12 + 1, 1, tzinfo=tz)
+
+
+def _span(tz: tzinfo, year: int, month: int | None = None, day: int | None = None,
+          months: int = 1, days: int = 1) -> tuple[datetime, datetime] | None:
+    """A calendar span as ``(start, end)``, or None when it is not a date.
+
+    The year; else ``months`` months from the first of ``month``; else ``days`` days from
+    ``day`` of ``month`` (a negative ``day`` counts back from the end of the month: -7 is the
+    month's last seven days).
+    """
     try:
         if month is None:
             return datetime(year, 1, 1, tzinfo=tz), datetime(year + 1, 1, 1, tzinfo=tz)
         if day is None:
-            start = datetime(year, month, 1, tzinfo=tz)
-            return start, datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=tz)
-        start = datetime(year, month, day, tzinfo=tz)
-        return start, start + _DAY
+            return _month_start(tz, year, month), _month_start(tz, year, month + months)
+        if day < 0:
+            start = _month_start(tz, year, month + 1) + day * _DAY
+        else:
+            start = datetime(year, month, day, tzinfo=tz)
+        return start, start + days * _DAY
     except (ValueError, OverflowError):
         return None
 
 
+def _anchor_span(a: _Anchor, tz: tzinfo, year: int) -> tuple[datetime, datetime] | None:
+    return _span(tz, year, a.month, a.day, a.months, a.days)
+
+
 def _latest(a: _Anchor, limit: datetime) -> tuple[datetime, datetime] | None:
-    """The most recent occurrence of a year-less date that starts no later than ``limit``."""
+    """The most recent occurrence of a year-less date that starts no later than ``limit``.
+
+    With ``a.ended`` ("last May"), the most recent one that ends no later than ``limit``.
+    """
     for year in range(limit.year, max(limit.year - 8, 0), -1):  # 8 years: any 29 February
-        span = _span(limit.tzinfo, year, a.month, a.day)
-        if span is not None and span[0] <= limit:
+        span = _anchor_span(a, limit.tzinfo, year)
+        if span is not None and (span[1] if a.ended else span[0]) <= limit:
             return span
     return None
 
@@ -168,7 +249,7 @@ def _latest(a: _Anchor, limit: datetime) -> tuple[datetime, datetime] | None:
 def _earliest(a: _Anchor, limit: datetime) -> tuple[datetime, datetime] | None:
     """The first occurrence of a year-less date that starts no earlier than ``limit``."""
     for year in range(limit.year, min(limit.year + 8, 9999) + 1):
-        span = _span(limit.tzinfo, year, a.month, a.day)
+        span = _anchor_span(a, limit.tzinfo, year)
         if span is not None and span[0] >= limit:
             return span
     return None
@@ -206,6 +287,65 @@ _A_AGO = re.compile(_COUNT + r"\s+" + _UNIT + r"\s+ago\b")
 _A_LAST_N = re.compile(r"(?:the\s+)?(?:last|past)\s+" + _COUNT + r"\s+" + _UNIT)
 _A_LAST = re.compile(r"(?:the\s+)?(?P<which>last|past|this)\s+(?P<unit>hour|day|week|month|year)\b")
 _A_WEEKEND = re.compile(r"(?:the\s+)?(?P<which>last|this)\s+weekend\b")
+_A_BEFORE_LAST = re.compile(r"(?:the\s+)?(?P<unit>day|week|month|year)\s+before\s+last\b")
+_A_WHICH = re.compile(r"(?:the\s+)?(?P<which>last|this\s+past|past|previous|this)\s+")
+_A_WEEK_OF = re.compile(r"(?:the\s+)?(?P<nth>first|second|third|fourth|1st|2nd|3rd|4th|last)"
+                        r"\s+week\s+of\s+(?:the\s+month\s+of\s+)?" + _MONTH
+                        + r"(?:,?\s*(?:of\s+)?" + _YEAR_RE + r")?")
+_A_PART_Y = re.compile(r"(?:the\s+)?(?P<part>early|mid|late"
+                       r"|(?:very\s+)?(?:start|beginning|middle|end)\s+of)"
+                       r"[\s-]+(?:the\s+year\s+)?" + _YEAR_RE)
+_A_QY = re.compile(_QUARTER + r"(?:,?\s*|\s*[-/]\s*|\s+of\s+(?:the\s+year\s+)?)" + _YEAR_RE)
+_A_YQ = re.compile(_YEAR_RE + r"[\s-]*q(?P<q>[1-4])(?!\w)")
+_A_Q = re.compile(_QUARTER)
+_A_SEASON_Y = re.compile(_SEASON + r"(?:,?\s*|\s+of\s+)" + _YEAR_RE)
+# A season without a year is not "the fall of Rome" nor "in Spring Boot".
+_A_SEASON = re.compile(_SEASON + r"(?!\s+of\b)(?<!spring(?=\s(?:boot|framework|cloud|mvc|data"
+                       r"|batch|security|integration)\b))")
+_A_WD = re.compile(_WEEKDAY)
+_OF_MONTH = re.compile(r"\s+(?:of|in)\s+(?:the\s+month\s+of\s+)?" + _MONTH)
+
+
+def _quarter(m: re.Match) -> int:
+    """The first month of the quarter a ``_QUARTER`` match names."""
+    return 3 * (int(m["q"]) if m["q"] else _NTH[m["qn"]]) - 2
+
+
+def _season(tz: tzinfo, name: str, year: int) -> tuple[datetime, datetime] | None:
+    """A season of a year; winter YYYY runs from December YYYY-1 to 1 March YYYY."""
+    month = _SEASONS[name]
+    return _span(tz, year - (month == 12), month, months=3)
+
+
+def _weekday(now: datetime, wd: int, strictly_before: bool) -> tuple[datetime, datetime]:
+    """The most recent day named ``wd`` up to today (or strictly before today)."""
+    back = (now.weekday() - wd) % 7
+    if strictly_before and back == 0:
+        back = 7
+    start = _midnight(now) - back * _DAY
+    return start, start + _DAY
+
+
+def _which(q: str, pos: int, now: datetime) -> _Anchor | None:
+    """"last|this|past|previous" + a weekday, season, quarter or (not after "this") a month."""
+    w = _A_WHICH.match(q, pos)
+    if not w:
+        return None
+    last = w["which"] != "this"
+    at = w.end()
+    m = _A_WD.match(q, at)
+    if m and not _OF_MONTH.match(q, m.end()):  # "the last Monday in May" is not understood
+        return _Anchor(pos, m.end(), _weekday(now, _WEEKDAYS[m["wd"]], last), weekday=True)
+    m = _A_SEASON.match(q, at)
+    if m:
+        return _Anchor(pos, m.end(), None, _SEASONS[m["season"]], months=3, ended=last)
+    m = _A_Q.match(q, at)
+    if m:
+        return _Anchor(pos, m.end(), None, _quarter(m), months=3, ended=last)
+    m = _A_M.match(q, at)
+    if m and w["which"] not in ("this", "past"):  # "this may help", "the past may ..."
+        return _Anchor(pos, m.end(), None, _MONTHS[m["mon"][:3]], ended=True)
+    return None
 
 
 def _anchor(q: str, pos: int, now: datetime, *, bare: bool) -> _Anchor | None:
@@ -217,6 +357,29 @@ def _anchor(q: str, pos: int, now: datetime, *, bare: bool) -> _Anchor | None:
     m = _A_ISO.match(q, pos)
     if m:
         span = _span(tz, int(m["year"]), int(m["month"]), int(m["day"]))
+        return _Anchor(pos, m.end(), span, explicit=True) if span else None
+    m = _A_WEEK_OF.match(q, pos)
+    if m:
+        nth = m["nth"]
+        day = -7 if nth == "last" else 7 * _NTH[nth] - 6
+        a = _Anchor(pos, m.end(), None, _MONTHS[m["mon"][:3]], day, days=7)
+        if m["year"]:
+            span = _anchor_span(a, tz, int(m["year"]))
+            return _Anchor(pos, m.end(), span, explicit=True) if span else None
+        return a
+    for pattern in (_A_QY, _A_YQ):
+        m = pattern.match(q, pos)
+        if m:
+            span = _span(tz, int(m["year"]), _quarter(m), months=3)
+            return _Anchor(pos, m.end(), span, explicit=True) if span else None
+    m = _A_SEASON_Y.match(q, pos)
+    if m:
+        span = _season(tz, m["season"], int(m["year"]))
+        return _Anchor(pos, m.end(), span, explicit=True) if span else None
+    m = _A_PART_Y.match(q, pos)
+    if m:
+        first, months = _PARTS[m["part"].split()[-2 if m["part"].endswith("of") else -1]]
+        span = _span(tz, int(m["year"]), first, months=months)
         return _Anchor(pos, m.end(), span, explicit=True) if span else None
     for pattern in (_A_DMY, _A_MDY):
         m = pattern.match(q, pos)
@@ -262,6 +425,13 @@ def _anchor(q: str, pos: int, now: datetime, *, bare: bool) -> _Anchor | None:
     m = _A_LAST_N.match(q, pos)
     if m:
         return _Anchor(pos, m.end(), (now - _units(_count(m["count"]), m["unit"]), now + _TICK))
+    m = _A_BEFORE_LAST.match(q, pos)
+    if m:
+        unit = _units(1, m["unit"])
+        return _Anchor(pos, m.end(), (now - 2 * unit, now - unit))
+    a = _which(q, pos, now)
+    if a is not None:
+        return a
     m = _A_LAST.match(q, pos)
     if m:
         unit = m["unit"]
@@ -283,6 +453,15 @@ def _anchor(q: str, pos: int, now: datetime, *, bare: bool) -> _Anchor | None:
     m = _A_M.match(q, pos)
     if m:
         return _Anchor(pos, m.end(), None, _MONTHS[m["mon"][:3]])
+    m = _A_SEASON.match(q, pos)
+    if m:
+        return _Anchor(pos, m.end(), None, _SEASONS[m["season"]], months=3)
+    m = _A_Q.match(q, pos)
+    if m:
+        return _Anchor(pos, m.end(), None, _quarter(m), months=3)
+    m = _A_WD.match(q, pos)
+    if m:
+        return _Anchor(pos, m.end(), _weekday(now, _WEEKDAYS[m["wd"]], False), weekday=True)
     m = _A_Y.match(q, pos)
     if m and _plausible_year(int(m["year"]), now):
         span = _span(tz, int(m["year"]))
@@ -300,14 +479,17 @@ _OFFSET = re.compile(r"\b" + r"(?:" + _COUNT + r"|the)\s+" + _UNIT
                      + r"\s+(?P<op>before|after)\s+(?:the\s+)?")
 _OPERATOR = re.compile(r"\b(?P<op>since|after|before|until|till|prior\s+to)\s+(?:the\s+)?")
 _RELATIVE_START = re.compile(
-    r"\b(?:today|yesterday|(?:last|this)\s+weekend|(?:the\s+)?(?:last|past|this)\s+"
+    r"\b(?:today|yesterday|(?:last|this)\s+weekend|(?:the\s+)?(?:last|past|this|previous)\s+"
+    r"|(?:the\s+)?(?:day|week|month|year)\s+before\s+last\b"
     r"|" + _COUNT + r"\s+(?:hour|day|week|month|year)s?\s+ago)")
-_CUED_MONTH = re.compile(
-    r"\b(?P<cue>in|during|throughout|from|of|last|early|mid|late)[\s-]+(?:the\s+)?(?:month\s+of\s+)?"
-    r"(?=" + _MONTH + r")")
+_CUED_MONTH = re.compile(  # a month, season or quarter without a year
+    r"\b(?P<cue>in|during|throughout|over|from|of|last|early|mid|late)[\s-]+(?:the\s+)?"
+    r"(?:month\s+of\s+)?(?=" + _MONTH + r"|" + _SEASON + r"|" + _QUARTER + r")")
+_CUED_WEEKDAY = re.compile(r"\b(?:on\s+(?=" + _WEEKDAY + r")|(?=(?:the\s+)?(?:last|this|past"
+                           r"|previous)\s+(?:past\s+)?" + _WEEKDAY.replace("?P<wd>", "") + r"))")
 _CUED_YEAR = re.compile(
-    r"\b(?:in|during|throughout|from|early|mid|late|summer|winter|spring|autumn|fall|year"
-    r"|end\s+of|start\s+of|beginning\s+of)[\s-]+(?:the\s+)?(?:year\s+)?(?=\d{4})")
+    r"\b(?:in|during|throughout|from|year)[\s-]+(?:the\s+)?(?:year\s+)?(?=\d{4})")
+_FULL_DATES = (_A_WEEK_OF, _A_PART_Y, _A_QY, _A_YQ, _A_SEASON_Y, _A_ISO, _A_DMY, _A_MDY, _A_MY)
 
 
 def _window(start: datetime, end: datetime, phrase: str, now: datetime,
@@ -318,7 +500,7 @@ def _window(start: datetime, end: datetime, phrase: str, now: datetime,
     return TimeWindow(start, end, phrase.strip(" ,.?!;:"))
 
 
-def _range(q: str, now: datetime) -> TimeWindow | None:
+def _range(q: str, now: datetime, dead: list[tuple[int, int]]) -> TimeWindow | None:
     for m in _RANGE.finditer(q):
         a = _anchor(q, m.end(), now, bare=True)
         if a is None:
@@ -340,10 +522,11 @@ def _range(q: str, now: datetime) -> TimeWindow | None:
                         a.explicit or b.explicit)
             if w:
                 return w
+        dead.append((m.start(), b.end))
     return None
 
 
-def _offset(q: str, now: datetime) -> TimeWindow | None:
+def _offset(q: str, now: datetime, dead: list[tuple[int, int]]) -> TimeWindow | None:
     for m in _OFFSET.finditer(q):
         a = _anchor(q, m.end(), now, bare=True)
         span = _resolve(a, now) if a else None
@@ -356,10 +539,11 @@ def _offset(q: str, now: datetime) -> TimeWindow | None:
             w = _window(span[1], span[1] + length, q[m.start():a.end], now, a.explicit)
         if w:
             return w
+        dead.append((m.start(), a.end))
     return None
 
 
-def _operator(q: str, now: datetime) -> TimeWindow | None:
+def _operator(q: str, now: datetime, dead: list[tuple[int, int]]) -> TimeWindow | None:
     for m in _OPERATOR.finditer(q):
         a = _anchor(q, m.end(), now, bare=True)
         span = _resolve(a, now) if a else None
@@ -374,22 +558,24 @@ def _operator(q: str, now: datetime) -> TimeWindow | None:
             w = _window(_EPOCH, span[0], phrase, now)
         if w:
             return w
+        dead.append((m.start(), a.end))
     return None
 
 
-def _relative(q: str, now: datetime) -> TimeWindow | None:
+def _relative(q: str, now: datetime, dead: list[tuple[int, int]]) -> TimeWindow | None:
     for m in _RELATIVE_START.finditer(q):
         a = _anchor(q, m.start(), now, bare=False)
-        if a is not None and a.fixed is not None:
-            w = _window(*a.fixed, q[a.begin:a.end], now)
+        span = _resolve(a, now) if a and not a.weekday else None
+        if span is not None:
+            w = _window(*span, q[a.begin:a.end], now, a.explicit)
             if w:
                 return w
     return None
 
 
-def _dates(q: str, now: datetime) -> TimeWindow | None:
+def _dates(q: str, now: datetime, dead: list[tuple[int, int]]) -> TimeWindow | None:
     tz = now.tzinfo
-    for pattern in (_A_ISO, _A_DMY, _A_MDY, _A_MY):  # full dates, anywhere
+    for pattern in _FULL_DATES:  # dates with a year or a day, anywhere
         for m in pattern.finditer(q):
             if m.start() and q[m.start() - 1].isalnum():
                 continue
@@ -403,12 +589,17 @@ def _dates(q: str, now: datetime) -> TimeWindow | None:
         a = _anchor(q, m.end(), now, bare=True)
         if a is None or not a.undated or a.day is not None:
             continue
-        limit = now
-        if m["cue"] == "last":  # "last May": before the current month
-            limit = _midnight(now).replace(day=1) - _TICK
-        span = _latest(a, limit)
+        if m["cue"] == "last":  # "last May": the most recent May that has ended
+            a = replace(a, ended=True)
+        span = _latest(a, now)
         if span:
             w = _window(*span, q[a.begin:a.end], now)
+            if w:
+                return w
+    for m in _CUED_WEEKDAY.finditer(q):  # "on Monday", "last Monday"
+        a = _anchor(q, m.end(), now, bare=m.end() > m.start())
+        if a is not None and a.fixed is not None:
+            w = _window(*a.fixed, q[a.begin:a.end], now)
             if w:
                 return w
     for m in _CUED_YEAR.finditer(q):
@@ -449,6 +640,14 @@ def parse_time_window(query: str, now: datetime) -> TimeWindow | None:
     >>> w = parse_time_window("notes since yesterday", now)
     >>> w.start.isoformat(), w.end == now + timedelta(microseconds=1)
     ('2024-06-14T00:00:00+00:00', True)
+    >>> parse_time_window("anything after today", now) is None  # empty, not "today"
+    True
+    >>> w = parse_time_window("what happened last Tuesday", now)  # now is a Saturday
+    >>> w.start.date().isoformat(), w.end.date().isoformat()
+    ('2024-06-11', '2024-06-12')
+    >>> w = parse_time_window("the summer of 2023", now)
+    >>> w.start.date().isoformat(), w.end.date().isoformat()
+    ('2023-06-01', '2023-09-01')
     >>> parse_time_window("what is listening on port 2049", now) is None
     True
     >>> parse_time_window("how does auth work", now) is None
@@ -457,9 +656,12 @@ def parse_time_window(query: str, now: datetime) -> TimeWindow | None:
     if now.tzinfo is None or now.tzinfo.utcoffset(now) is None:
         now = now.replace(tzinfo=timezone.utc)
     q = query.lower()
+    dead: list[tuple[int, int]] = []  # constructs read whose window is empty
     for reader in (_range, _offset, _operator, _relative, _dates):
+        for begin, end in dead:  # no later reader may read a date inside them
+            q = q[:begin] + _MASK * (end - begin) + q[end:]
         try:
-            w = reader(q, now)
+            w = reader(q, now, dead)
         except (OverflowError, ValueError):  # arithmetic beyond datetime's years 1..9999
             w = None
         if w is not None:
