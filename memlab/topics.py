@@ -353,12 +353,14 @@ def query(q: str, stages=QUERY_STAGES, explain: bool = False, top_k: int = 8, *,
                         picked[j] = (score * 0.5, "structural")
         explain_history = explain and "temporal" in stages
         ranked = sorted(picked.items(), key=lambda kv: (-kv[1][0], ws.item_ids[kv[0]]))
-        store.set_salience(mem.workspace_id, [i for i, _ in ranked],
-                           [ws.items[i].salience + SALIENCE_BUMP for i, _ in ranked])
         results = []
-        for i, (score, stage) in ranked:
-            store.record_event(mem.workspace_id, i, now, "queried", {"query": q, "stage": stage})
-            results.append({**_topic_view(ws, i, explain_history), "score": score,
-                            "stage": stage})
+        with store.transaction():  # the bumps and events reach the disk together
+            store.set_salience(mem.workspace_id, [i for i, _ in ranked],
+                               [ws.items[i].salience + SALIENCE_BUMP for i, _ in ranked])
+            for i, (score, stage) in ranked:
+                store.record_event(mem.workspace_id, i, now, "queried",
+                                   {"query": q, "stage": stage})
+                results.append({**_topic_view(ws, i, explain_history), "score": score,
+                                "stage": stage})
     _after(mem, "query")
     return {"query": q, "stages": list(stages), "explain": explain, "topics": results}

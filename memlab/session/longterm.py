@@ -296,11 +296,13 @@ def add_interlinked_context(session_id: str, items: list[dict[str, Any]],
             seen.add(key)
         validate_edge_type(relation_type)
         validate_weight(weight, "weight", allow_zero=False)
-        # validated: write
-        node_ids = [upsert_node(session_id, entry.get("node_type", "concept"), entry["label"],
-                                entry["content"], entry.get("metadata"), memory=mem)
-                    for entry in items]
-        pairs = [(a, b) for a in node_ids for b in node_ids if a != b]
-        if pairs:
-            mem.add_edges([(a, b, relation_type, weight) for a, b in pairs])
+        # validated: write (one transaction on a durable store)
+        with store.transaction():
+            node_ids = [upsert_node(session_id, entry.get("node_type", "concept"),
+                                    entry["label"], entry["content"], entry.get("metadata"),
+                                    memory=mem)
+                        for entry in items]
+            pairs = [(a, b) for a in node_ids for b in node_ids if a != b]
+            if pairs:
+                mem.add_edges([(a, b, relation_type, weight) for a, b in pairs])
         return {"node_ids": node_ids, "relations": len(pairs)}
