@@ -10,7 +10,8 @@ import numpy as np
 
 from memlab.clock import Clock, SystemClock
 from memlab.model import (Edge, SurfacingDecision, SurfacingStrategy, check_text, copy_json,
-                          validate_edge_type, validate_id, validate_text, validate_weight)
+                          validate_edge_type, validate_id, validate_metadata, validate_text,
+                          validate_weight)
 from memlab.signals.activation import ACTIVATION_MODELS
 from memlab.store import MemoryStore, NewItem, paused_gc
 from memlab.surfacing.config import DEFAULT, SEED_COMPAT, SurfacingConfig, get_recipe
@@ -447,7 +448,7 @@ class Memory:
         """Add an always-included, session-scoped item (``memory_type="anchor"``); returns its id."""
         validate_id(session_id, "session_id")
         validate_text(anchor_type, "anchor_type")
-        meta = dict(metadata or {})
+        meta = validate_metadata(metadata)  # a ValueError naming metadata, not a TypeError
         meta.update({"anchor_type": anchor_type, "session_id": session_id})
         new = self.store.prepare_item(content, "anchor", meta, item_id=item_id)
         with self.store.lock:

@@ -50,7 +50,10 @@ def validate_weight(value: Any, name: str = "weight", *, allow_zero: bool = True
     """Return ``value`` as a float if finite and non-negative (positive when ``allow_zero`` is False)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a number, got {value!r}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond the float range
+        raise ValueError(f"{name} must be finite, got an int of {value.bit_length()} bits") from None
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be finite and {bound}, got {value!r}")
