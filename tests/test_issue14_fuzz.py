@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -249,6 +250,17 @@ _HTTP_OPS = st.one_of(
 )
 
 
+def _json_text(body: dict) -> str:
+    """``body`` as JSON text, ints of any length included (a client in another language sends
+    them; only Python's printing of them is limited), lone surrogates as ``\\ud800`` escapes."""
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        return json.dumps(body)
+    finally:
+        sys.set_int_max_str_digits(limit)
+
+
 def _http_case(route: str, body: dict) -> None:
     from fastapi.testclient import TestClient
     from memlab.service import ServiceState, create_app
@@ -258,16 +270,19 @@ def _http_case(route: str, body: dict) -> None:
         try:
             http = TestClient(create_app(state), raise_server_exceptions=False)
             # the way a client in another language sends it: \ud800 escapes, bare NaN
-            response = http.post(route, content=json.dumps(body),
+            response = http.post(route, content=_json_text(body),
                                  headers={"content-type": "application/json"})
             assert response.status_code < 500, (route, response.status_code, response.text)
             outcome = "accepted" if response.status_code < 300 else "rejected"
             CASES["http", route, outcome] += 1
-            for workspace in ("default", body.get("workspace_id")):
+            # the workspace as the server decoded it (a \\ud800\\udc00 escape pair is U+10000)
+            sent = json.loads(json.dumps(body.get("workspace_id")))
+            for workspace in ("default", sent):
                 if outcome == "accepted" and isinstance(workspace, str):
-                    read = http.post("/v1/context", json={"workspace_id": workspace,
-                                                          "session_id": "s1",
-                                                          "query": "deploy checklist auth"})
+                    read = http.post("/v1/context", content=_json_text(
+                        {"workspace_id": workspace, "session_id": "s1",
+                         "query": "deploy checklist auth"}),
+                        headers={"content-type": "application/json"})
                     assert read.status_code == 200, (route, read.status_code, read.text)
         finally:
             state.store.close()
