@@ -9,8 +9,9 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from memlab.clock import Clock, SystemClock
-from memlab.model import (Edge, SurfacingDecision, SurfacingStrategy, copy_json, validate_edge_type,
-                          validate_id, validate_weight)
+from memlab.model import (Edge, SurfacingDecision, SurfacingStrategy, check_text, copy_json,
+                          validate_edge_type, validate_id, validate_metadata, validate_text,
+                          validate_weight)
 from memlab.signals.activation import ACTIVATION_MODELS
 from memlab.store import MemoryStore, NewItem, paused_gc
 from memlab.surfacing.config import DEFAULT, SEED_COMPAT, SurfacingConfig, get_recipe
@@ -392,6 +393,7 @@ class Memory:
         """
         if not isinstance(query, str):
             raise ValueError(f"query must be a string, got {query!r}")
+        check_text(query, "query")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 1000:
             raise ValueError(f"top_k must be an int in 1..1000, got {top_k!r}")
         with self.store.lock:
@@ -457,6 +459,7 @@ class Memory:
         validate_id(session_id, "session_id")
         if not isinstance(query, str):
             raise ValueError(f"query must be a string, got {query!r}")
+        check_text(query, "query")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 100:
             raise ValueError(f"k must be an int in 1..100, got {k!r}")
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
@@ -503,8 +506,8 @@ class Memory:
                    metadata: dict | None = None, item_id: str | None = None) -> str:
         """Add an always-included, session-scoped item (``memory_type="anchor"``); returns its id."""
         validate_id(session_id, "session_id")
-        validate_id(anchor_type, "anchor_type")
-        meta = dict(metadata or {})
+        validate_text(anchor_type, "anchor_type")
+        meta = validate_metadata(metadata)  # a ValueError naming metadata, not a TypeError
         meta.update({"anchor_type": anchor_type, "session_id": session_id})
         new = self.store.prepare_item(content, "anchor", meta, item_id=item_id)
         with self.store.lock:

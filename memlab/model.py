@@ -17,7 +17,8 @@ from typing import Any, Mapping
 __all__ = [
     "MEMORY_TYPES", "DEFAULT_SPREADING_EDGE_TYPES", "NON_PROPAGATING_EDGE_TYPES", "KNOWN_EDGE_TYPES",
     "MemoryItem", "Edge", "SurfacingStrategy", "SurfacingDecision",
-    "validate_edge_type", "validate_weight", "validate_metadata", "validate_id",
+    "validate_edge_type", "validate_weight", "validate_metadata", "validate_id", "validate_text",
+    "validate_json", "check_text", "MAX_JSON_DEPTH",
 ]
 
 MEMORY_TYPES: frozenset[str] = frozenset(
@@ -49,33 +50,146 @@ def validate_weight(value: Any, name: str = "weight", *, allow_zero: bool = True
     """Return ``value`` as a float if finite and non-negative (positive when ``allow_zero`` is False)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a number, got {value!r}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond the float range
+        raise ValueError(f"{name} must be finite, got an int of {value.bit_length()} bits") from None
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be finite and {bound}, got {value!r}")
     return value
 
 
-def validate_id(value: Any, name: str) -> str:
-    """Return ``value`` if it is a non-empty string, else raise ValueError naming ``name``."""
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+# How deep metadata (and a topic's JSON field values) may nest: deep enough for any real record,
+# shallow enough that every later encode, copy and response stays far from the recursion limit.
+MAX_JSON_DEPTH = 32
+
+
+def check_text(value: str, name: str) -> str:
+    """Return ``value`` (a str) unless it holds a lone surrogate (U+D800..U+DFFF), else raise.
+
+    A Python ``str`` can hold a surrogate code point that no UTF-8 text can: it journals, but
+    every response that contains it fails to encode. This is the one check that every write
+    path and every query path of memlab applies to the text it is given (content, ids, session
+    ids, labels, queries, metadata keys and values at any depth).
+
+    Raises
+    ------
+    ValueError
+        ``"<name> contains a lone surrogate at <position>"`` (the message never repeats the
+        character itself, so the error can always be reported).
+
+    Examples
+    --------
+    >>> check_text("deploy checklist", "content")
+    'deploy checklist'
+    >>> check_text("deploy \\udc00 checklist", "content")
+    Traceback (most recent call last):
+    ...
+    ValueError: content contains a lone surrogate at 7
+    """
+    if not value.isascii():
+        found = _SURROGATE_RE.search(value)
+        if found is not None:
+            raise ValueError(f"{name} contains a lone surrogate at {found.start()}")
     return value
 
 
-def validate_metadata(metadata: Any) -> dict:
-    """Return a JSON-serialisable copy of ``metadata`` (``None`` → ``{}``), else raise ValueError."""
+def validate_text(value: Any, name: str) -> str:
+    """Return ``value`` if it is a non-empty (not all-space) string of valid Unicode.
+
+    Examples
+    --------
+    >>> validate_text("fresh login flow", "content")
+    'fresh login flow'
+    >>> validate_text("  ", "content")
+    Traceback (most recent call last):
+    ...
+    ValueError: content must be a non-empty string, got '  '
+    """
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} must be a non-empty string, got {value!r:.80}")
+    return check_text(value, name)
+
+
+def validate_id(value: Any, name: str) -> str:
+    """Return ``value`` if it is a non-empty string of valid Unicode without NUL, else raise
+    ValueError naming ``name``.
+
+    Examples
+    --------
+    >>> validate_id("item-1", "item_id")
+    'item-1'
+    >>> validate_id("a\\x00b", "item_id")
+    Traceback (most recent call last):
+    ...
+    ValueError: item_id must not contain NUL (at 1), got 'a\\x00b'
+    """
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} must be a non-empty string, got {value!r:.80}")
+    nul = value.find("\x00")
+    if nul >= 0:
+        raise ValueError(f"{name} must not contain NUL (at {nul}), got {value!r:.80}")
+    return check_text(value, name)
+
+
+def validate_json(value: Any, name: str, *, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Check JSON-like data before it is stored: every string (keys included) valid Unicode,
+    nesting at most ``max_depth`` containers deep. Other problems (types JSON cannot hold,
+    NaN, ints too long to print) are left to the JSON round trip that follows.
+
+    Raises
+    ------
+    ValueError
+        Naming the path of the bad value, e.g. ``metadata['a'][0] contains a lone surrogate
+        at 2`` or ``metadata['a'] nests deeper than 32 levels``.
+    """
+    stack = [(value, name, 0)]
+    while stack:
+        node, path, depth = stack.pop()
+        if isinstance(node, str):
+            check_text(node, path)
+        elif isinstance(node, (dict, list, tuple)) or isinstance(node, Mapping):
+            if depth >= max_depth:
+                raise ValueError(f"{path} nests deeper than {max_depth} levels")
+            if isinstance(node, Mapping):
+                for key, child in node.items():
+                    if isinstance(key, str):
+                        check_text(key, f"{path} key {key!r:.40}")
+                    stack.append((child, f"{path}[{key!r:.40}]", depth + 1))
+            else:
+                stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(node))
+
+
+def validate_metadata(metadata: Any, name: str = "metadata") -> dict:
+    """Return a JSON-serialisable copy of ``metadata`` (``None`` → ``{}``), else raise ValueError.
+
+    Keys and string values must be valid Unicode at any depth (:func:`check_text`), nesting is
+    at most :data:`MAX_JSON_DEPTH` levels, numbers must be finite.
+
+    Examples
+    --------
+    >>> validate_metadata({"tags": ["a", "b"], "n": 1})
+    {'tags': ['a', 'b'], 'n': 1}
+    >>> validate_metadata({"tags": ["a", "\\udc00"]})
+    Traceback (most recent call last):
+    ...
+    ValueError: metadata['tags'][1] contains a lone surrogate at 0
+    """
     if metadata is None:
         return {}
     if not isinstance(metadata, Mapping):
-        raise ValueError(f"metadata must be a dict or None, got {type(metadata).__name__}")
+        raise ValueError(f"{name} must be a dict or None, got {type(metadata).__name__}")
     if not metadata:
         return {}
+    validate_json(metadata, name)
     try:
         # A round trip both proves serialisability and gives the store its own deep copy.
         return json.loads(json.dumps(dict(metadata), allow_nan=False))
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"metadata must be JSON-serialisable: {exc}") from None
+        raise ValueError(f"{name} must be JSON-serialisable: {exc}") from None
 
 
 def copy_json(value: dict) -> dict:

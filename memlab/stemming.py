@@ -16,20 +16,45 @@ _CACHE_LIMIT = 500_000
 
 
 def _is_consonant(word: str, i: int) -> bool:
+    """Porter's consonant test at ``word[i]``, without recursion.
+
+    A ``y`` is a consonant at the start and after a vowel, a vowel after a consonant; in a run
+    of ``y`` letters the answer alternates from the letter before the run. Walking back over the run
+    keeps the cost linear in its length (the recursive definition needed one frame per ``y``
+    and overflowed the stack on a word of ~1,000 of them).
+    """
     ch = word[i]
     if ch in _VOWELS:
         return False
-    if ch == "y":
-        return i == 0 or not _is_consonant(word, i - 1)
-    return True
+    if ch != "y":
+        return True
+    start = i
+    while start > 0 and word[start - 1] == "y":
+        start -= 1
+    first = start == 0 or word[start - 1] in _VOWELS  # the run's first y: consonant?
+    return first if (i - start) % 2 == 0 else not first
+
+
+def _consonants(word: str) -> list[bool]:
+    """:func:`_is_consonant` of every position, in one pass."""
+    out: list[bool] = []
+    previous = False  # the letter before is a consonant (vacuously false at the start)
+    for i, ch in enumerate(word):
+        if ch in _VOWELS:
+            previous = False
+        elif ch == "y":
+            previous = i == 0 or not previous
+        else:
+            previous = True
+        out.append(previous)
+    return out
 
 
 def _measure(stem: str) -> int:
     """m in [C](VC)^m[V]: the number of vowel-consonant sequences."""
     m = 0
     previous_vowel = False
-    for i in range(len(stem)):
-        consonant = _is_consonant(stem, i)
+    for consonant in _consonants(stem):
         if consonant and previous_vowel:
             m += 1
         previous_vowel = not consonant
@@ -37,7 +62,7 @@ def _measure(stem: str) -> int:
 
 
 def _has_vowel(stem: str) -> bool:
-    return any(not _is_consonant(stem, i) for i in range(len(stem)))
+    return not all(_consonants(stem))
 
 
 def _double_consonant(word: str) -> bool:

@@ -36,6 +36,7 @@ from memlab.model import (
     validate_edge_type,
     validate_id,
     validate_metadata,
+    validate_text,
     validate_weight,
 )
 from memlab.signals.activation import ActivationState
@@ -160,6 +161,14 @@ class Workspace:
         ids = self.item_ids
         return [ids[i] for i in (idx.tolist() if isinstance(idx, np.ndarray) else idx)]
 
+    def check_rows(self, idx: Sequence[int] | np.ndarray) -> np.ndarray:
+        """``idx`` as an int64 array after checking that each is an item number, else raise."""
+        rows = np.asarray(idx, dtype=np.int64).reshape(-1)
+        if len(rows) and (rows.min() < 0 or rows.max() >= len(self.items)):
+            raise ValueError(f"item numbers must be in 0..{len(self.items) - 1}, got "
+                             f"{rows.tolist()!r:.80}")
+        return rows
+
     def require(self, item_id: Any, name: str = "item_id") -> int:
         validate_id(item_id, name)
         idx = self.index_of.get(item_id)
@@ -169,11 +178,26 @@ class Workspace:
         return idx
 
     def generate_id(self, taken: set[str]) -> str:
-        while True:
-            candidate = f"item-{self._next_generated:06d}"
-            self._next_generated += 1
-            if candidate not in self.index_of and candidate not in taken:
-                return candidate
+        """The next free generated id (``item-000000``, …); advances the counter."""
+        (item_id,), self._next_generated = self.generate_ids([None], taken)
+        return item_id
+
+    def generate_ids(self, new_items: Sequence[Any], taken: set[str]) -> tuple[list[str], int]:
+        """Ids for ``new_items`` (theirs, else the next free generated ones) and the counter
+        after them, without changing the workspace (the write stores the counter)."""
+        counter, ids = self._next_generated, []
+        for new in new_items:
+            given = getattr(new, "item_id", None)
+            if given is not None:
+                ids.append(given)
+                continue
+            while True:
+                candidate = f"item-{counter:06d}"
+                counter += 1
+                if candidate not in self.index_of and candidate not in taken:
+                    ids.append(candidate)
+                    break
+        return ids, counter
 
 
 @dataclass
@@ -206,7 +230,14 @@ JOURNALED_OPS: set[str] = set()  # the store methods a journal row may name (``s
 def journaled(method):
     """Make a store write durable: after it applies, its name and arguments go to the journal
     (outermost call only). If the journal cannot be written, the store is rebuilt from disk, so
-    a failed write changes nothing, and :class:`~memlab.persist.PersistenceError` is raised."""
+    a failed write changes nothing, and :class:`~memlab.persist.PersistenceError` is raised.
+
+    Every write computes (and validates) everything that can fail before it changes anything,
+    then calls :meth:`MemoryStore._mutating` and applies. The arguments are encoded for the
+    journal before the write runs. Should anything still raise once a write has begun to apply
+    (an out-of-memory error, a bug), a durable store is rebuilt from disk, which holds exactly
+    the acknowledged writes; inside :meth:`MemoryStore.transaction` the transaction does that.
+    """
     signature = inspect.signature(method)
     JOURNALED_OPS.add(method.__name__)
 
@@ -215,15 +246,24 @@ def journaled(method):
         if self._journal is None or self._replaying:
             return method(self, *args, **kwargs)
         with self.lock:
-            self._depth += 1
-            try:
-                result = method(self, *args, **kwargs)
-            finally:
-                self._depth -= 1
-            if self._depth == 0:
+            outer = self._depth == 0
+            if outer:
                 bound = signature.bind(self, *args, **kwargs)
                 payload = {k: v for k, v in bound.arguments.items() if k != "self"}
                 op = (f"store.{method.__name__}", encode(payload))
+                self._applying = False
+            self._depth += 1
+            try:
+                result = method(self, *args, **kwargs)
+            except BaseException:
+                if outer and self._applying and self._batch is None:
+                    self._replay()  # began to apply: back to what is on disk
+                raise
+            finally:
+                self._depth -= 1
+                if outer:
+                    self._applying = False
+            if outer:
                 if self._batch is not None:
                     self._batch.append(op)  # written with the rest of the transaction
                 else:
@@ -267,12 +307,29 @@ class MemoryStore:
         self.memory_types = frozenset(MEMORY_TYPES | set(memory_types))
         self._reset_state()
         self._depth = 0  # nesting of journaled calls (only the outermost is written)
+        self._applying = False  # the outermost journaled write has begun to change state
         self._batch: list[tuple[str, str]] | None = None  # ops of an open transaction()
         self._replaying = False
         self.path = None if path is None else Path(path)
         self._journal = None if path is None else Journal(path)
         if self._journal is not None:
             self._replay()
+
+    def _mutating(self) -> None:
+        """Called by every write when it has computed everything and begins to change state."""
+        self._applying = True
+
+    def _target(self, workspace_id: str) -> Workspace:
+        """The workspace a write goes to: an existing one, or a new one not yet registered
+        (:meth:`_register` adds it once the write applies, so a failed write leaves none)."""
+        ws = self._workspaces.get(workspace_id)
+        if ws is None:
+            validate_id(workspace_id, "workspace_id")
+            ws = Workspace(workspace_id, self.analyzer)
+        return ws
+
+    def _register(self, ws: Workspace) -> None:
+        self._workspaces.setdefault(ws.workspace_id, ws)
 
     def _reset_state(self) -> None:
         self._workspaces: dict[str, Workspace] = {}
@@ -464,8 +521,7 @@ class MemoryStore:
     def prepare_item(self, content: Any, memory_type: Any = "semantic", metadata: Any = None,
                      item_id: Any = None, created_at: Any = None) -> NewItem:
         """Validate one item's arguments (raises ValueError naming the argument)."""
-        if not isinstance(content, str) or not content.strip():
-            raise ValueError(f"content must be a non-empty string, got {content!r:.80}")
+        validate_text(content, "content")
         if memory_type not in self.memory_types:
             raise ValueError(f"memory_type must be one of {sorted(self.memory_types)}, "
                              f"got {memory_type!r}")
@@ -478,9 +534,13 @@ class MemoryStore:
     @journaled
     def add_items(self, workspace_id: str, new_items: Sequence[NewItem], now: datetime,
                   initial_activation: float = 0.5) -> list[str]:
-        """Write validated items all-or-nothing; returns their ids in order."""
+        """Write validated items all-or-nothing; returns their ids in order.
+
+        Everything that can fail (duplicate ids, text analysis for every index, titles, node
+        keys, timestamps) is computed first; only then does the store change.
+        """
         with self.lock, paused_gc(len(new_items)):
-            ws = self.workspace(workspace_id)
+            ws = self._target(workspace_id)
             taken: set[str] = set()
             for pos, new in enumerate(new_items):
                 if new.item_id is not None:
@@ -488,53 +548,63 @@ class MemoryStore:
                         raise DuplicateItemError(f"item_id {new.item_id!r} already exists in "
                                                  f"workspace {workspace_id!r} (item {pos})")
                     taken.add(new.item_id)
-            # ---- validated: from here on nothing raises on the caller's input
-            ids = [new.item_id if new.item_id is not None else ws.generate_id(taken)
-                   for new in new_items]
-            ws.item_ids.extend(ids)
+            ids, next_generated = ws.generate_ids(new_items, taken)
             event_ts = now.isoformat()
             now_ts = now.timestamp()
-            created, token_lists, tokens, eligible, procedural, longterm = [], [], [], [], [], []
             first = len(ws.items)
-            items, index_of, gazetteer = ws.items, ws.index_of, ws.gazetteer
+            new_objects: list[MemoryItem] = []
+            created, token_lists, tokens, eligible, procedural, longterm = [], [], [], [], [], []
+            titles: list[tuple[list[str], int]] = []  # (gazetteer phrases, item number)
+            node_keys: list[tuple[tuple[str, str], int]] = []
             for offset, (item_id, new) in enumerate(zip(ids, new_items)):
                 created_at = new.created_at or now
-                items.append(MemoryItem(item_id, new.content, new.memory_type, new.metadata,
-                                        workspace_id, created_at, created_at,
-                                        history=[{"ts": event_ts, "kind": "created",
-                                                  "detail": {"memory_type": new.memory_type}}]))
-                index_of[item_id] = first + offset
-                is_node = False
+                new_objects.append(MemoryItem(
+                    item_id, new.content, new.memory_type, new.metadata, workspace_id,
+                    created_at, created_at,
+                    history=[{"ts": event_ts, "kind": "created",
+                              "detail": {"memory_type": new.memory_type}}]))
+                node_key = None
                 if new.metadata:
                     for key in TITLE_KEYS:
                         title = new.metadata.get(key)
                         if isinstance(title, str):
-                            gazetteer.add(title, first + offset)
+                            titles.append((ws.gazetteer.phrases(title), first + offset))
                     node_key = node_key_of(new.metadata)
                     if node_key is not None:
-                        ws.node_index.setdefault(node_key, first + offset)
-                        is_node = True
-                longterm.append(is_node)
+                        node_keys.append((node_key, first + offset))
+                longterm.append(node_key is not None)
                 created.append(now_ts if new.created_at is None else created_at.timestamp())
                 token_lists.append(ws.analyze(index_text(new.content, new.metadata)))
                 tokens.append(estimate_tokens(new.content))
                 eligible.append(new.memory_type != "anchor")
                 procedural.append(new.memory_type == "procedural")
+            other_lists = {name: [ANALYZERS[name](index_text(new.content, new.metadata))
+                                  for new in new_items] for name in ws.other_bm25}
+            created_arr = np.asarray(created, dtype=np.float64)
+            # ---- computed: from here on the store changes
+            self._mutating()
+            self._register(ws)
+            ws._next_generated = next_generated
+            ws.item_ids.extend(ids)
+            ws.items.extend(new_objects)
+            ws.index_of.update(zip(ids, range(first, first + len(ids))))
+            for phrases, i in titles:
+                ws.gazetteer.add_phrases(phrases, i)
+            for node_key, i in node_keys:
+                ws.node_index.setdefault(node_key, i)
             if len(new_items) == 1:
                 ws.bm25.add(token_lists[0])
             else:
                 ws.bm25.add_many(token_lists)
             for name, index in ws.other_bm25.items():
-                analyze = ANALYZERS[name]
-                index.add_many([analyze(index_text(new.content, new.metadata))
-                                for new in new_items])
+                index.add_many(other_lists[name])
             ws.created_ts.extend(created)
             ws.updated_ts.extend(created)
             ws.tokens.extend(tokens)
             ws.eligible.extend(eligible)
             ws.procedural.extend(procedural)
             ws.longterm.extend(longterm)
-            ws.activation.add(np.asarray(created), initial_activation)
+            ws.activation.add(created_arr, initial_activation)
             ws.version += 1
             return ids
 
@@ -546,10 +616,11 @@ class MemoryStore:
             ws = self.workspace(workspace_id)
             if not len(idx):
                 return
-            ws.activation.reinforce(np.asarray(idx), now.timestamp(), increment=increment,
-                                    half_life_h=half_life_h)
-            event_ts = now.isoformat()
-            for i in idx:
+            rows = ws.check_rows(idx)
+            now_ts, event_ts = now.timestamp(), now.isoformat()
+            self._mutating()
+            ws.activation.reinforce(rows, now_ts, increment=increment, half_life_h=half_life_h)
+            for i in rows.tolist():
                 ws.items[i].record({"ts": event_ts, "kind": "reinforced", "detail": {"via": kind}})
             ws.version += 1
 
@@ -560,39 +631,54 @@ class MemoryStore:
         """Change an item's content and/or metadata in place (validated input only).
 
         The BM25 index re-indexes only the item's old and new terms; the item keeps its number.
+        Every index's terms, titles and node keys are computed before anything changes.
         """
         with self.lock:
             ws = self.workspace(workspace_id)
+            (idx,) = ws.check_rows([idx]).tolist()
             item = ws.items[idx]
+            new_content = item.content if content is None else content
+            new_metadata = item.metadata if metadata is None else metadata
             old_text = index_text(item.content, item.metadata)
-            if content is not None and content != item.content:
-                ws.tokens.data[idx] = estimate_tokens(content)
-                item.content = content
+            new_text = index_text(new_content, new_metadata)
+            content_changed = new_content != item.content
+            new_tokens = estimate_tokens(new_content) if content_changed else None
+            old_key, new_key = node_key_of(item.metadata), node_key_of(new_metadata)
+            titles_out = [ws.gazetteer.phrases(item.metadata[key]) for key in TITLE_KEYS
+                          if isinstance(item.metadata.get(key), str)] if metadata is not None else []
+            titles_in = [ws.gazetteer.phrases(new_metadata[key]) for key in TITLE_KEYS
+                         if isinstance(new_metadata.get(key), str)] if metadata is not None else []
+            reindex = []
+            if new_text != old_text:
+                reindex.append((ws.bm25, ws.analyze(old_text), ws.analyze(new_text)))
+                for name, index in ws.other_bm25.items():
+                    analyze = ANALYZERS[name]
+                    reindex.append((index, analyze(old_text), analyze(new_text)))
+            now_ts = now.timestamp()
+            event = {"ts": now.isoformat(), "kind": kind, "detail": detail or {}}
+            # ---- computed: from here on the store changes
+            self._mutating()
+            if content_changed:
+                ws.tokens.data[idx] = new_tokens
+                item.content = new_content
                 ws.content_changes.append(idx)
             if metadata is not None:
-                old_key, new_key = node_key_of(item.metadata), node_key_of(metadata)
                 if old_key != new_key:
                     if old_key is not None and ws.node_index.get(old_key) == idx:
                         del ws.node_index[old_key]
                     if new_key is not None:
                         ws.node_index.setdefault(new_key, idx)
                     ws.longterm.data[idx] = new_key is not None
-                for key in TITLE_KEYS:
-                    if isinstance(item.metadata.get(key), str):
-                        ws.gazetteer.remove(item.metadata[key], idx)
-                for key in TITLE_KEYS:
-                    if isinstance(metadata.get(key), str):
-                        ws.gazetteer.add(metadata[key], idx)
+                for phrases in titles_out:
+                    ws.gazetteer.remove_phrases(phrases, idx)
+                for phrases in titles_in:
+                    ws.gazetteer.add_phrases(phrases, idx)
                 item.metadata = metadata
-            new_text = index_text(item.content, item.metadata)
-            if new_text != old_text:
-                ws.bm25.replace(idx, ws.analyze(old_text), ws.analyze(new_text))
-                for name, index in ws.other_bm25.items():
-                    analyze = ANALYZERS[name]
-                    index.replace(idx, analyze(old_text), analyze(new_text))
+            for index, old_terms, new_terms in reindex:
+                index.replace(idx, old_terms, new_terms)
             item.updated_at = now
-            ws.updated_ts.data[idx] = now.timestamp()
-            item.record({"ts": now.isoformat(), "kind": kind, "detail": detail or {}})
+            ws.updated_ts.data[idx] = now_ts
+            item.record(event)
             ws.version += 1
 
     @journaled
@@ -601,7 +687,10 @@ class MemoryStore:
         """Append a history event to one item."""
         with self.lock:
             ws = self.workspace(workspace_id)
-            ws.items[idx].record({"ts": now.isoformat(), "kind": kind, "detail": detail or {}})
+            (idx,) = ws.check_rows([idx]).tolist()
+            event = {"ts": now.isoformat(), "kind": kind, "detail": detail or {}}
+            self._mutating()
+            ws.items[idx].record(event)
             ws.version += 1
 
     @journaled
@@ -609,9 +698,12 @@ class MemoryStore:
         """Set items' salience (clamped to [0, 10])."""
         with self.lock:
             ws = self.workspace(workspace_id)
-            for i, value in zip(idx, values):
-                # rounded so that repeated +0.1 bumps read as 1.1, 1.2, … not 1.2000000000000002
-                ws.items[i].salience = round(min(10.0, max(0.0, float(value))), 12)
+            rows = ws.check_rows(idx).tolist()
+            # rounded so that repeated +0.1 bumps read as 1.1, 1.2, … not 1.2000000000000002
+            clamped = [round(min(10.0, max(0.0, float(value))), 12) for value in values]
+            self._mutating()
+            for i, value in zip(rows, clamped):
+                ws.items[i].salience = value
             ws.version += 1
 
     @journaled
@@ -620,17 +712,19 @@ class MemoryStore:
         """Archive items: kept with their history, never surfaced again (nothing is deleted)."""
         with self.lock:
             ws = self.workspace(workspace_id)
-            for i in idx:
+            rows = [i for i in ws.check_rows(idx).tolist() if not ws.items[i].archived]
+            keys = [node_key_of(ws.items[i].metadata) for i in rows]
+            event_ts, full_detail = now.isoformat(), {"reason": reason, **(detail or {})}
+            self._mutating()
+            for i, key in zip(rows, keys):
                 item = ws.items[i]
-                if item.archived:
+                if item.archived:  # listed twice
                     continue
                 item.archived = True
                 ws.eligible.data[i] = False
-                key = node_key_of(item.metadata)
                 if key is not None and ws.node_index.get(key) == i:
                     del ws.node_index[key]
-                item.record({"ts": now.isoformat(), "kind": "archived",
-                             "detail": {"reason": reason, **(detail or {})}})
+                item.record({"ts": event_ts, "kind": "archived", "detail": dict(full_detail)})
             ws.version += 1
 
     @journaled
@@ -638,7 +732,10 @@ class MemoryStore:
         """Replace a topic's versioned fields (a JSON-able copy is stored)."""
         with self.lock:
             ws = self.workspace(workspace_id)
-            ws.topic_fields[idx] = json.loads(json.dumps(fields))
+            (idx,) = ws.check_rows([idx]).tolist()
+            copied = json.loads(json.dumps(fields))
+            self._mutating()
+            ws.topic_fields[idx] = copied
             ws.version += 1
 
     @journaled
@@ -647,15 +744,21 @@ class MemoryStore:
         """Overwrite items' stored activation (capacity inhibition)."""
         with self.lock:
             ws = self.workspace(workspace_id)
-            for i, v in zip(idx, values):
-                ws.activation.stored.data[int(i)] = float(v)
+            rows = ws.check_rows(idx).tolist()
+            floats = [float(v) for v in values]
+            self._mutating()
+            for i, v in zip(rows, floats):
+                ws.activation.stored.data[i] = v
             ws.version += 1
 
     @journaled
     def set_last_decay(self, workspace_id: str, ts: float) -> None:
         """Record when the maintenance decay sweep last ran."""
         with self.lock:
-            self.workspace(workspace_id).last_decay_ts = float(ts)
+            ws = self.workspace(workspace_id)
+            ts = float(ts)
+            self._mutating()
+            ws.last_decay_ts = ts
 
     # ------------------------------------------------------------ edges
     def prepare_edge(self, workspace_id: str, src: Any, dst: Any, edge_type: Any = "RELATED",
@@ -685,10 +788,21 @@ class MemoryStore:
         """Write validated edges given as item numbers (the bulk path)."""
         with self.lock:
             ws = self.workspace(workspace_id)
-            if len(src):
-                ws.graph.write(src, dst, edge_types, weights,
-                               float("nan") if now is None else now.timestamp())
-                ws.version += 1
+            if not len(src):
+                return
+            src, dst = ws.check_rows(src), ws.check_rows(dst)
+            weights = np.asarray(weights, dtype=np.float64)
+            if not (len(src) == len(dst) == len(weights)) or (
+                    not isinstance(edge_types, str) and len(edge_types) != len(src)):
+                raise ValueError("src, dst, edge_types and weights must have one entry per edge")
+            if not np.all(np.isfinite(weights) & (weights > 0)):
+                raise ValueError("weights must be finite and > 0")
+            for edge_type in ({edge_types} if isinstance(edge_types, str) else set(edge_types)):
+                validate_edge_type(edge_type)
+            ts = float("nan") if now is None else now.timestamp()
+            self._mutating()
+            ws.graph.write(src, dst, edge_types, weights, ts)
+            ws.version += 1
 
     @journaled
     def remove_edges(self, workspace_id: str, rows: Sequence[int]) -> int:
@@ -696,8 +810,12 @@ class MemoryStore:
         with self.lock:
             ws = self.workspace(workspace_id)
             rows = np.asarray(rows, dtype=np.int64)
-            live = rows[ws.graph.table.weight.view()[rows] > 0] if len(rows) else rows
+            weight = ws.graph.table.weight.view()
+            if len(rows) and (rows.min() < 0 or rows.max() >= len(weight)):
+                raise ValueError(f"rows must be edge rows in 0..{len(weight) - 1}")
+            live = rows[weight[rows] > 0] if len(rows) else rows
             if len(live):
+                self._mutating()
                 ws.graph.remove(live)
                 ws.version += 1
             return len(live)
@@ -743,15 +861,18 @@ class MemoryStore:
             self.workspace(workspace_id).require(item_id)
             weight = validate_weight(weight, "weight")
             now_ts = now.timestamp()
-            state = self._live_pin_session(session_id, now_ts, write=True)
+            expires_ts = now_ts + float(ttl_h) * 3600.0
+            state = self._live_pin_session(session_id, now_ts)
             if state is not None and state.workspace_id != workspace_id:
                 raise SessionPinWorkspaceConflict(
                     f"session_id {session_id!r} is bound to workspace {state.workspace_id!r}; "
                     f"cannot pin from workspace {workspace_id!r}")
+            self._mutating()
+            state = self._live_pin_session(session_id, now_ts, write=True)  # drops an expired one
             if state is None:
                 state = self._pins[session_id] = _PinSession(workspace_id)
             state.pins[item_id] = weight
-            state.expires_ts = now_ts + ttl_h * 3600.0
+            state.expires_ts = expires_ts
 
     @journaled
     def unpin(self, workspace_id: str, session_id: Any, item_id: Any, now: datetime,
@@ -760,11 +881,13 @@ class MemoryStore:
             validate_id(session_id, "session_id")
             validate_id(item_id, "item_id")
             now_ts = now.timestamp()
+            expires_ts = now_ts + float(ttl_h) * 3600.0
+            self._mutating()
             state = self._live_pin_session(session_id, now_ts, write=True)
             if state is None or state.workspace_id != workspace_id or item_id not in state.pins:
                 return
             del state.pins[item_id]
-            state.expires_ts = now_ts + ttl_h * 3600.0
+            state.expires_ts = expires_ts
 
     def pins(self, workspace_id: str, session_id: Any, now: datetime) -> dict[str, float]:
         """The live pins of ``session_id`` as seen from ``workspace_id`` ({} across workspaces)."""
@@ -781,6 +904,7 @@ class MemoryStore:
                    now: datetime, initial_activation: float = 0.5) -> str:
         with self.lock:
             validate_id(session_id, "session_id")
+            # add_items is all-or-nothing and the append after it cannot fail
             (item_id,) = self.add_items(workspace_id, [new_item], now, initial_activation)
             ws = self.workspace(workspace_id)
             self._anchors.setdefault((workspace_id, session_id), []).append(ws.index_of[item_id])
@@ -798,12 +922,14 @@ class MemoryStore:
             if idx not in self._anchors.get((workspace_id, session_id), ()):
                 raise UnknownItemError(f"anchor_id {anchor_id!r} is not an anchor of session "
                                        f"{session_id!r}")
-            validate_id(reason, "reason")
+            validate_text(reason, "reason")
+            self._mutating()
             self._anchor_reviews.setdefault((workspace_id, session_id), {})[anchor_id] = reason
 
     @journaled
     def clear_anchor_flag(self, workspace_id: str, session_id: str, anchor_id: str) -> None:
         with self.lock:
+            self._mutating()
             self._anchor_reviews.get((workspace_id, session_id), {}).pop(anchor_id, None)
 
     def drift_warnings(self, workspace_id: str, session_id: str) -> list[dict[str, Any]]:

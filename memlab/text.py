@@ -8,7 +8,7 @@ import unicodedata
 from memlab.stemming import porter_stem
 from typing import Protocol, runtime_checkable
 
-__all__ = ["STOPWORDS", "words", "word_spans", "normalise_title", "leading_segment", "tokenize",
+__all__ = ["STOPWORDS", "MAX_TERM_CHARS", "words", "word_spans", "normalise_title", "leading_segment", "tokenize",
            "estimate_tokens",
            "EntityDetector", "CapitalisedSpanDetector", "Gazetteer", "strip_parenthetical",
            "TITLE_KEYS"]
@@ -151,15 +151,28 @@ def tokenize(text: str) -> list[str]:
     return [w for w in words(text) if w not in STOPWORDS]
 
 
+# The longest term the Porter analyzer keeps: a longer token (no English word; a hash, a base64
+# blob, a run of one letter) is cut to its first MAX_TERM_CHARS characters before stemming, so
+# one huge token costs bounded work and bounded vocabulary. Items and queries are cut alike, so
+# a search for the token still finds it. The "plain" analyzer keeps tokens whole (the seed's
+# behaviour, which SEED_COMPAT reproduces).
+MAX_TERM_CHARS = 256
+
+
 def analyze_porter(text: str) -> list[str]:
     """:func:`tokenize`, then the Porter stem of each token (memlab's default BM25 analyzer).
+
+    Tokens longer than :data:`MAX_TERM_CHARS` are cut to that length before stemming.
 
     Examples
     --------
     >>> analyze_porter("She went to the painting classes")
     ['went', 'paint', 'class']
+    >>> [len(t) for t in analyze_porter("y" * 10_000)]
+    [256]
     """
-    return [porter_stem(w) for w in tokenize(text)]
+    return [porter_stem(w if len(w) <= MAX_TERM_CHARS else w[:MAX_TERM_CHARS])
+            for w in tokenize(text)]
 
 
 # how item text and queries become BM25 terms; chosen per store (index and queries must agree)
@@ -249,7 +262,8 @@ class Gazetteer:
     def __len__(self) -> int:
         return len(self._items)
 
-    def _phrases(self, title: str) -> list[str]:
+    def phrases(self, title: str) -> list[str]:
+        """The phrases :meth:`add` would know ``title`` by (computed, nothing changed)."""
         out = []
         for variant in (title, strip_parenthetical(title)):
             found = words(variant)
@@ -259,13 +273,21 @@ class Gazetteer:
 
     def add(self, title: str, item: int = -1) -> None:
         """Know ``title`` (and its parenthesis-free form) as naming ``item``."""
-        for phrase in self._phrases(title):
+        self.add_phrases(self.phrases(title), item)
+
+    def add_phrases(self, phrases: list[str], item: int = -1) -> None:
+        """Know each of ``phrases`` (from :meth:`phrases`) as naming ``item``."""
+        for phrase in phrases:
             self._items.setdefault(phrase, set()).add(item)
             self._longest = max(self._longest, phrase.count(" ") + 1)
 
     def remove(self, title: str, item: int = -1) -> None:
         """Forget that ``title`` names ``item`` (a title naming nothing else is forgotten)."""
-        for phrase in self._phrases(title):
+        self.remove_phrases(self.phrases(title), item)
+
+    def remove_phrases(self, phrases: list[str], item: int = -1) -> None:
+        """Forget that each of ``phrases`` (from :meth:`phrases`) names ``item``."""
+        for phrase in phrases:
             named = self._items.get(phrase)
             if named is not None:
                 named.discard(item)

@@ -27,7 +27,7 @@ import numpy as np
 
 from memlab.clock import as_utc
 from memlab.graph.spreading import SpreadConfig, run_spread
-from memlab.model import HISTORY_CAP, validate_id
+from memlab.model import HISTORY_CAP, check_text, validate_id, validate_json, validate_text
 from memlab.session.longterm import resolve_memory
 
 __all__ = ["PLACEMENTS", "FIELD_TYPES", "QUERY_STAGES", "REFERENCE_EDGE", "SALIENCE_BUMP",
@@ -45,9 +45,12 @@ _FIELD_KEYS = {"value", "type", "ref", "salience", "why_changed", "provenance", 
 def _check_value(value: Any, field_type: str, name: str) -> Any:
     if field_type == "text":
         ok = isinstance(value, str) and value.strip() != ""
+        if ok:
+            check_text(value, name)
     elif field_type == "number":
-        ok = not isinstance(value, bool) and isinstance(value, (int, float)) \
-            and math.isfinite(value)
+        # an int is finite however long (math.isfinite would overflow converting it)
+        ok = (not isinstance(value, bool) and isinstance(value, int)) \
+            or (isinstance(value, float) and math.isfinite(value))
     elif field_type == "bool":
         ok = isinstance(value, bool)
     elif field_type == "date":
@@ -57,9 +60,9 @@ def _check_value(value: Any, field_type: str, name: str) -> Any:
         except (TypeError, ValueError):
             ok = False
     else:  # json
-        import json
+        validate_json(value, name)
         try:
-            json.dumps(value)
+            json.dumps(value, allow_nan=False)
             ok = value is not None
         except (TypeError, ValueError):
             ok = False
@@ -91,6 +94,7 @@ def _prepare_field(ws, name: Any, spec: Any, now: datetime, where: str,
     """Validate one field spec (a value, or a dict with _FIELD_KEYS); returns (name, plan)."""
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"{where}: field names must be non-empty strings, got {name!r}")
+    check_text(name, f"{where}: field name")
     spec = dict(spec) if isinstance(spec, Mapping) else {"value": spec}
     unknown = set(spec) - _FIELD_KEYS
     if unknown:
@@ -114,6 +118,8 @@ def _prepare_field(ws, name: Any, spec: Any, now: datetime, where: str,
     for key in ("why_changed", "provenance"):
         if spec.get(key) is not None and not isinstance(spec[key], str):
             raise ValueError(f"{where}: field {name!r} {key} must be a string, got {spec[key]!r}")
+        if spec.get(key) is not None:
+            check_text(spec[key], f"{where}: field {name!r} {key}")
     plan = {"type": field_type, "ref": ref, "salience": float(salience), "value": spec["value"],
             "why_changed": spec.get("why_changed"), "provenance": spec.get("provenance"),
             "valid_from": _valid_from(spec.get("valid_from"), now,
@@ -190,7 +196,7 @@ def ingest(placement: str, *, topic_id: str | None = None, title: str | None = N
         now = mem.clock.now()
         changes: list[dict] = []
         if placement == "new_topic":
-            validate_id(title, "title")
+            validate_text(title, "title")
             new = store.prepare_item(title, "topic", {"title": title}, item_id=topic_id)
             if topic_id is not None and topic_id in ws.index_of:
                 raise ValueError(f"topic_id {topic_id!r} already exists")
@@ -208,7 +214,7 @@ def ingest(placement: str, *, topic_id: str | None = None, title: str | None = N
                                      f"{topic_id!r}; use placement='version_field'")
         else:
             idx = _topic_index(ws, topic_id)
-            validate_id(field, "field")
+            validate_text(field, "field")
             current = ws.topic_fields[idx].get(field)
             if current is None:
                 raise ValueError(f"field {field!r} does not exist on topic {topic_id!r}; "
@@ -315,7 +321,7 @@ def query(q: str, stages=QUERY_STAGES, explain: bool = False, top_k: int = 8, *,
     >>> hit["title"], hit["fields"]["owner"]["value"], hit["salience"]
     ('Checkout service', 'Lena', 1.1)
     """
-    validate_id(q, "q")
+    validate_text(q, "q")
     if isinstance(stages, str) or not isinstance(stages, (list, tuple)) \
             or not set(stages) <= set(QUERY_STAGES) or "semantic" not in stages:
         raise ValueError(f"stages must be a list of {list(QUERY_STAGES)} including 'semantic', "
@@ -347,12 +353,14 @@ def query(q: str, stages=QUERY_STAGES, explain: bool = False, top_k: int = 8, *,
                         picked[j] = (score * 0.5, "structural")
         explain_history = explain and "temporal" in stages
         ranked = sorted(picked.items(), key=lambda kv: (-kv[1][0], ws.item_ids[kv[0]]))
-        store.set_salience(mem.workspace_id, [i for i, _ in ranked],
-                           [ws.items[i].salience + SALIENCE_BUMP for i, _ in ranked])
         results = []
-        for i, (score, stage) in ranked:
-            store.record_event(mem.workspace_id, i, now, "queried", {"query": q, "stage": stage})
-            results.append({**_topic_view(ws, i, explain_history), "score": score,
-                            "stage": stage})
+        with store.transaction():  # the bumps and events reach the disk together
+            store.set_salience(mem.workspace_id, [i for i, _ in ranked],
+                               [ws.items[i].salience + SALIENCE_BUMP for i, _ in ranked])
+            for i, (score, stage) in ranked:
+                store.record_event(mem.workspace_id, i, now, "queried",
+                                   {"query": q, "stage": stage})
+                results.append({**_topic_view(ws, i, explain_history), "score": score,
+                                "stage": stage})
     _after(mem, "query")
     return {"query": q, "stages": list(stages), "explain": explain, "topics": results}

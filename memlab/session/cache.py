@@ -8,15 +8,15 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from memlab.model import validate_text
+
 __all__ = ["PMMemoryStore"]
 
 _OPS = frozenset({"set", "peek", "flush"})  # the journaled operations (no dot in any)
 
 
 def _check_text(value: Any, name: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{name} must be a non-empty string, got {value!r:.80}")
-    return value
+    return validate_text(value, name)
 
 
 class PMMemoryStore:

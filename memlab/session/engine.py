@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from memlab.model import validate_id
+from memlab.model import validate_id, validate_text
 from memlab.session.cache import PMMemoryStore
 from memlab.session.longterm import NODE_TYPES, resolve_memory, search_graph, upsert_node
 
@@ -131,7 +131,7 @@ def resolve_context(session_id: str, key: str, store: PMMemoryStore, *,
     {'source': 'miss', 'value': None, 'score': 0.0}
     """
     validate_id(session_id, "session_id")
-    validate_id(key, "key")
+    validate_text(key, "key")
     _check_store(store)
     if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) \
             or not 0 < min_score <= 1:

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from memlab.graph.spreading import SpreadConfig, run_spread
-from memlab.model import validate_edge_type, validate_id, validate_metadata, validate_weight
+from memlab.model import (validate_edge_type, validate_id, validate_metadata, validate_text,
+                          validate_weight)
 from memlab.text import normalise_title
 
 __all__ = ["NODE_TYPES", "register_node_type", "upsert_node", "search_graph", "create_relation",
@@ -77,11 +78,10 @@ def _prepare_node(store, ws, session_id, node_type, label, content, metadata):
     """Validate one node; returns (existing item number or None, NewItem or merged metadata)."""
     validate_id(session_id, "session_id")
     _check_node_type(node_type)
-    validate_id(label, "label")
+    validate_text(label, "label")
     if not normalise_title(label):
         raise ValueError(f"label must contain a letter or digit, got {label!r}")
-    if not isinstance(content, str) or not content.strip():
-        raise ValueError(f"content must be a non-empty string, got {content!r:.80}")
+    validate_text(content, "content")
     extra = validate_metadata(metadata)
     fields = {"node_type": node_type, "label": label, "title": label, "session_id": session_id}
     existing = ws.node_index.get((node_type, normalise_title(label)))
@@ -158,7 +158,7 @@ def search_graph(session_id: str, query: str, max_depth: int = 1, top_k: int = 5
     [('authentication', 1.0, 0), ('tokens', 0.5, 1)]
     """
     validate_id(session_id, "session_id")
-    validate_id(query, "query")
+    validate_text(query, "query")
     _check_int(max_depth, "max_depth", 0, 5)
     _check_int(top_k, "top_k", 1, 100)
     if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) \
@@ -296,11 +296,13 @@ def add_interlinked_context(session_id: str, items: list[dict[str, Any]],
             seen.add(key)
         validate_edge_type(relation_type)
         validate_weight(weight, "weight", allow_zero=False)
-        # validated: write
-        node_ids = [upsert_node(session_id, entry.get("node_type", "concept"), entry["label"],
-                                entry["content"], entry.get("metadata"), memory=mem)
-                    for entry in items]
-        pairs = [(a, b) for a in node_ids for b in node_ids if a != b]
-        if pairs:
-            mem.add_edges([(a, b, relation_type, weight) for a, b in pairs])
+        # validated: write (one transaction on a durable store)
+        with store.transaction():
+            node_ids = [upsert_node(session_id, entry.get("node_type", "concept"),
+                                    entry["label"], entry["content"], entry.get("metadata"),
+                                    memory=mem)
+                        for entry in items]
+            pairs = [(a, b) for a in node_ids for b in node_ids if a != b]
+            if pairs:
+                mem.add_edges([(a, b, relation_type, weight) for a, b in pairs])
         return {"node_ids": node_ids, "relations": len(pairs)}
