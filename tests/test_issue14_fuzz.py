@@ -31,11 +31,7 @@ from memlab.topics import ingest, query
 
 from tests.conftest import T0
 
-# The journal's tag-forging bug (issue 14 item 1: metadata keys "__dc__", "__dt__", "__nd__"
-# are read back as the journal's own type tags) is fixed in another branch. Until that lands,
-# reserved-looking keys are left out of the generated values; flip this to True after merging
-# and the same suite covers them at any depth.
-RESERVED_KEYS_FIXED = False
+# Keys that look like the journal's own type tags (issue 14 item 1), at any depth.
 RESERVED_KEYS = ("__dc__", "__dt__", "__nd__")
 
 CASES: Counter = Counter()  # (surface, path, outcome) -> count
@@ -63,10 +59,8 @@ _HOSTILE_TEXT = st.one_of(
 )
 _KEYS = st.one_of(_HOSTILE_TEXT, st.sampled_from(["title", "label", "name", "node_type",
                                                    "session_id", "fields", "dtype"]))
-if RESERVED_KEYS_FIXED:
-    _KEYS = st.one_of(_KEYS, st.sampled_from(RESERVED_KEYS))
-else:
-    _KEYS = _KEYS.filter(lambda key: key not in RESERVED_KEYS)
+_KEYS = st.one_of(_KEYS, st.sampled_from(RESERVED_KEYS), st.sampled_from(RESERVED_KEYS).map(
+    lambda key: "__" + key))  # the escaped form itself too
 
 _NUMBERS = st.one_of(
     st.integers(), st.floats(), st.sampled_from([float("nan"), float("inf"), -float("inf")]),

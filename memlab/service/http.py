@@ -69,6 +69,9 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     from memlab.session import (get_memory_status, promote_to_long_term, resolve_context,
                                 search_graph, upsert_node)
     from memlab.topics import ingest, query
+    from fastapi.exception_handlers import request_validation_exception_handler
+    from fastapi.exceptions import RequestValidationError
+    from memlab.model import check_text
 
     state = state or ServiceState()
     limits: Limits = state.limits
@@ -224,6 +227,25 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     @app.exception_handler(ValueError)
     async def value_error(request: Request, exc: ValueError):
         return JSONResponse(status_code=400, content={"detail": str(exc)})
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_body(request: Request, exc: RequestValidationError):
+        # A lone surrogate fails pydantic's str check, and FastAPI's own 422 then fails to
+        # encode the input it echoes: answer as every other surface does (check_text's 400),
+        # and never echo a body that cannot be encoded.
+        for error in exc.errors():
+            if error.get("type") == "string_unicode" and isinstance(error.get("input"), str):
+                name = ".".join(str(part) for part in error["loc"][1:]) or "body"
+                try:
+                    check_text(error["input"], name)
+                except ValueError as bad:
+                    return JSONResponse(status_code=400, content={"detail": str(bad)})
+        try:
+            return await request_validation_exception_handler(request, exc)
+        except UnicodeEncodeError:
+            return JSONResponse(status_code=422, content={"detail": [
+                {key: error[key] for key in ("type", "loc", "msg") if key in error}
+                for error in exc.errors()]})
 
     @app.exception_handler(LimitExceeded)
     async def limit_exceeded(request: Request, exc: LimitExceeded):
