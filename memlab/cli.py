@@ -457,7 +457,7 @@ def _run(args: argparse.Namespace) -> int:
         asyncio.run(server.run_stdio_async())
         return 0
     if args.command == "check":
-        from memlab.persist import check_journal
+        from memlab.journal_repair import check_journal
         problems = check_journal(args.db)
         for line in problems:
             print(f"{args.db}: {line}")
@@ -465,7 +465,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{args.db}: ok")
         return 1 if problems else 0
     if args.command == "recover":
-        from memlab.persist import recover_journal
+        from memlab.journal_repair import recover_journal
         if Path(args.out).exists():
             raise _Fail(f"--out {args.out!r} already exists; recover never overwrites a file")
         report = recover_journal(args.db, args.out)

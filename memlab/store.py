@@ -311,7 +311,8 @@ class MemoryStore:
         self._batch: list[tuple[str, str]] | None = None  # ops of an open transaction()
         self._replaying = False
         self.path = None if path is None else Path(path)
-        self._journal = None if path is None else Journal(path)
+        self._journal = None if path is None else Journal(
+            path, classes=_CLASSES, known_ops=JOURNALED_OPS)
         if self._journal is not None:
             self._replay()
 

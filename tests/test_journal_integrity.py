@@ -337,7 +337,7 @@ def test_memlab_recover_salvages_every_intact_row(tmp_path):
 
 
 def test_recover_reads_a_truncated_file_as_far_as_it_can(tmp_path):
-    from memlab.persist import recover_journal
+    from memlab.journal_repair import recover_journal
 
     path = written(tmp_path)
     path.write_bytes(path.read_bytes()[:8192])

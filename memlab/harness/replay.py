@@ -300,9 +300,8 @@ class _Runner:
         strategy = self.force_strategy or event.get("strategy")
         if mem.surfacing_mode == "legacy" and strategy not in (None, "fast:recency"):
             strategy = None  # legacy accepts only fast:recency; a trace's hint is not an error
-        response = mem.get_working_context(event.get("session_id", "s1"), event.get("query"),
-                                           k=k, max_tokens=event.get("max_tokens"),
-                                           strategy=strategy)
+        mem.get_working_context(event.get("session_id", "s1"), event.get("query"),
+                                k=k, max_tokens=event.get("max_tokens"), strategy=strategy)
         record = mem.last_context_record
         gold = _gold_grades(event.get("gold"))
         decision = record.decision

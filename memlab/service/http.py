@@ -19,7 +19,6 @@ request over its limit is 413 naming the limit and the value; a read never creat
 
 
 
-import json
 from pathlib import Path
 from typing import Any, Iterable, Literal
 

@@ -1,0 +1,308 @@
+"""Checking and salvaging a damaged journal file: ``memlab check`` and ``memlab recover``.
+
+:func:`check_journal` lists every problem of a journal file (see :mod:`memlab.persist` for its
+format and what counts as damage) without changing it; :func:`recover_journal` writes every
+intact, applicable row into a new file and reports the rest. Both replay the rows into a scratch
+:class:`~memlab.store.MemoryStore`, so this module sits above the store (the journal itself,
+:mod:`memlab.persist`, never imports it).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memlab.persist import (SCHEMA_VERSION, Journal, JournalCorruptError, SchemaVersionError,
+                            _is_cache_op, _last_seq, _missing, _preflight, _row_problem, decode,
+                            decode_legacy, encode)
+from memlab.store import _CLASSES, JOURNALED_OPS, MemoryStore
+
+__all__ = ["check_journal", "recover_journal", "RecoveryReport"]
+
+_MAX_REPORTED = 50  # problem lines listed by check/recover before "... and N more"
+
+_CACHE_ARITY = {"set": 2, "peek": 1, "flush": 0}
+
+
+def _cache_name_and_verb(op: str) -> tuple[str, str]:
+    """``(name, verb)`` of a cache row: ``cache:<name>.<verb>``, or, for a workspace's cache,
+    ``cache@<JSON workspace id>:<name>.<verb>`` (see :class:`memlab.session.PMMemoryStore`);
+    ``("", "")`` when the op has neither shape."""
+    if op.startswith("cache:"):
+        rest = op[len("cache:"):]
+    else:
+        try:
+            workspace, end = json.JSONDecoder().raw_decode(op, len("cache@"))
+        except ValueError:
+            return "", ""
+        if not isinstance(workspace, str) or not workspace or op[end:end + 1] != ":":
+            return "", ""
+        rest = op[end + 1:]
+    name, _, verb = rest.rpartition(".")
+    return name, verb
+
+
+def _cache_problem(op: str, payload: str) -> str | None:
+    name, verb = _cache_name_and_verb(op)
+    if not name or verb not in _CACHE_ARITY:
+        return "an unknown cache operation"
+    try:
+        args = json.loads(payload)
+    except (ValueError, RecursionError):
+        return "a cache operation whose payload is not valid JSON"
+    if not isinstance(args, list) or len(args) != _CACHE_ARITY[verb] or not all(
+            isinstance(a, str) and a.strip() for a in args):
+        return f"cache operation {verb} has malformed arguments"
+    return None
+
+
+@dataclass
+class _Scan:
+    version: int
+    total: int  # rows found (readable or not)
+    rows: list[tuple[int, str, str]] = field(default_factory=list)  # intact, v3 payloads
+    problems: list[tuple[int | None, str]] = field(default_factory=list)
+
+
+def _scan(path: Path, what: str) -> _Scan:
+    """Read every row of ``path`` without changing the file; sort intact rows from damaged."""
+    if not path.is_file():
+        raise ValueError(f"{what} {str(path)!r} is not a file")
+
+    problems: list[tuple[int | None, str]] = []
+    try:
+        _preflight(path)
+    except JournalCorruptError as exc:
+        problems.append((None, exc.problem))
+        if path.stat().st_size < 100:
+            return _Scan(0, 0, [], problems)
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise ValueError(f"{what} {str(path)!r} cannot be opened: {exc}") from None
+    try:
+        try:
+            tables = {r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table'")}
+            if "meta" not in tables or "ops" not in tables:
+                raise SchemaVersionError(f"{what} {str(path)!r} holds tables {sorted(tables)} "
+                                         f"but no memlab schema")
+            version = int(conn.execute(
+                "SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+        except sqlite3.DatabaseError as exc:
+            problems.append((None, f"SQLite cannot read its schema ({exc})"))
+            return _Scan(0, 0, [], problems)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, SchemaVersionError):
+                raise
+            problems.append((None, "its schema version is unreadable"))
+            version = SCHEMA_VERSION
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(f"{what} {str(path)!r} has schema version {version}, newer "
+                                     f"than this memlab reads ({SCHEMA_VERSION})")
+        try:
+            for (line,) in conn.execute("PRAGMA integrity_check(20)"):
+                if line != "ok":
+                    problems.append((None, f"SQLite integrity check: {line}"))
+        except sqlite3.DatabaseError as exc:
+            problems.append((None, f"SQLite integrity check failed ({exc})"))
+        crc_col = "crc" if version >= 3 else "NULL"
+        select = (f"SELECT seq, CAST(op AS BLOB), CAST(payload AS BLOB), {crc_col} FROM ops ")
+        try:
+            last = _last_seq(conn)
+        except sqlite3.DatabaseError:
+            last = 0
+        try:
+            last = max(last, conn.execute("SELECT coalesce(max(seq), 0) FROM ops").fetchone()[0])
+        except sqlite3.DatabaseError:
+            pass
+        raw: list[tuple] = []
+        unreadable: set[int] = set()
+        after = 0
+        while True:
+            try:
+                chunk = conn.execute(select + "WHERE seq > ? ORDER BY seq LIMIT 1000",
+                                     (after,)).fetchall()
+            except sqlite3.DatabaseError:
+                stop = after + 1000  # read this stretch row by row: keep what is readable
+                for s in range(after + 1, stop + 1):
+                    try:
+                        row = conn.execute(select + "WHERE seq = ?", (s,)).fetchone()
+                    except sqlite3.DatabaseError:
+                        unreadable.add(s)
+                        continue
+                    if row is not None:
+                        raw.append(row)
+                after = stop
+                if after >= last:
+                    break
+                continue
+            if not chunk:
+                break
+            raw.extend(chunk)
+            after = chunk[-1][0]
+    finally:
+        conn.close()
+    scan = _Scan(version, len(raw) + len(unreadable), [], problems)
+    for s in sorted(unreadable):
+        problems.append((s, "unreadable (SQLite reports its page as damaged)"))
+    expected = 1
+    for seq, op_b, payload_b, crc in raw:
+        if not isinstance(seq, int) or seq < expected:
+            problems.append((seq if isinstance(seq, int) else None, "out of order"))
+            continue
+        gap = [s for s in range(expected, seq) if s not in unreadable]
+        if gap:
+            problems.append((gap[0], _missing(gap[0], gap[-1])))
+        expected = seq + 1
+        if version >= 3:
+            problem = _row_problem(seq, seq, op_b, payload_b, crc)
+        elif not isinstance(op_b, bytes) or not isinstance(payload_b, bytes):
+            problem = "a column is empty"
+        else:
+            try:
+                op_b.decode("utf-8"), payload_b.decode("utf-8")
+                problem = None
+            except UnicodeDecodeError:
+                problem = "not valid UTF-8"
+        if problem:
+            problems.append((seq, problem))
+            continue
+        op, payload = op_b.decode("utf-8"), payload_b.decode("utf-8")
+        if op.startswith("store."):
+            if op[6:] not in JOURNALED_OPS:
+                problems.append((seq, "an unknown operation"))
+                continue
+            try:
+                decoded = (decode if version >= 3 else decode_legacy)(payload, _CLASSES)
+                if version < 3:
+                    payload = encode(decoded)
+            except (ValueError, TypeError) as exc:
+                problems.append((seq, f"{op} has a malformed payload: {exc}"))
+                continue
+        elif _is_cache_op(op):
+            problem = _cache_problem(op, payload)
+            if problem:
+                problems.append((seq, problem))
+                continue
+        else:
+            problems.append((seq, "an unknown operation"))
+            continue
+        scan.rows.append((seq, op, payload))
+    ends = max([s for s, *_ in raw] + list(unreadable) + [0]) + 1
+    if last >= ends:
+        problems.append((ends, _missing(ends, last, at_end=True)))
+    return scan
+
+
+def _applicable(rows: list[tuple[int, str, str]],
+                problems: list[tuple[int | None, str]]) -> list[tuple[int, str, str]]:
+    """The rows of ``rows`` that apply, in order, to a store built from the ones kept before
+    them; each row that does not becomes a problem."""
+
+    store, kept = MemoryStore(), []
+    for seq, op, payload in rows:
+        if op.startswith("store."):
+            try:
+                store._apply(seq, op, payload, path="")
+            except JournalCorruptError as exc:
+                problems.append((seq, exc.problem))
+                store = MemoryStore()  # the failed call may have changed part of the store
+                for seq2, op2, payload2 in kept:
+                    if op2.startswith("store."):
+                        store._apply(seq2, op2, payload2, path="")
+                continue
+        kept.append((seq, op, payload))
+    return kept
+
+
+def _lines(problems: list[tuple[int | None, str]]) -> list[str]:
+    ordered = sorted(problems, key=lambda p: (p[0] is not None, p[0] or 0))
+    lines = [msg if seq is None else f"row {seq}: {msg}" for seq, msg in ordered]
+    if len(lines) > _MAX_REPORTED:
+        lines = lines[:_MAX_REPORTED] + [f"... and {len(lines) - _MAX_REPORTED} more problems"]
+    return lines
+
+
+def check_journal(path: str | Path) -> list[str]:
+    """Every problem of the memlab database at ``path``, one line each (empty: it is sound).
+
+    Reads the file without changing it (no migration): SQLite's integrity check, each row's
+    checksum, the numbering of rows (a deleted row, rows missing at the end), each payload, and
+    a replay of the store's operations into memory. A line names the row and what is wrong,
+    never its content.
+
+    Raises
+    ------
+    ValueError
+        ``path`` is not a file; :class:`SchemaVersionError` when it is not a memlab database
+        (or a newer one).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from memlab import Memory
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "m.db"
+    >>> mem = Memory(path=str(path)); _ = mem.add("the deploy runs on fridays"); mem.store.close()
+    >>> check_journal(path)
+    []
+    """
+    path = Path(path)
+    scan = _scan(path, "path")
+    _applicable(scan.rows, scan.problems)
+    return _lines(scan.problems)
+
+
+@dataclass
+class RecoveryReport:
+    """What :func:`recover_journal` did: rows found and kept, and one line per row left out."""
+
+    total: int
+    kept: int
+    problems: list[str]
+
+
+def recover_journal(path: str | Path, out: str | Path) -> RecoveryReport:
+    """Copy every intact row of the memlab database at ``path`` into a new database ``out``.
+
+    A row is kept when its checksum matches, its payload decodes and its operation applies to
+    the store made of the rows kept before it (so ``out`` always opens); every other row is
+    reported. ``path`` is only read; ``out`` must not exist. Rows are renumbered 1, 2, … and
+    written in the current schema, in one transaction.
+
+    Raises
+    ------
+    ValueError
+        ``out`` exists or cannot be created, or ``path`` is not a file;
+        :class:`SchemaVersionError` when ``path`` is not a memlab database.
+
+    Examples
+    --------
+    >>> import sqlite3, tempfile, pathlib
+    >>> from memlab import Memory
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> mem = Memory(path=str(folder / "m.db"))
+    >>> _ = mem.add("first", item_id="a"); _ = mem.add("second", item_id="b"); mem.store.close()
+    >>> with sqlite3.connect(folder / "m.db") as conn:
+    ...     _ = conn.execute("UPDATE ops SET payload = replace(payload, 'second', 'sec0nd') "
+    ...                      "WHERE seq = 3")
+    >>> report = recover_journal(folder / "m.db", folder / "new.db")
+    >>> report.total, report.kept, report.problems
+    (3, 2, ['row 3: checksum mismatch (the row was changed after it was written)'])
+    """
+    path, out = Path(path), Path(out)
+    if out.exists():
+        raise ValueError(f"out {str(out)!r} already exists; recover never overwrites a file")
+    scan = _scan(path, "path")
+    kept = _applicable(scan.rows, scan.problems)
+    journal = Journal(out)
+    try:
+        if kept:
+            journal.append_many([(op, payload) for _, op, payload in kept])
+    finally:
+        journal.close()
+
+    MemoryStore(path=out).close()  # the salvaged file opens
+    return RecoveryReport(scan.total, len(kept), _lines(scan.problems))
