@@ -81,6 +81,9 @@ def _load_config(spec: str):
         except json.JSONDecodeError as exc:
             raise _Fail(f"config {spec!r} is not valid JSON: {exc.msg} at line "
                         f"{exc.lineno}") from None
+        except RecursionError:
+            raise _Fail(f"--config {spec!r} is not a valid configuration: its JSON is nested "
+                        f"too deeply") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise _Fail(f"config {spec!r} cannot be read: {exc}") from None
         if not isinstance(data, dict):
@@ -140,6 +143,8 @@ def _grid(pairs: list[str]) -> dict[str, list[Any]]:
                 parsed.append(json.loads(value))
             except json.JSONDecodeError:
                 parsed.append(value)
+            except RecursionError:
+                raise _Fail(f"--grid entry {pair!r}: a value is nested too deeply") from None
         grid[key] = parsed
     return grid
 
@@ -496,8 +501,12 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args)
     except (_Fail, ValueError, ImportError) as exc:
         message = " ".join(str(exc).split())
-        print(f"memlab {args.command}: error: {message}", file=sys.stderr)
-        return 2
+    except RecursionError:  # input nested past Python's recursion limit
+        message = "the input is nested too deeply to read"
+    except MemoryError:
+        message = "out of memory: the input asks for more than this machine has"
+    print(f"memlab {args.command}: error: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

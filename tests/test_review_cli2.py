@@ -121,3 +121,59 @@ def test_review_from_dict_raises_value_error_only(data):
         pass
     with pytest.raises(ValueError, match="data"):
         SurfacingConfig.from_dict([("name", "x")])
+
+
+# ------------------------------------------------------------- 5: hostile command-line input
+@pytest.mark.parametrize("spec, fragment", [
+    ("synthetic:10000000000:1", "n_items must be an integer in 10..10,000,000"),
+    ("synthetic:100:10000000000", "n_queries must be an integer in 0..1,000,000"),
+])
+def test_review_synthetic_sizes_are_bounded(capsys, tmp_path, spec, fragment):
+    code, lines = cli(capsys, "replay", spec, "--out", str(tmp_path / "out"))
+    assert_one_line_error(code, lines, "replay", spec, fragment)
+
+
+def test_review_synthetic_trace_limits_in_the_library():
+    from memlab.datasets.synthetic import synthetic_trace
+    with pytest.raises(ValueError,
+                       match="n_queries must be an integer in 0..1,000,000, got 1000001"):
+        synthetic_trace(10, 1_000_001)
+
+
+def _deep(levels: int) -> str:
+    return '{"a":' * levels + "1" + "}" * levels
+
+
+def test_review_deeply_nested_config_file_is_one_line(capsys, tmp_path):
+    config = tmp_path / "deep.json"
+    config.write_text(_deep(5000))
+    code, lines = cli(capsys, "replay", "fixture:apollo_demo", "--config", str(config),
+                      "--out", str(tmp_path / "out"))
+    assert_one_line_error(code, lines, "replay", "--config", "deep.json", "nested too deeply")
+
+
+def test_review_deeply_nested_trace_line_names_the_line(capsys, tmp_path):
+    trace = tmp_path / "deep.jsonl"
+    trace.write_text('{"type": "header", "format": "memlab-trace", "version": 1}\n'
+                     + _deep(5000) + "\n")
+    code, lines = cli(capsys, "replay", str(trace), "--out", str(tmp_path / "out"))
+    assert_one_line_error(code, lines, "replay", "deep.jsonl", "line 2", "nested too deeply")
+
+
+def test_review_deeply_nested_grid_value_is_one_line(capsys, tmp_path):
+    code, lines = cli(capsys, "sweep", "fixture:apollo_demo", "--grid",
+                      "centrality_weight=" + "[" * 5000, "--out", str(tmp_path / "out"))
+    assert_one_line_error(code, lines, "sweep", "--grid", "nested too deeply")
+
+
+@pytest.mark.parametrize("error, fragment", [(RecursionError, "nested too deeply"),
+                                             (MemoryError, "out of memory")])
+def test_review_main_never_prints_a_traceback_for_recursion_or_memory(capsys, monkeypatch,
+                                                                      tmp_path, error, fragment):
+    import memlab.cli
+
+    def boom(args):
+        raise error()
+    monkeypatch.setattr(memlab.cli, "_run", boom)
+    code, lines = cli(capsys, "replay", "fixture:apollo_demo", "--out", str(tmp_path / "out"))
+    assert_one_line_error(code, lines, "replay", fragment)
