@@ -103,11 +103,22 @@ def _json_kind(value: Any) -> str:
             type(None): "null"}.get(type(value), type(value).__name__)
 
 
-def _writable_folder(option: str, folder: str) -> None:
-    """Fail now, before any work, unless ``folder`` is (or can be made) a writable folder."""
+def _writable_folder(option: str, folder: str, *, keep: bool = False) -> None:
+    """Fail now, before any work, unless ``folder`` is (or can be made) a writable folder.
+
+    Folders made for the check are removed again unless ``keep``: a failed command leaves
+    nothing behind, and the command's own write makes them (``--out``). ``keep`` is for writers
+    that expect the folder to exist (``--record``, ``--json``)."""
+    if not folder.strip():
+        raise _Fail(f"{option} must name a folder, got {folder!r}")
     path = Path(folder)
     if path.exists() and not path.is_dir():
         raise _Fail(f"{option} {folder!r} is not a writable folder (it is a file)")
+    missing = []  # the folders this check makes, innermost first
+    parent = path
+    while not parent.exists() and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
     try:
         path.mkdir(parents=True, exist_ok=True)
         handle, probe = tempfile.mkstemp(dir=path, prefix=".memlab-write-check-")
@@ -116,14 +127,22 @@ def _writable_folder(option: str, folder: str) -> None:
     except OSError as exc:
         raise _Fail(f"{option} {folder!r} is not a writable folder "
                     f"({exc.strerror or type(exc).__name__})") from None
+    finally:
+        for made in [] if keep else missing:
+            try:
+                made.rmdir()
+            except OSError:  # not made here after all, or something else wrote into it
+                break
 
 
 def _writable_file(option: str, file: str) -> None:
     """Fail now unless ``file`` can be written (its folder is writable, it is not a folder)."""
+    if not file.strip():
+        raise _Fail(f"{option} must name a file, got {file!r}")
     path = Path(file)
     if path.is_dir():
         raise _Fail(f"{option} {file!r} is a folder, not a file")
-    _writable_folder(f"{option} {file!r}: its folder", str(path.parent))
+    _writable_folder(f"{option} {file!r}: its folder", str(path.parent), keep=True)
 
 
 def _grid(pairs: list[str]) -> dict[str, list[Any]]:
@@ -446,12 +465,13 @@ def _run(args: argparse.Namespace) -> int:
         asyncio.run(server.run_stdio_async())
         return 0
     if args.command == "eval":
-        from memlab.evaluation import run_eval, to_markdown
+        from memlab.evaluation import check_data_root, run_eval, to_markdown
         _check_k(args.k)
-        _writable_folder("--out", args.out)
         if args.data is None:
             from memlab.datasets import shared_data_dir
             args.data = str(shared_data_dir())
+        check_data_root(args.data, tuple(args.datasets), option="--data")
+        _writable_folder("--out", args.out)
         table = run_eval(args.data, out=args.out, k=args.k, dense=args.dense,
                          datasets=tuple(args.datasets), measure_on=args.measure_on)
         print(to_markdown(table))

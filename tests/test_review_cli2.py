@@ -177,3 +177,50 @@ def test_review_main_never_prints_a_traceback_for_recursion_or_memory(capsys, mo
     monkeypatch.setattr(memlab.cli, "_run", boom)
     code, lines = cli(capsys, "replay", "fixture:apollo_demo", "--out", str(tmp_path / "out"))
     assert_one_line_error(code, lines, "replay", fragment)
+
+
+# ------------------------------------------------------------- 6: failed commands leave no folders
+@pytest.mark.parametrize("args", [
+    ["replay", "missing.jsonl"],
+    ["sweep", "missing.jsonl", "--grid", "centrality_weight=0,1"],
+    ["experiment", "missing.jsonl", "--config", "a=default"],
+    ["replay", "missing.jsonl", "--out", "new/nested/folder"],
+    ["eval", "--data", "no-such-data", "--out", "new/eval"],
+])
+def test_review_a_failed_command_leaves_no_output_folder(capsys, monkeypatch, tmp_path, args):
+    monkeypatch.chdir(tmp_path)
+    code, lines = cli(capsys, *args)
+    assert_one_line_error(code, lines, args[0])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_write_still_makes_the_checked_folder(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    code, _ = cli(capsys, "replay", "fixture:apollo_demo", "--out", "new/nested/replay")
+    assert code == 0
+    assert (tmp_path / "new" / "nested" / "replay" / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize("command", [["demo"], ["replay", "fixture:apollo_demo"],
+                                     ["sweep", "fixture:apollo_demo", "--grid", "k=1"]])
+@pytest.mark.parametrize("out", ["", "   "])
+def test_review_empty_out_is_refused(capsys, monkeypatch, tmp_path, command, out):
+    monkeypatch.chdir(tmp_path)
+    code, lines = cli(capsys, *command, "--out", out)
+    assert_one_line_error(code, lines, command[0], "--out must name a folder")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_review_empty_record_and_json_files_are_refused(capsys):
+    from memlab.cli import _Fail, _writable_file
+    for value in ("", " "):
+        with pytest.raises(_Fail, match="--json must name a file"):
+            _writable_file("--json", value)
+
+
+# ------------------------------------------------------------- 11: eval names --data
+def test_review_eval_error_names_the_data_option(capsys, tmp_path):
+    code, lines = cli(capsys, "eval", "--data", str(tmp_path / "nothing"), "--out",
+                      str(tmp_path / "out"))
+    assert_one_line_error(code, lines, "eval", "--data", "nothing")
+    assert "data_root" not in lines[0]
