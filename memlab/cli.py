@@ -236,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("experiment", help="compare configurations on one trace", description=(
         "Replay a trace under several configurations and print one row per configuration: "
-        "means, bootstrap 95%% intervals, and paired t-test and Wilcoxon p-values against the "
+        "means, bootstrap 95% intervals, and paired t-test and Wilcoxon p-values against the "
         "baseline."))
     ex.add_argument("trace", help=_TRACE_HELP)
     ex.add_argument("--config", action="append", required=True, metavar="NAME=CONFIG[:MODE]",

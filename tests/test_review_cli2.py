@@ -224,3 +224,25 @@ def test_review_eval_error_names_the_data_option(capsys, tmp_path):
                       str(tmp_path / "out"))
     assert_one_line_error(code, lines, "eval", "--data", "nothing")
     assert "data_root" not in lines[0]
+
+
+# ------------------------------------------------------------- 11: help text and demo table
+@pytest.mark.parametrize("command", ["", "demo", "replay", "experiment", "sweep", "eval",
+                                     "serve", "mcp", "bench"])
+def test_review_every_help_renders_without_format_escapes(capsys, command):
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"] if command else ["--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    assert "%%" not in text and "%(" not in text, text
+    if command == "experiment":
+        assert "bootstrap 95% intervals" in " ".join(text.split())
+
+
+def test_review_demo_table_prints_both_p_values(tmp_path, capsys):
+    from memlab.demo import run_demo
+    experiment = run_demo(tmp_path, k=10)
+    table = capsys.readouterr().out.split("=== experiment:")[1]
+    for column in ("p_ttest", "p_wilcoxon"):
+        assert any(column in c for c in experiment.table.columns)
+        assert column in table, table
