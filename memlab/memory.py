@@ -10,7 +10,7 @@ import numpy as np
 
 from memlab.clock import Clock, SystemClock
 from memlab.model import (Edge, SurfacingDecision, SurfacingStrategy, copy_json, validate_edge_type,
-                          validate_id, validate_weight)
+                          validate_id, validate_metadata, validate_weight)
 from memlab.signals.activation import ACTIVATION_MODELS
 from memlab.store import MemoryStore, NewItem, paused_gc
 from memlab.surfacing.config import DEFAULT, SEED_COMPAT, SurfacingConfig, get_recipe
@@ -37,6 +37,13 @@ def _check_config(config: Any) -> SurfacingConfig:
             raise ValueError(f"{name} names {value!r}, which is not registered; "
                              f"registered: {sorted(registry)}")
     return config
+
+
+def _not_anchor(memory_type: Any) -> None:
+    """Anchors belong to a session: only :meth:`Memory.add_anchor` makes them."""
+    if isinstance(memory_type, str) and memory_type == "anchor":
+        raise ValueError("memory_type 'anchor' is not accepted here: an anchor belongs to a "
+                         "session, so add it with add_anchor(session_id, content, ...)")
 
 
 class Memory:
@@ -136,8 +143,10 @@ class Memory:
         Raises
         ------
         ValueError
-            Empty or non-string ``content``, unknown ``memory_type``, non-JSON ``metadata``, an
-            ``item_id`` that exists (:class:`~memlab.errors.DuplicateItemError`).
+            Empty or non-string ``content``, unknown ``memory_type`` or ``"anchor"`` (anchors
+            belong to a session: :meth:`add_anchor`), non-JSON ``metadata`` or metadata with
+            keys that are not strings, an ``item_id`` that exists
+            (:class:`~memlab.errors.DuplicateItemError`).
 
         Examples
         --------
@@ -145,6 +154,7 @@ class Memory:
         >>> mem.add("deploys run on fridays", item_id="deploy")
         'deploy'
         """
+        _not_anchor(memory_type)
         new = self.store.prepare_item(content, memory_type, metadata, item_id, created_at)
         with self.store.lock:
             return self.store.add_items(self.workspace_id, [new], self.clock.now(),
@@ -243,6 +253,7 @@ class Memory:
                 unknown = set(entry) - allowed
                 if unknown:
                     raise ValueError(f"unknown keys {sorted(unknown)}; allowed {sorted(allowed)}")
+                _not_anchor(entry.get("memory_type", "semantic"))
                 prepared.append(self.store.prepare_item(
                     entry.get("content"), entry.get("memory_type", "semantic"),
                     entry.get("metadata"), entry.get("item_id"), entry.get("created_at")))
@@ -504,7 +515,7 @@ class Memory:
         """Add an always-included, session-scoped item (``memory_type="anchor"``); returns its id."""
         validate_id(session_id, "session_id")
         validate_id(anchor_type, "anchor_type")
-        meta = dict(metadata or {})
+        meta = validate_metadata(metadata)
         meta.update({"anchor_type": anchor_type, "session_id": session_id})
         new = self.store.prepare_item(content, "anchor", meta, item_id=item_id)
         with self.store.lock:

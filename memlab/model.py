@@ -18,6 +18,7 @@ __all__ = [
     "MEMORY_TYPES", "DEFAULT_SPREADING_EDGE_TYPES", "NON_PROPAGATING_EDGE_TYPES", "KNOWN_EDGE_TYPES",
     "MemoryItem", "Edge", "SurfacingStrategy", "SurfacingDecision",
     "validate_edge_type", "validate_weight", "validate_metadata", "validate_id",
+    "check_json_keys",
 ]
 
 MEMORY_TYPES: frozenset[str] = frozenset(
@@ -63,14 +64,49 @@ def validate_id(value: Any, name: str) -> str:
     return value
 
 
+def check_json_keys(value: Any, name: str = "metadata") -> None:
+    """Raise ValueError unless every mapping key in ``value``, at every depth, is a string.
+
+    JSON turns other keys into strings (``{1: "a"}`` comes back as ``{"1": "a"}``), so a store
+    that accepted them would hand back something else after a round trip or a reopen.
+
+    Examples
+    --------
+    >>> check_json_keys({"a": [{"b": 1}]})
+    >>> check_json_keys({"a": [{2: "x"}]})
+    Traceback (most recent call last):
+    ...
+    ValueError: metadata keys must be strings at every depth, got key 2 at metadata['a'][0]
+    """
+    stack, seen = [(value, name)], set()
+    while stack:  # iterative: deep nesting is JSON's concern, not a RecursionError here
+        node, where = stack.pop()
+        if isinstance(node, (Mapping, list, tuple)):
+            if id(node) in seen:  # a cycle: json.dumps reports it
+                continue
+            seen.add(id(node))
+        if isinstance(node, Mapping):
+            for key, child in node.items():
+                if not isinstance(key, str):
+                    raise ValueError(f"{name} keys must be strings at every depth, got key "
+                                     f"{key!r} at {where}")
+                stack.append((child, f"{where}[{key!r}]"))
+        elif isinstance(node, (list, tuple)):
+            stack.extend((child, f"{where}[{i}]") for i, child in enumerate(node))
+
+
 def validate_metadata(metadata: Any) -> dict:
-    """Return a JSON-serialisable copy of ``metadata`` (``None`` → ``{}``), else raise ValueError."""
+    """Return a JSON-serialisable copy of ``metadata`` (``None`` → ``{}``), else raise ValueError.
+
+    Keys must be strings at every depth (:func:`check_json_keys`).
+    """
     if metadata is None:
         return {}
     if not isinstance(metadata, Mapping):
         raise ValueError(f"metadata must be a dict or None, got {type(metadata).__name__}")
     if not metadata:
         return {}
+    check_json_keys(metadata, "metadata")
     try:
         # A round trip both proves serialisability and gives the store its own deep copy.
         return json.loads(json.dumps(dict(metadata), allow_nan=False))

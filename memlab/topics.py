@@ -27,7 +27,7 @@ import numpy as np
 
 from memlab.clock import as_utc
 from memlab.graph.spreading import SpreadConfig, run_spread
-from memlab.model import HISTORY_CAP, validate_id
+from memlab.model import HISTORY_CAP, check_json_keys, validate_id
 from memlab.session.longterm import resolve_memory
 
 __all__ = ["PLACEMENTS", "FIELD_TYPES", "QUERY_STAGES", "REFERENCE_EDGE", "SALIENCE_BUMP",
@@ -58,6 +58,7 @@ def _check_value(value: Any, field_type: str, name: str) -> Any:
             ok = False
     else:  # json
         import json
+        check_json_keys(value, name)
         try:
             json.dumps(value)
             ok = value is not None

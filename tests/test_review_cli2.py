@@ -246,3 +246,73 @@ def test_review_demo_table_prints_both_p_values(tmp_path, capsys):
     for column in ("p_ttest", "p_wilcoxon"):
         assert any(column in c for c in experiment.table.columns)
         assert column in table, table
+
+
+# ------------------------------------------------------------- 9: metadata keys are strings
+def _bad_key_writes(mem):
+    from memlab.session.longterm import upsert_node
+    from memlab.topics import ingest
+    return {
+        "add": lambda: mem.add("x", metadata={1: "a"}),
+        "add nested": lambda: mem.add("x", metadata={"a": [{"b": {None: 1}}]}),
+        "add_many": lambda: mem.add_many([{"content": "x", "metadata": {"a": {2.5: 1}}}]),
+        "add_anchor": lambda: mem.add_anchor("s1", "goal", metadata={True: 1}),
+        "upsert_node": lambda: upsert_node("s1", "entity", "Bob", "bob", metadata={"a": {3: 1}},
+                                           memory=mem),
+        "topic json field": lambda: ingest("new_topic", title="T",
+                                           fields={"f": {"value": {4: "x"}, "type": "json"}},
+                                           memory=mem),
+    }
+
+
+@pytest.mark.parametrize("write", list(_bad_key_writes(None)))
+def test_review_metadata_keys_must_be_strings_at_every_depth(tmp_path, write):
+    from memlab import Memory
+    mem = Memory(path=str(tmp_path / "m.db"))
+    with pytest.raises(ValueError, match=r"keys must be strings at every depth, got key"):
+        _bad_key_writes(mem)[write]()
+    assert len(mem.store.workspace("default").items) == 0  # nothing written
+
+
+def test_string_keyed_metadata_survives_a_reopen(tmp_path):
+    from memlab import Memory
+    mem = Memory(path=str(tmp_path / "m.db"))
+    meta = {"a": {"b": [{"c": 1}]}, "1": "one"}
+    mem.add("x", item_id="x", metadata=meta)
+    mem.store.close()
+    again = Memory(path=str(tmp_path / "m.db"))
+    assert again.get("x")["metadata"] == meta
+
+
+# ------------------------------------------------------------- 10: anchors only via add_anchor
+def test_review_memory_type_anchor_is_refused_outside_add_anchor(router):
+    with pytest.raises(ValueError, match=r"memory_type 'anchor' .*add_anchor"):
+        router.add("a goal", memory_type="anchor")
+    with pytest.raises(ValueError, match=r"items\[1\]: memory_type 'anchor' .*add_anchor"):
+        router.add_many(["fine", {"content": "a goal", "memory_type": "anchor"}])
+    assert len(router.store.workspace("ws-a").items) == 0
+    anchor = router.add_anchor("s1", "a goal")
+    assert router.get(anchor)["memory_type"] == "anchor"
+
+
+def test_review_trace_add_event_with_an_anchor_type_is_refused():
+    from memlab.harness import ReplayError, TraceBuilder, replay
+    trace = (TraceBuilder("anchor", start="2024-01-01T00:00:00+00:00")
+             .add("a goal", item_id="g", memory_type="anchor")
+             .query("q1", "goal", gold=["g"]).build())
+    with pytest.raises(ReplayError, match=r"event 0 .*memory_type 'anchor' .*add_anchor"):
+        replay(trace)
+
+
+def test_pinning_another_sessions_anchor_shows_it_to_the_pinning_session(router):
+    # the README's "Pins and anchors": a pin is an explicit request, so it wins over the
+    # anchor's session scope; sessions that neither own nor pin the anchor never see it
+    router.add("alpha notes", item_id="n")
+    anchor = router.add_anchor("s1", "the goal of session one")
+    router.pin_item("s2", anchor)
+
+    def ids(session):
+        return [it["item_id"] for it in router.get_working_context(session, "alpha")["items"]]
+    assert anchor in ids("s1") and anchor in ids("s2") and anchor not in ids("s3")
+    router.unpin_item("s2", anchor)
+    assert anchor not in ids("s2")
