@@ -126,6 +126,10 @@ def synthetic_trace(n_items: int = 1000, n_queries: int = 100, *, seed: int = 0,
     "how to <verb> <object>" → that procedure. ``temporal``: "what happened with <Topic> in
     <Month Year>" → the topic's items of that month.
 
+    Sizes are bounded by :data:`SYNTHETIC_LIMITS` (at most 10,000,000 items, 1,000,000 queries,
+    10,000 topics and 1,000,000 sessions); beyond them, and below the minimums, ValueError names
+    the argument.
+
     Examples
     --------
     >>> trace = synthetic_trace(200, 20, seed=1)
