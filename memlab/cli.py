@@ -81,6 +81,9 @@ def _load_config(spec: str):
         except json.JSONDecodeError as exc:
             raise _Fail(f"config {spec!r} is not valid JSON: {exc.msg} at line "
                         f"{exc.lineno}") from None
+        except RecursionError:
+            raise _Fail(f"--config {spec!r} is not a valid configuration: its JSON is nested "
+                        f"too deeply") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise _Fail(f"config {spec!r} cannot be read: {exc}") from None
         if not isinstance(data, dict):
@@ -100,11 +103,22 @@ def _json_kind(value: Any) -> str:
             type(None): "null"}.get(type(value), type(value).__name__)
 
 
-def _writable_folder(option: str, folder: str) -> None:
-    """Fail now, before any work, unless ``folder`` is (or can be made) a writable folder."""
+def _writable_folder(option: str, folder: str, *, keep: bool = False) -> None:
+    """Fail now, before any work, unless ``folder`` is (or can be made) a writable folder.
+
+    Folders made for the check are removed again unless ``keep``: a failed command leaves
+    nothing behind, and the command's own write makes them (``--out``). ``keep`` is for writers
+    that expect the folder to exist (``--record``, ``--json``)."""
+    if not folder.strip():
+        raise _Fail(f"{option} must name a folder, got {folder!r}")
     path = Path(folder)
     if path.exists() and not path.is_dir():
         raise _Fail(f"{option} {folder!r} is not a writable folder (it is a file)")
+    missing = []  # the folders this check makes, innermost first
+    parent = path
+    while not parent.exists() and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
     try:
         path.mkdir(parents=True, exist_ok=True)
         handle, probe = tempfile.mkstemp(dir=path, prefix=".memlab-write-check-")
@@ -113,14 +127,22 @@ def _writable_folder(option: str, folder: str) -> None:
     except OSError as exc:
         raise _Fail(f"{option} {folder!r} is not a writable folder "
                     f"({exc.strerror or type(exc).__name__})") from None
+    finally:
+        for made in [] if keep else missing:
+            try:
+                made.rmdir()
+            except OSError:  # not made here after all, or something else wrote into it
+                break
 
 
 def _writable_file(option: str, file: str) -> None:
     """Fail now unless ``file`` can be written (its folder is writable, it is not a folder)."""
+    if not file.strip():
+        raise _Fail(f"{option} must name a file, got {file!r}")
     path = Path(file)
     if path.is_dir():
         raise _Fail(f"{option} {file!r} is a folder, not a file")
-    _writable_folder(f"{option} {file!r}: its folder", str(path.parent))
+    _writable_folder(f"{option} {file!r}: its folder", str(path.parent), keep=True)
 
 
 def _grid(pairs: list[str]) -> dict[str, list[Any]]:
@@ -140,6 +162,8 @@ def _grid(pairs: list[str]) -> dict[str, list[Any]]:
                 parsed.append(json.loads(value))
             except json.JSONDecodeError:
                 parsed.append(value)
+            except RecursionError:
+                raise _Fail(f"--grid entry {pair!r}: a value is nested too deeply") from None
         grid[key] = parsed
     return grid
 
@@ -212,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("experiment", help="compare configurations on one trace", description=(
         "Replay a trace under several configurations and print one row per configuration: "
-        "means, bootstrap 95%% intervals, and paired t-test and Wilcoxon p-values against the "
+        "means, bootstrap 95% intervals, and paired t-test and Wilcoxon p-values against the "
         "baseline."))
     ex.add_argument("trace", help=_TRACE_HELP)
     ex.add_argument("--config", action="append", required=True, metavar="NAME=CONFIG[:MODE]",
@@ -474,12 +498,13 @@ def _run(args: argparse.Namespace) -> int:
         print(f"kept {report.kept} of the {report.total} rows found; wrote {args.out}")
         return 0 if report.kept == report.total and not report.problems else 1
     if args.command == "eval":
-        from memlab.evaluation import run_eval, to_markdown
+        from memlab.evaluation import check_data_root, run_eval, to_markdown
         _check_k(args.k)
-        _writable_folder("--out", args.out)
         if args.data is None:
             from memlab.datasets import shared_data_dir
             args.data = str(shared_data_dir())
+        check_data_root(args.data, tuple(args.datasets), option="--data")
+        _writable_folder("--out", args.out)
         table = run_eval(args.data, out=args.out, k=args.k, dense=args.dense,
                          datasets=tuple(args.datasets), measure_on=args.measure_on)
         print(to_markdown(table))
@@ -529,8 +554,12 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args)
     except (_Fail, ValueError, ImportError) as exc:
         message = " ".join(str(exc).split())
-        print(f"memlab {args.command}: error: {message}", file=sys.stderr)
-        return 2
+    except RecursionError:  # input nested past Python's recursion limit
+        message = "the input is nested too deeply to read"
+    except MemoryError:
+        message = "out of memory: the input asks for more than this machine has"
+    print(f"memlab {args.command}: error: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

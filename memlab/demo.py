@@ -56,7 +56,8 @@ def run_demo(out_dir: str | Path = "out/demo", k: int = 10, breakdown_qid: str =
             lambda ids: ", ".join(ids.head(4)) + (" …" if len(ids) > 4 else ""))
         print(view.to_string(float_format=lambda v: f"{v:.2f}", max_colwidth=40))
     columns = ["name", "mode", "recipe"] + [c for m in DEMO_MEASURES for c in
-                                            (m, f"{m} ci_low", f"{m} ci_high", f"{m} p_wilcoxon")
+                                            (m, f"{m} ci_low", f"{m} ci_high", f"{m} p_ttest",
+                                             f"{m} p_wilcoxon")
                                             if c in experiment.table]
     print(f"\n=== experiment: {len(trace.queries)} queries, k={k}, baseline 'seed legacy', "
           f"measured on the {measure_on} ranking ===")

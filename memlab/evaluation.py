@@ -29,7 +29,7 @@ from memlab.harness.measures import check_measure_on
 from memlab.harness.replay import replay
 from memlab.surfacing.config import BM25_ONLY, DEFAULT
 
-__all__ = ["EVAL_MEASURES", "eval_configs", "run_eval", "DATASET_FILES"]
+__all__ = ["EVAL_MEASURES", "eval_configs", "run_eval", "check_data_root", "DATASET_FILES"]
 
 EVAL_MEASURES = ["R@2", "R@5", "R@10", "MRR"]
 DATASET_FILES = {"locomo": ("locomo/locomo_dev.json",),
@@ -58,6 +58,24 @@ def eval_configs(dense: bool = False) -> dict[str, tuple[Any, str]]:
     return configs
 
 
+def check_data_root(data_root: str | Path, datasets: tuple[str, ...] = ("musique", "locomo"),
+                    *, option: str = "data_root") -> Path:
+    """``data_root`` as a Path, after checking it holds every file ``datasets`` need.
+
+    Raises ValueError naming ``option`` (the argument, or the command line's ``--data``).
+    """
+    unknown = set(datasets) - set(DATASET_FILES)
+    if unknown:
+        raise ValueError(f"datasets must be among {sorted(DATASET_FILES)}, got {sorted(unknown)}")
+    root = Path(data_root)
+    for name in datasets:
+        for rel in DATASET_FILES[name]:
+            if not (root / rel).is_file():
+                raise ValueError(f"{option} {str(root)!r} has no {rel} (see the shared "
+                                 f"datasets' README)")
+    return root
+
+
 def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 20,
              dense: bool = False, datasets: tuple[str, ...] = ("musique", "locomo"),
              progress: bool = False, measure_on: str = "retrieved") -> pd.DataFrame:
@@ -66,15 +84,7 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
     ``measure_on`` is the ranking the measures read, as in :func:`~memlab.harness.replay`.
     """
     check_measure_on(measure_on)
-    root = Path(data_root)
-    unknown = set(datasets) - set(DATASET_FILES)
-    if unknown:
-        raise ValueError(f"datasets must be among {sorted(DATASET_FILES)}, got {sorted(unknown)}")
-    for name in datasets:
-        for rel in DATASET_FILES[name]:
-            if not (root / rel).is_file():
-                raise ValueError(f"data_root {str(root)!r} has no {rel} (see the shared "
-                                 f"datasets' README)")
+    root = check_data_root(data_root, datasets)
     traces = {}
     if "musique" in datasets:
         traces["musique"] = load_hipporag(root / DATASET_FILES["musique"][0],

@@ -40,6 +40,13 @@ def _check_config(config: Any) -> SurfacingConfig:
     return config
 
 
+def _not_anchor(memory_type: Any) -> None:
+    """Anchors belong to a session: only :meth:`Memory.add_anchor` makes them."""
+    if isinstance(memory_type, str) and memory_type == "anchor":
+        raise ValueError("memory_type 'anchor' is not accepted here: an anchor belongs to a "
+                         "session, so add it with add_anchor(session_id, content, ...)")
+
+
 class Memory:
     """A view of one workspace of a :class:`MemoryStore`, with surfacing.
 
@@ -137,8 +144,10 @@ class Memory:
         Raises
         ------
         ValueError
-            Empty or non-string ``content``, unknown ``memory_type``, non-JSON ``metadata``, an
-            ``item_id`` that exists (:class:`~memlab.errors.DuplicateItemError`).
+            Empty or non-string ``content``, unknown ``memory_type`` or ``"anchor"`` (anchors
+            belong to a session: :meth:`add_anchor`), non-JSON ``metadata`` or metadata with
+            keys that are not strings, an ``item_id`` that exists
+            (:class:`~memlab.errors.DuplicateItemError`).
 
         Examples
         --------
@@ -146,6 +155,7 @@ class Memory:
         >>> mem.add("deploys run on fridays", item_id="deploy")
         'deploy'
         """
+        _not_anchor(memory_type)
         new = self.store.prepare_item(content, memory_type, metadata, item_id, created_at)
         with self.store.lock:
             return self.store.add_items(self.workspace_id, [new], self.clock.now(),
@@ -244,6 +254,7 @@ class Memory:
                 unknown = set(entry) - allowed
                 if unknown:
                     raise ValueError(f"unknown keys {sorted(unknown)}; allowed {sorted(allowed)}")
+                _not_anchor(entry.get("memory_type", "semantic"))
                 prepared.append(self.store.prepare_item(
                     entry.get("content"), entry.get("memory_type", "semantic"),
                     entry.get("metadata"), entry.get("item_id"), entry.get("created_at")))

@@ -136,15 +136,24 @@ def validate_id(value: Any, name: str) -> str:
 
 
 def validate_json(value: Any, name: str, *, max_depth: int = MAX_JSON_DEPTH) -> None:
-    """Check JSON-like data before it is stored: every string (keys included) valid Unicode,
-    nesting at most ``max_depth`` containers deep. Other problems (types JSON cannot hold,
+    """Check JSON-like data before it is stored: every key a string, every string (keys
+    included) valid Unicode, nesting at most ``max_depth`` containers deep. Other problems (types JSON cannot hold,
     NaN, ints too long to print) are left to the JSON round trip that follows.
 
     Raises
     ------
     ValueError
         Naming the path of the bad value, e.g. ``metadata['a'][0] contains a lone surrogate
-        at 2`` or ``metadata['a'] nests deeper than 32 levels``.
+        at 2``, ``metadata['a'] nests deeper than 32 levels`` or ``metadata keys must be
+        strings at every depth, got key 2 at metadata['a'][0]``.
+
+    Examples
+    --------
+    >>> validate_json({"a": [{"b": 1}]}, "metadata")
+    >>> validate_json({"a": [{2: "x"}]}, "metadata")
+    Traceback (most recent call last):
+    ...
+    ValueError: metadata keys must be strings at every depth, got key 2 at metadata['a'][0]
     """
     stack = [(value, name, 0)]
     while stack:
@@ -156,8 +165,10 @@ def validate_json(value: Any, name: str, *, max_depth: int = MAX_JSON_DEPTH) -> 
                 raise ValueError(f"{path} nests deeper than {max_depth} levels")
             if isinstance(node, Mapping):
                 for key, child in node.items():
-                    if isinstance(key, str):
-                        check_text(key, f"{path} key {key!r:.40}")
+                    if not isinstance(key, str):  # JSON would hand it back as a string
+                        raise ValueError(f"{name} keys must be strings at every depth, got key "
+                                         f"{key!r:.40} at {path}")
+                    check_text(key, f"{path} key {key!r:.40}")
                     stack.append((child, f"{path}[{key!r:.40}]", depth + 1))
             else:
                 stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(node))

@@ -50,7 +50,7 @@ def test_every_subcommand_explains_every_option(name, capsys):
     (["sweep", "fixture:apollo_demo", "--grid", "colour=1"], "memlab sweep: error: unknown "
                                                              "configuration field"),
     (["sweep", "fixture:apollo_demo", "--grid", "nonsense"], "memlab sweep: error: --grid entry"),
-    (["eval", "--data", "/nonexistent"], "memlab eval: error: data_root '/nonexistent' has no"),
+    (["eval", "--data", "/nonexistent"], "memlab eval: error: --data '/nonexistent' has no"),
     (["demo", "-k", "500"], "memlab demo: error: k must be in 1..100"),
     (["replay"], "memlab replay: error: the following arguments are required: trace"),
     (["frobnicate"], "memlab: error: argument command: invalid choice"),

@@ -287,7 +287,7 @@ BAD_INPUT = [
     (["sweep", "fixture:apollo_demo", "--grid", "centrality_weight=0", "-k", "101"],
      ["k must be in 1..100", "101"]),
     # eval
-    (["eval", "--data", "{tmp}/nowhere"], ["data_root '{tmp}/nowhere' has no"]),
+    (["eval", "--data", "{tmp}/nowhere"], ["--data '{tmp}/nowhere' has no"]),
     (["eval", "-k", "-1"], ["k must be in 1..100", "-1"]),
     (["eval", "--datasets", "nope"], ["argument --datasets", "'nope'"]),
     # serve, mcp, bench
@@ -329,7 +329,7 @@ def test_shared_data_location_is_overridable(monkeypatch, tmp_path):
 def test_eval_defaults_to_the_shared_data_location(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("MEMLAB_SHARED_DATA", str(tmp_path / "elsewhere"))
     code, err = cli(capsys, "eval", "--out", str(tmp_path / "out"))
-    assert_one_line_error(code, err, "eval", f"data_root {str(tmp_path / 'elsewhere')!r}")
+    assert_one_line_error(code, err, "eval", f"--data {str(tmp_path / 'elsewhere')!r}")
 
 
 def test_every_test_that_reads_the_shared_data_is_in_the_integration_tier():

@@ -10,9 +10,13 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 
-__all__ = ["synthetic_items", "synthetic_vocabulary", "power_law_edges", "synthetic_trace",
-           "QUERY_KINDS"]
+__all__ = ["SYNTHETIC_LIMITS", "synthetic_items", "synthetic_vocabulary", "power_law_edges",
+           "synthetic_trace", "QUERY_KINDS"]
 
+
+# The largest trace synthetic_trace builds: past these, memory runs out before the first item.
+SYNTHETIC_LIMITS = {"n_items": 10_000_000, "n_queries": 1_000_000, "n_topics": 10_000,
+                    "n_sessions": 1_000_000}
 
 _SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
 
@@ -122,6 +126,10 @@ def synthetic_trace(n_items: int = 1000, n_queries: int = 100, *, seed: int = 0,
     "how to <verb> <object>" → that procedure. ``temporal``: "what happened with <Topic> in
     <Month Year>" → the topic's items of that month.
 
+    Sizes are bounded by :data:`SYNTHETIC_LIMITS` (at most 10,000,000 items, 1,000,000 queries,
+    10,000 topics and 1,000,000 sessions); beyond them, and below the minimums, ValueError names
+    the argument.
+
     Examples
     --------
     >>> trace = synthetic_trace(200, 20, seed=1)
@@ -134,8 +142,9 @@ def synthetic_trace(n_items: int = 1000, n_queries: int = 100, *, seed: int = 0,
 
     for name, value, low in (("n_items", n_items, 10), ("n_queries", n_queries, 0),
                              ("n_topics", n_topics, 1), ("n_sessions", n_sessions, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        high = SYNTHETIC_LIMITS[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"{name} must be an integer in {low}..{high:,}, got {value!r}")
     mix = dict(query_mix or {kind: 1.0 for kind in QUERY_KINDS})
     unknown = set(mix) - set(QUERY_KINDS)
     if unknown or not mix or any(v < 0 for v in mix.values()) or sum(mix.values()) <= 0:

@@ -258,6 +258,8 @@ class Trace:
                 records.append((n, json.loads(line)))
             except json.JSONDecodeError as exc:
                 raise TraceFormatError(f"line {n}: not valid JSON ({exc.msg})") from None
+            except RecursionError:
+                raise TraceFormatError(f"line {n}: JSON nested too deeply") from None
         n, header = records[0]
         if not isinstance(header, Mapping) or header.get("type") != "header":
             raise TraceFormatError(f"line {n}: field 'type' of the first line must be 'header'")

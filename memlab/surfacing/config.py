@@ -35,7 +35,10 @@ from typing import Any, Mapping
 
 from memlab.graph.ppr import PPRConfig
 from memlab.graph.spreading import SpreadConfig
+from memlab.signals.activation import ACTIVATION_MODELS
 from memlab.signals.dense import DenseConfig
+from memlab.surfacing.router import ENTITY_DETECTORS, ROUTER_RULES
+from memlab.surfacing.strategies import STRATEGIES
 from memlab.text import ANALYZERS
 
 __all__ = ["SurfacingConfig", "SEED_COMPAT", "DEFAULT", "BM25_ONLY", "RECIPES", "get_recipe"]
@@ -43,10 +46,139 @@ __all__ = ["SurfacingConfig", "SEED_COMPAT", "DEFAULT", "BM25_ONLY", "RECIPES", 
 _STRATEGY_NAMES = ("fast:recency", "deep:multi-hop", "factual:point-query", "procedural:lookup",
                    "temporal:windowed")
 
+# Fields that are whole numbers (>= 0; overfetch >= 1), fields that are fractions in [0, 1],
+# fields that must be > 0, and the one number that may be negative. Every other number is a
+# finite float >= 0.
+_INT_FIELDS = frozenset({"overfetch", "recent_candidates", "temporal_window_candidates",
+                         "multi_hop_seeds"})
+_UNIT_FIELDS = frozenset({"bm25_b", "recency_floor", "recency_cue_floor", "activation_floor",
+                          "activation_initial", "temporal_window_relevance_floor",
+                          "title_match_weight"})
+_POSITIVE_FIELDS = frozenset({"bm25_k1", "recency_tau_h", "activation_half_life_h",
+                              "freshness_window_h", "actr_scale", "pin_ttl_h", "overfetch"})
+_SIGNED_FIELDS = frozenset({"actr_threshold"})
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def _check_number(cfg: "SurfacingConfig", name: str, value: Any) -> None:
+    kinds = (int,) if name in _INT_FIELDS else (int, float)
+    what = "an integer" if name in _INT_FIELDS else "a finite number"
+    if isinstance(value, bool) or not isinstance(value, kinds) or not _finite(value):
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    if name in _SIGNED_FIELDS:
+        return
+    if name in _POSITIVE_FIELDS and value <= 0:
+        raise ValueError(f"{name} must be {what} > 0, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be {what} >= 0, got {value!r}")
+    if name in _UNIT_FIELDS and value > 1:
+        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+
+
+def _registered(name: str, value: Any, registry: Mapping[str, Any], what: str = "") -> None:
+    """``value`` must name an entry of ``registry`` now (registering it later is too late)."""
+    if not isinstance(value, str) or value not in registry:
+        raise ValueError(f"{name} names {value!r}{what}, which is not registered; "
+                         f"registered: {sorted(registry)}")
+
+
+def _check_name(cfg: "SurfacingConfig", name: str, value: Any) -> None:
+    if not isinstance(value, str):
+        raise ValueError(f"name must be a string, got {value!r}")
+
+
+def _check_analyzer(cfg: "SurfacingConfig", name: str, value: Any) -> None:
+    if value is not None and (not isinstance(value, str) or value not in ANALYZERS):
+        raise ValueError(f"analyzer must be None or one of {sorted(ANALYZERS)}, got {value!r}")
+
+
+def _check_activation_model(cfg: "SurfacingConfig", name: str, value: Any) -> None:
+    _registered(name, value, ACTIVATION_MODELS)
+
+
+def _check_entity_detector(cfg: "SurfacingConfig", name: str, value: Any) -> None:
+    _registered(name, value, ENTITY_DETECTORS)
+
+
+def _check_router_rules(cfg: "SurfacingConfig", name: str, value: Any) -> None:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (list, tuple)):
+        raise ValueError(f"router_rules must be a list of registered rule names, got {value!r}")
+    for rule in value:
+        _registered("router_rules", rule, ROUTER_RULES)
+    object.__setattr__(cfg, "router_rules", tuple(value))
+
+
+def _check_strategies(cfg: "SurfacingConfig", name: str, value: Any) -> None:
+    if isinstance(value, Mapping):
+        pairs = list(value.items())
+    elif isinstance(value, (list, tuple)) and all(
+            isinstance(p, (list, tuple)) and len(p) == 2 for p in value):
+        pairs = [tuple(p) for p in value]
+    else:
+        raise ValueError(f"strategies must map strategy names to implementation names (or "
+                         f"None), got {value!r}")
+    unknown = [s for s, _ in pairs if not isinstance(s, str) or s not in _STRATEGY_NAMES]
+    if unknown:
+        raise ValueError(f"strategies names unknown strategies {unknown}; "
+                         f"valid: {list(_STRATEGY_NAMES)}")
+    strategies = dict(pairs)
+    for strategy, impl in strategies.items():
+        if impl is not None:
+            _registered("strategies", impl, STRATEGIES, f" (for {strategy!r})")
+    if strategies.get("fast:recency") is None:
+        raise ValueError("strategies must implement 'fast:recency' (the soft-degrade target), "
+                         f"got {value!r}")
+    object.__setattr__(cfg, "strategies", tuple((s, strategies.get(s)) for s in _STRATEGY_NAMES))
+
+
+def _check_spread_relevance(cfg: "SurfacingConfig", name: str, value: Any) -> None:
+    if not isinstance(value, str) or value not in ("seed", "propagated"):
+        raise ValueError(f"spread_relevance must be 'seed' or 'propagated', got {value!r}")
+
+
+def _check_bool(cfg: "SurfacingConfig", name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def _check_nested(cfg: "SurfacingConfig", name: str, value: Any) -> None:
+    kind = {"spreading": SpreadConfig, "ppr": PPRConfig, "dense": DenseConfig}[name]
+    if isinstance(value, Mapping):
+        try:
+            value = kind.from_dict(value)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{name} is not a valid {kind.__name__} ({exc}), "
+                             f"got {dict(value)!r}") from None
+        object.__setattr__(cfg, name, value)
+    elif value is not None and not isinstance(value, kind):
+        raise ValueError(f"{name} must be a {kind.__name__}, a mapping of its fields, or None, "
+                         f"got {value!r}")
+
+
+_FIELD_CHECKS = {
+    "name": _check_name, "analyzer": _check_analyzer,
+    "activation_model": _check_activation_model, "entity_detector": _check_entity_detector,
+    "router_rules": _check_router_rules, "strategies": _check_strategies,
+    "spread_relevance": _check_spread_relevance, "temporal_restrict": _check_bool,
+    "spreading": _check_nested, "ppr": _check_nested, "dense": _check_nested,
+}
+
 
 @dataclass(frozen=True)
 class SurfacingConfig:
-    """Every knob of surfacing. Build variants with :meth:`replace`; validate on construction.
+    """Every knob of surfacing. Build variants with :meth:`replace`; validated on construction.
+
+    Construction checks every field's type and value and raises ValueError naming the field and
+    the value. Names of router rules, strategy implementations, the activation model and the
+    entity detector are checked against their registries as they stand at construction: register
+    a custom one (``register_router_rule``, ``register_strategy``, ...) before building a
+    configuration that names it.
 
     Examples
     --------
@@ -57,6 +189,10 @@ class SurfacingConfig:
     Traceback (most recent call last):
     ...
     ValueError: pin_boost_factor must be a finite number >= 0, got -1
+    >>> DEFAULT.replace(router_rules=("nope",))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: router_rules names 'nope', which is not registered; registered: [...]
     """
 
     name: str = "custom"
@@ -125,45 +261,7 @@ class SurfacingConfig:
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.type in ("float", "int") and f.name not in ("actr_threshold",):
-                if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                        or not math.isfinite(value) or value < 0:
-                    raise ValueError(f"{f.name} must be a finite number >= 0, got {value!r}")
-        for name in ("bm25_k1", "recency_tau_h", "activation_half_life_h", "freshness_window_h",
-                     "actr_scale", "pin_ttl_h", "overfetch"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        for name in ("bm25_b", "recency_floor", "recency_cue_floor", "activation_floor",
-                     "activation_initial", "temporal_window_relevance_floor",
-                     "title_match_weight"):
-            if getattr(self, name) > 1:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
-        if not math.isfinite(self.actr_threshold):
-            raise ValueError(f"actr_threshold must be finite, got {self.actr_threshold!r}")
-        if self.analyzer is not None and self.analyzer not in ANALYZERS:
-            raise ValueError(f"analyzer must be None or one of {sorted(ANALYZERS)}, "
-                             f"got {self.analyzer!r}")
-        if self.spread_relevance not in ("seed", "propagated"):
-            raise ValueError(f"spread_relevance must be 'seed' or 'propagated', "
-                             f"got {self.spread_relevance!r}")
-        object.__setattr__(self, "router_rules", tuple(self.router_rules))
-        for name, kind in (("spreading", SpreadConfig), ("ppr", PPRConfig),
-                           ("dense", DenseConfig)):
-            value = getattr(self, name)
-            if isinstance(value, Mapping):
-                object.__setattr__(self, name, kind.from_dict(value))
-            elif value is not None and not isinstance(value, kind):
-                raise ValueError(f"{name} must be a {kind.__name__} or None, got {value!r}")
-        strategies = dict(self.strategies)
-        unknown = set(strategies) - set(_STRATEGY_NAMES)
-        if unknown:
-            raise ValueError(f"strategies names unknown strategies {sorted(unknown)}; "
-                             f"valid: {list(_STRATEGY_NAMES)}")
-        if strategies.get("fast:recency") is None:
-            raise ValueError("strategies must implement 'fast:recency' (the soft-degrade target)")
-        object.__setattr__(self, "strategies",
-                           tuple((s, strategies.get(s)) for s in _STRATEGY_NAMES))
+            _FIELD_CHECKS.get(f.name, _check_number)(self, f.name, getattr(self, f.name))
 
     def strategy_impl(self, strategy: str) -> str | None:
         """The implementation name that runs ``strategy`` (None: soft-degrades)."""
@@ -188,11 +286,14 @@ class SurfacingConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "SurfacingConfig":
+        """The configuration :meth:`to_dict` wrote; ValueError for anything else."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"data must be a mapping of configuration fields, got {data!r}")
         data = dict(data)
         if "strategies" in data and isinstance(data["strategies"], Mapping):
             data["strategies"] = tuple(data["strategies"].items())
         known = {f.name for f in dataclasses.fields(cls)}
-        bad = sorted(set(data) - known)
+        bad = sorted((set(data) - known), key=repr)
         if bad:
             raise ValueError(f"unknown configuration field(s) {bad}")
         return cls(**data)
