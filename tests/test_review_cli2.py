@@ -8,10 +8,6 @@ reopen, ``memory_type="anchor"`` refused outside ``add_anchor``, and help text a
 
 import dataclasses
 import json
-import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
