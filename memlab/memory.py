@@ -482,9 +482,10 @@ class Memory:
             if self.surfacing_mode == "legacy" and requested is not SurfacingStrategy.FAST_RECENCY:
                 raise ValueError(f"strategy {strategy!r} is not available in legacy mode; "
                                  f"legacy accepts only None or 'fast:recency'")
-        with self.store.lock:
+        ws = self._ws
+        with self.store.lock.shared():  # a read: contexts assemble side by side
             response, record = assemble(
-                self.store, self._ws, session_id=session_id, query=query, k=k,
+                self.store, ws, session_id=session_id, query=query, k=k,
                 max_tokens=max_tokens, requested=requested, mode=self.surfacing_mode,
                 config=self.config, now=self.clock.now(), rng=self._rng)
         self.last_surfacing_decision = record.decision

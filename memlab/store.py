@@ -2,7 +2,9 @@
 
 Several :class:`~memlab.memory.Memory` facades may share one :class:`MemoryStore`; each sees only its
 own workspace. Writes validate everything first and then apply, so a failed write changes nothing.
-All access goes through one re-entrant lock, which makes a store safe to share between threads.
+All access goes through one re-entrant readers-writer lock, :attr:`MemoryStore.lock`, which
+makes a store safe to share between threads: writes hold it exclusively (``with store.lock:``),
+reads that change nothing hold it shared (``with store.lock.shared():``) and run together.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import functools
 import inspect
 import json
 import gc
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from memlab._arrays import Growable
+from memlab._rwlock import RWLock
 from memlab.clock import as_utc
 from memlab.errors import (
     DuplicateItemError,
@@ -134,9 +136,9 @@ class Workspace:
         """``(analyze, index)`` for BM25 with ``analyzer`` (None: the workspace's own).
 
         An analyzer other than the workspace's gets its own index, built from every item on
-        first use (the caller holds the store's lock); from then on every write that indexes
-        text (:meth:`MemoryStore.add_items`, :meth:`MemoryStore.update_item`) maintains it too.
-        Nothing is built, and no write pays, for an analyzer never asked for.
+        first use (the caller holds the store's lock, shared or exclusive); from then on every
+        write that indexes text (:meth:`MemoryStore.add_items`, :meth:`MemoryStore.update_item`)
+        maintains it too. Nothing is built, and no write pays, for an analyzer never asked for.
         """
         if analyzer is None or analyzer == self.analyzer:
             return self.analyze, self.bm25
@@ -148,7 +150,8 @@ class Workspace:
             index = BM25Index()
             index.add_many([analyze(index_text(item.content, item.metadata))
                             for item in self.items])
-            self.other_bm25[analyzer] = index
+            # two readers may build it at once: both then use the one stored first
+            index = self.other_bm25.setdefault(analyzer, index)
         return analyze, index
 
     def recency_reference_ts(self, idx: np.ndarray) -> np.ndarray:
@@ -303,7 +306,7 @@ class MemoryStore:
         if analyzer not in ANALYZERS:
             raise ValueError(f"analyzer must be one of {sorted(ANALYZERS)}, got {analyzer!r}")
         self.analyzer = analyzer
-        self.lock = threading.RLock()
+        self.lock = RWLock()  # exclusive for writes, .shared() for reads
         self.memory_types = frozenset(MEMORY_TYPES | set(memory_types))
         self._reset_state()
         self._depth = 0  # nesting of journaled calls (only the outermost is written)
@@ -437,12 +440,20 @@ class MemoryStore:
     # ------------------------------------------------------------ workspaces
     def workspace(self, workspace_id: str) -> Workspace:
         """The workspace named ``workspace_id`` (created empty on first use, in memory only: a
-        workspace that no write touches is not journaled; see :meth:`ensure_workspace`)."""
-        with self.lock:
+        workspace that no write touches is not journaled; see :meth:`ensure_workspace`).
+
+        An existing workspace is returned without waiting for the lock; a new one is made under
+        the shared lock (an empty workspace changes nothing a reader sees), so a reader may ask.
+        """
+        ws = self._workspaces.get(workspace_id)
+        if ws is not None:
+            return ws
+        with self.lock.shared():
             ws = self._workspaces.get(workspace_id)
             if ws is None:
                 validate_id(workspace_id, "workspace_id")
-                ws = self._workspaces[workspace_id] = Workspace(workspace_id, self.analyzer)
+                ws = self._workspaces.setdefault(workspace_id,
+                                                 Workspace(workspace_id, self.analyzer))
             return ws
 
     @journaled
@@ -470,12 +481,12 @@ class MemoryStore:
             return ws if ws is not None else self.create_workspace(workspace_id)
 
     def workspace_ids(self) -> list[str]:
-        with self.lock:
+        with self.lock.shared():
             return sorted(self._workspaces)
 
     def has_workspace(self, workspace_id: str) -> bool:
         """Whether ``workspace_id`` exists (a read that creates nothing)."""
-        with self.lock:
+        with self.lock.shared():
             return workspace_id in self._workspaces
 
     def serialize(self) -> dict[str, Any]:
@@ -483,7 +494,7 @@ class MemoryStore:
 
         Used to prove that a failed write changed nothing: compare ``json.dumps`` of two calls.
         """
-        with self.lock:
+        with self.lock.shared():
             out: dict[str, Any] = {"workspaces": {}, "pins": {}, "anchors": {}, "reviews": {}}
             for wid in sorted(self._workspaces):
                 ws = self._workspaces[wid]
@@ -833,7 +844,7 @@ class MemoryStore:
                     table.weight.view()[rows].tolist())]
 
     def edge_list(self, workspace_id: str, item_id: str | None = None) -> list[dict[str, Any]]:
-        with self.lock:
+        with self.lock.shared():
             ws = self.workspace(workspace_id)
             only = None if item_id is None else ws.require(item_id)
             return [{"src": s, "dst": d, "edge_type": t, "weight": w}
@@ -892,7 +903,7 @@ class MemoryStore:
 
     def pins(self, workspace_id: str, session_id: Any, now: datetime) -> dict[str, float]:
         """The live pins of ``session_id`` as seen from ``workspace_id`` ({} across workspaces)."""
-        with self.lock:
+        with self.lock.shared():
             validate_id(session_id, "session_id")
             state = self._live_pin_session(session_id, now.timestamp())
             if state is None or state.workspace_id != workspace_id:
@@ -912,7 +923,7 @@ class MemoryStore:
             return item_id
 
     def anchors(self, workspace_id: str, session_id: str) -> list[int]:
-        with self.lock:
+        with self.lock.shared():
             return list(self._anchors.get((workspace_id, session_id), ()))
 
     @journaled
@@ -935,7 +946,7 @@ class MemoryStore:
 
     def drift_warnings(self, workspace_id: str, session_id: str) -> list[dict[str, Any]]:
         """The session's anchors marked for review: ``[{anchor_id, anchor_type, reason}]``."""
-        with self.lock:
+        with self.lock.shared():
             ws = self.workspace(workspace_id)
             reviews = self._anchor_reviews.get((workspace_id, session_id), {})
             return [{"anchor_id": a,

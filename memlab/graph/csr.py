@@ -354,8 +354,7 @@ class GraphView:
     def _rebuild(self, n: int) -> _Base:
         self._base = _Base(n, self.table)
         self._reset_delta()
-        self._delta_out.clear()
-        self._delta_touch.clear()
+        self._delta_out, self._delta_touch = {}, {}  # new objects: snapshots keep the old ones
         self._stale = False
         self.rebuilds += 1
         return self._base
@@ -382,12 +381,21 @@ class GraphView:
 
 class GraphSnapshot:
     """Base + delta at one moment: what an algorithm reads. Take it and use it under the lock
-    that guards writes (the store's), so the delta does not move underneath."""
+    that guards writes (the store's, shared or exclusive), so the delta does not move underneath.
 
-    __slots__ = ("base", "delta_size", "n", "view")
+    The delta's columns and per-node row lists are captured when the snapshot is taken: another
+    reader's :meth:`GraphView.snapshot` may fold the delta into a new base meanwhile, which
+    replaces the view's columns and lists (never changes them in place), so this snapshot
+    keeps reading the base and delta it was given."""
+
+    __slots__ = ("_delta", "_delta_out", "_delta_touch", "base", "delta_size", "n", "view")
 
     def __init__(self, view: GraphView, base: _Base, n: int, delta_size: int) -> None:
         self.view, self.base, self.n, self.delta_size = view, base, n, delta_size
+        k = delta_size
+        self._delta = (view._delta_src.data[:k], view._delta_dst.data[:k],
+                       view._delta_code.data[:k], view._delta_w.data[:k])
+        self._delta_out, self._delta_touch = view._delta_out, view._delta_touch
 
     @property
     def version(self) -> int:
@@ -400,9 +408,7 @@ class GraphSnapshot:
 
     @property
     def delta(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        v, k = self.view, self.delta_size
-        return (v._delta_src.data[:k], v._delta_dst.data[:k], v._delta_code.data[:k],
-                v._delta_w.data[:k])
+        return self._delta
 
     # ------------------------------------------------------------------ directed (PPR)
     def out_weight(self) -> np.ndarray:
@@ -467,9 +473,9 @@ class GraphSnapshot:
         slots, owner = ragged_take(starts, counts)
         target = base.out.indices[slots].astype(np.int64)
         weight = base.out.data[slots]
-        if self.delta_size and self.view._delta_out:
+        if self.delta_size and self._delta_out:
             extra = [(pos, row) for pos, node in enumerate(nodes.tolist())
-                     for row in self.view._delta_out.get(node, ()) if row < self.delta_size]
+                     for row in self._delta_out.get(node, ()) if row < self.delta_size]
             if extra:
                 pos, rows = np.array(extra, dtype=np.int64).T
                 _, dst, _, dw = self.delta
@@ -492,7 +498,7 @@ class GraphSnapshot:
         (undirected; ties by node number), concatenated."""
         nodes = np.asarray(nodes, dtype=np.int64)
         und = self.base.undirected[tuple(int(c) for c in codes)]
-        touched = self.view._delta_touch if self.delta_size else {}
+        touched = self._delta_touch if self.delta_size else {}
         plain = np.array([v not in touched for v in nodes.tolist()], dtype=bool) \
             if touched else np.ones(len(nodes), bool)
         fast = nodes[plain & (nodes < self.base.n)]
@@ -511,7 +517,7 @@ class GraphSnapshot:
             nbr, strength = und.nbr[a:b].astype(np.int64), und.strength[a:b]
         else:
             nbr, strength = np.empty(0, np.int64), np.empty(0)
-        rows = np.array([r for r in self.view._delta_touch.get(v, ()) if r < self.delta_size],
+        rows = np.array([r for r in self._delta_touch.get(v, ()) if r < self.delta_size],
                         dtype=np.int64)
         src, dst, code, dw = self.delta
         rows = rows[np.isin(code[rows], codes)]

@@ -377,8 +377,11 @@ def run_ppr(ws, seeds: np.ndarray, config: PPRConfig, *, lock, cache=None,
             cache_scope: tuple = ()) -> PPRResult:
     """PPR from item numbers ``seeds`` of workspace ``ws``.
 
-    ``lock`` guards the store's writes; it is taken only after a concurrency slot was obtained,
-    so a saturated caller returns at once even while another computation holds the lock.
+    ``lock`` (the store's lock, shared side, for a store's workspace) keeps writes out while the
+    computation reads the graph; it is taken only after a concurrency slot was obtained, so a
+    saturated caller returns at once even while others compute or a writer holds the lock.
+    Nothing before the slot waits for the lock (the cache and the graph's version are read
+    without it: a result keyed on a version a write has just passed is never looked up again).
     ``cache`` is a :class:`PPRCache`, None for the workspace's own, or False for none.
     """
     started = time.perf_counter()
@@ -468,7 +471,7 @@ def ppr_result(memory, seed_item_ids, *, alpha: float = 0.85, top_k: int | None 
     index_of = ws.index_of
     known = [index_of[s] for s in seed_ids if s in index_of]
     scope = () if cache is None or cache is False else ("workspace", memory.workspace_id)
-    result = run_ppr(ws, np.array(known, dtype=np.int64), config, lock=memory.store.lock,
+    result = run_ppr(ws, np.array(known, dtype=np.int64), config, lock=memory.store.lock.shared(),
                      cache=cache, cache_scope=scope)
     result.unknown_seeds = [s for s in seed_ids if s not in index_of]
     return result

@@ -285,7 +285,7 @@ def spread_result(memory, seed_item_ids, *, depth: int = 2, max_fan_out: int = 2
     config = SpreadConfig(method=method, depth=depth, max_fan_out=max_fan_out, damping=damping,
                           edge_types=edge_types, budget_ms=budget_ms)
     seed_ids = seed_list(seed_item_ids)
-    with memory.store.lock:
+    with memory.store.lock.shared():
         ws = memory.store.workspace(memory.workspace_id)
         known = [s for s in dict.fromkeys(seed_ids) if s in ws.index_of]
         unknown = [s for s in dict.fromkeys(seed_ids) if s not in ws.index_of]

@@ -306,6 +306,7 @@ class DenseIndex:
         self.units_of: dict[int, list[int]] = {}
         self.with_units = 0  # items 0 .. with_units - 1 have their sentences encoded
         self.changes_seen = 0
+        self._lock = threading.Lock()
 
     @property
     def count(self) -> int:
@@ -333,7 +334,15 @@ class DenseIndex:
                 self.units_of.setdefault(i, []).append(pos)
 
     def ensure(self, ws, embedder: "CachedEmbedder", sentences: bool = False) -> None:
-        """Bring the vectors up to date with ``ws`` (sentences too when ``sentences``)."""
+        """Bring the vectors up to date with ``ws`` (sentences too when ``sentences``).
+
+        Readers holding the store's lock shared may call this at once: the index's own lock
+        makes one of them encode what is missing while the others wait for it.
+        """
+        with self._lock:
+            self._ensure(ws, embedder, sentences)
+
+    def _ensure(self, ws, embedder: "CachedEmbedder", sentences: bool) -> None:
         changed = sorted(set(ws.content_changes[self.changes_seen:]))
         self.changes_seen = len(ws.content_changes)
         changed = [i for i in changed if i < self.count]

@@ -103,7 +103,7 @@ class QueryRun:
     notes: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     window: Any = None
-    lock: Any = None  # the store's lock (held during assembly; graph stages re-enter it)
+    lock: Any = None  # the store's shared lock (held during assembly; graph stages re-enter)
     decision: SurfacingDecision | None = None
     _pool: dict[int, str] = field(default_factory=dict)
     _relevance_override: dict[int, float] = field(default_factory=dict)
@@ -286,8 +286,8 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
 
     # 2. relevance candidates --------------------------------------------------------------
     analyze, index = ws.bm25_for(config.analyzer)  # the recipe's analyzer (None: the store's)
-    run = QueryRun(ws, config, query, analyze(query), k, now, timings=timings, lock=store.lock,
-                   decision=decision)
+    run = QueryRun(ws, config, query, analyze(query), k, now, timings=timings,
+                   lock=store.lock.shared(), decision=decision)
     docs, bm25 = index.scores(run.tokens, k1=config.bm25_k1, b=config.bm25_b)
     if len(docs):
         live = ws.eligible.view()[docs]

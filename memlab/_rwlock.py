@@ -1,0 +1,149 @@
+"""A re-entrant readers-writer lock: many readers at once, or one writer.
+
+The store's lock (:attr:`memlab.store.MemoryStore.lock`) is one of these. ``with lock:`` takes it
+exclusively, as the plain re-entrant lock it replaces did; ``with lock.shared():`` takes it
+shared, for reads that change nothing. Writers are preferred: once a writer waits, new readers
+wait behind it (a thread already reading may re-enter), so a stream of reads cannot starve a
+write.
+"""
+
+from __future__ import annotations
+
+import threading
+
+__all__ = ["RWLock"]
+
+
+class RWLock:
+    """Re-entrant readers-writer lock.
+
+    A thread holding the exclusive side may also take either side again (nested). A thread
+    holding only the shared side may take the shared side again, but asking for the exclusive
+    side then raises :class:`RuntimeError`: two readers upgrading at once would wait for each
+    other forever, so an upgrade is a bug to report, not to wait on.
+
+    Examples
+    --------
+    >>> lock = RWLock()
+    >>> with lock.shared(), lock.shared():
+    ...     lock.readers
+    1
+    >>> with lock:
+    ...     with lock.shared():
+    ...         lock.held_exclusively()
+    True
+    >>> with lock.shared():
+    ...     lock.acquire()
+    Traceback (most recent call last):
+    ...
+    RuntimeError: cannot take the lock exclusively while holding it shared (a read may not write)
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._writer: int | None = None  # thread id of the exclusive holder
+        self._writer_depth = 0
+        self._writers_waiting = 0
+        self._readers: dict[int, int] = {}  # thread id -> shared depth
+        self._shared = _Shared(self)
+
+    # ------------------------------------------------------------------ exclusive
+    def acquire(self) -> None:
+        """Take the lock exclusively (blocks until no one else holds it)."""
+        me = threading.get_ident()
+        with self._cond:
+            if self._writer == me:
+                self._writer_depth += 1
+                return
+            if me in self._readers:
+                raise RuntimeError("cannot take the lock exclusively while holding it shared "
+                                   "(a read may not write)")
+            self._writers_waiting += 1
+            try:
+                while self._writer is not None or self._readers:
+                    self._cond.wait()
+            finally:
+                self._writers_waiting -= 1
+            self._writer, self._writer_depth = me, 1
+
+    def release(self) -> None:
+        """Release one level of exclusive holding."""
+        with self._cond:
+            if self._writer != threading.get_ident():
+                raise RuntimeError("release of the store's lock by a thread not holding it")
+            self._writer_depth -= 1
+            if self._writer_depth == 0:
+                self._writer = None
+                self._cond.notify_all()
+
+    def __enter__(self) -> RWLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def held_exclusively(self) -> bool:
+        """Whether the calling thread holds the lock exclusively."""
+        return self._writer == threading.get_ident()
+
+    # ------------------------------------------------------------------ shared
+    def acquire_shared(self) -> None:
+        """Take the lock shared (with other readers; blocks while a writer holds or waits)."""
+        me = threading.get_ident()
+        with self._cond:
+            if self._writer == me:
+                self._writer_depth += 1  # inside its own write a thread reads exclusively
+                return
+            depth = self._readers.get(me)
+            if depth:
+                self._readers[me] = depth + 1  # re-entry never waits (a writer would wait on it)
+                return
+            while self._writer is not None or self._writers_waiting:
+                self._cond.wait()
+            self._readers[me] = 1
+
+    def release_shared(self) -> None:
+        """Release one level of shared holding."""
+        me = threading.get_ident()
+        with self._cond:
+            if self._writer == me:
+                self._writer_depth -= 1
+                if self._writer_depth == 0:
+                    self._writer = None
+                    self._cond.notify_all()
+                return
+            depth = self._readers.get(me)
+            if not depth:
+                raise RuntimeError("release of the store's lock by a thread not holding it")
+            if depth == 1:
+                del self._readers[me]
+                if not self._readers:
+                    self._cond.notify_all()
+            else:
+                self._readers[me] = depth - 1
+
+    def shared(self) -> _Shared:
+        """The shared side as a reusable context manager: ``with lock.shared():``."""
+        return self._shared
+
+    @property
+    def readers(self) -> int:
+        """How many threads hold the lock shared now (for tests and reports)."""
+        return len(self._readers)
+
+
+class _Shared:
+    """``with``-able shared side of an :class:`RWLock` (what :meth:`RWLock.shared` returns)."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: RWLock) -> None:
+        self._lock = lock
+
+    def __enter__(self) -> _Shared:
+        self._lock.acquire_shared()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._lock.release_shared()
