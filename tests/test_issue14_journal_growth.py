@@ -156,3 +156,19 @@ def test_kill_9_during_group_commit_loses_no_write_and_at_most_a_batch(tmp_path,
     on_disk = sum(e["kind"] == "reinforced" for item in ws.items for e in item.history)
     assert reads - (batch - 1) <= on_disk <= reads + 1
     assert store.journal.integrity_check() == "ok"
+
+
+def test_the_service_flushes_buffered_reinforcements_on_shutdown(tmp_path):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from memlab.service import ServiceState, create_app
+
+    state = ServiceState(db_path=str(tmp_path / "m.db"), maintenance=False)
+    with TestClient(create_app(state)) as http:
+        assert http.post("/v1/items", json={"content": "deploy on fridays"}).status_code == 200
+        assert http.post("/v1/search", json={"query": "deploy"}).status_code == 200
+        assert state.store._pending  # buffered, not yet on disk
+    assert not state.store._pending  # the shutdown wrote it
+    reopened = MemoryStore(path=tmp_path / "m.db")
+    assert frozen(reopened) == frozen(state.store)
