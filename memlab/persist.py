@@ -12,7 +12,19 @@ fields and histories, activation, pins with their expiry, anchors and their revi
 short-term caches (which journal into the same file). Indexes (BM25, the CSR view) are rebuilt by
 the replay. The round trip is tested by property in ``tests/test_persist_roundtrip.py``.
 
+**Group commit of reads.** A read (search, get, a topic query) reinforces the activation of what
+it returns; that write is not journaled on its own. The store buffers these reinforcements and
+writes them as one ``store.record_retrievals`` row (one transaction, one fsync) when
+``MemoryStore(reinforce_batch=...)`` of them (default 64) are buffered, ahead of the next other
+write in that write's transaction (so the journal keeps their order), and on
+``MemoryStore.flush``, ``close`` and the service's shutdown. The loss window is bounded: a crash
+loses at most the last ``reinforce_batch - 1`` reinforcements and never a write that returned;
+``reinforce_batch=1`` journals each one as it happens. A failed write that rebuilds the store
+from disk re-applies the buffered reinforcements, so it still changes nothing.
+
 What a reopen does not restore, because it is not store state or was never written:
+
+- reinforcements still buffered when the process died (see above);
 
 - a workspace only *named* by a read on the store (:meth:`MemoryStore.workspace`) and never
   created through ``Memory(...)`` or a write: reads do not journal;

@@ -228,6 +228,9 @@ def _numbers_below(values: Any, bound: int) -> bool:
 
 
 JOURNALED_OPS: set[str] = set()  # the store methods a journal row may name (``store.<name>``)
+# Writes made by reads (activation reinforcement): group-committed, see MemoryStore.flush.
+_GROUP_COMMITTED = frozenset(["record_retrieval"])
+REINFORCE_BATCH = 64  # default number of reinforcements per journal row (``reinforce_batch``)
 
 
 def journaled(method):
@@ -243,6 +246,7 @@ def journaled(method):
     """
     signature = inspect.signature(method)
     JOURNALED_OPS.add(method.__name__)
+    deferred = method.__name__ in _GROUP_COMMITTED
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
@@ -269,6 +273,8 @@ def journaled(method):
             if outer:
                 if self._batch is not None:
                     self._batch.append(op)  # written with the rest of the transaction
+                elif deferred:
+                    self._defer(op[1])  # group commit (see MemoryStore.flush)
                 else:
                     self._write_journal([op], method.__name__)
             return result
@@ -302,9 +308,16 @@ class MemoryStore:
     """
 
     def __init__(self, memory_types: Iterable[str] = (), *, analyzer: str = "porter",
-                 path: str | Path | None = None) -> None:
+                 path: str | Path | None = None,
+                 reinforce_batch: int = REINFORCE_BATCH) -> None:
         if analyzer not in ANALYZERS:
             raise ValueError(f"analyzer must be one of {sorted(ANALYZERS)}, got {analyzer!r}")
+        if isinstance(reinforce_batch, bool) or not isinstance(reinforce_batch, int) \
+                or not 1 <= reinforce_batch <= 100_000:
+            raise ValueError(f"reinforce_batch must be an int in 1..100000, got "
+                             f"{reinforce_batch!r}")
+        self.reinforce_batch = reinforce_batch
+        self._pending: list[str] = []  # encoded record_retrieval calls not yet on disk
         self.analyzer = analyzer
         self.lock = RWLock()  # exclusive for writes, .shared() for reads
         self.memory_types = frozenset(MEMORY_TYPES | set(memory_types))
@@ -343,13 +356,22 @@ class MemoryStore:
 
     # ------------------------------------------------------------ durability
     def _replay(self) -> None:
-        """Rebuild the in-memory state from the journal (see :mod:`memlab.persist`)."""
+        """Rebuild the in-memory state from the journal (see :mod:`memlab.persist`), then
+        re-apply the buffered reinforcements (see :meth:`flush`): they were acknowledged reads,
+        so a failed write that rebuilds the store keeps them (still buffered)."""
         with self.lock:
             self._reset_state()
+            pending, self._pending = self._pending, []
             self._replaying = True
             try:
                 for seq, op, payload in self._journal.entries(prefix="store."):
                     self._apply(seq, op, payload)
+                for payload in pending:
+                    try:  # deterministic and applied once already, so this does not fail
+                        self._apply(0, "store.record_retrieval", payload)
+                    except JournalCorruptError:
+                        break
+                    self._pending.append(payload)
             finally:
                 self._replaying = False
 
@@ -377,6 +399,16 @@ class MemoryStore:
 
     def _row_problem(self, name: str, args: dict) -> str | None:
         """Why a journal row's item or edge numbers cannot be applied to this store, or None."""
+        if name == "record_retrievals":
+            calls = args.get("calls")
+            if not isinstance(calls, list) or not calls or not all(
+                    isinstance(c, dict) for c in calls):
+                return "holds no calls"
+            for call in calls:
+                problem = self._row_problem("record_retrieval", call)
+                if problem:
+                    return problem
+            return None
         workspace_id = args.get("workspace_id")
         if not isinstance(workspace_id, str):
             return "names no workspace"
@@ -397,9 +429,16 @@ class MemoryStore:
                 return "names an edge that does not exist"
         return None
 
-    def _write_journal(self, ops: list[tuple[str, str]], what: str) -> None:
+    def _write_journal(self, ops: list[tuple[str, str]], what: str,
+                       reinforcement: str | None = None) -> None:
+        """Append ``ops`` in one transaction, after the buffered reinforcements (and
+        ``reinforcement``, the one being made) as one ``store.record_retrievals`` row."""
+        calls = self._pending + ([] if reinforcement is None else [reinforcement])
+        if calls:
+            ops = [("store.record_retrievals", '{"calls": [' + ", ".join(calls) + "]}")] + ops
         try:
             self._journal.append_many(ops)
+            self._pending = []
         except Exception as exc:
             self._replay()  # back to what is on disk: a failed write changes nothing
             raise PersistenceError(f"{what} could not be written to {self._journal.path}: "
@@ -427,10 +466,37 @@ class MemoryStore:
             if ops:
                 self._write_journal(ops, "transaction")
 
+    def _defer(self, payload: str) -> None:
+        """Buffer one reinforcement (an encoded :meth:`record_retrieval` call); write the
+        buffer when it holds :attr:`reinforce_batch` of them."""
+        if len(self._pending) + 1 >= self.reinforce_batch:
+            self._write_journal([], "record_retrieval", payload)  # on failure, not buffered
+        else:
+            self._pending.append(payload)
+
+    def flush(self) -> None:
+        """Write the buffered activation reinforcements to disk now (one row, one fsync).
+
+        Reads (:meth:`~memlab.memory.Memory.search`, :meth:`~memlab.memory.Memory.get`, topic
+        queries) reinforce activation through :meth:`record_retrieval`; on a durable store these
+        writes are group-committed: buffered in memory and written as one journal row when
+        :attr:`reinforce_batch` of them are buffered, before the next other write (in its
+        transaction, ahead of it), and on :meth:`flush`, :meth:`compact` and :meth:`close`.
+        A crash therefore loses at most the last ``reinforce_batch - 1`` reinforcements, never a
+        write that returned. ``reinforce_batch=1`` journals each one as it happens.
+        """
+        with self.lock:
+            if self._journal is not None and self._pending and self._batch is None:
+                self._write_journal([], "record_retrieval")
+
     def close(self) -> None:
-        """Close the database file (an in-memory store has nothing to close)."""
+        """Write buffered reinforcements (see :meth:`flush`) and close the database file (an
+        in-memory store has nothing to close)."""
         if self._journal is not None:
-            self._journal.close()
+            try:
+                self.flush()
+            finally:
+                self._journal.close()
 
     @property
     def journal(self) -> Journal | None:
@@ -635,6 +701,14 @@ class MemoryStore:
             for i in rows.tolist():
                 ws.items[i].record({"ts": event_ts, "kind": "reinforced", "detail": {"via": kind}})
             ws.version += 1
+
+    @journaled
+    def record_retrievals(self, calls: Sequence[dict[str, Any]]) -> None:
+        """Apply several :meth:`record_retrieval` calls (keyword-argument dicts) in order; the
+        journal row a group commit writes (see :meth:`flush`)."""
+        with self.lock:
+            for call in calls:
+                self.record_retrieval(**call)
 
     @journaled
     def update_item(self, workspace_id: str, idx: int, now: datetime, *,

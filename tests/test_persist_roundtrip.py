@@ -173,6 +173,7 @@ def assert_reopens_exactly(operations: list[tuple], queries: list[str]) -> None:
         live = MemoryStore(path=path)
         try:
             run(live, clock, operations)
+            live.flush()  # reads' reinforcements are group-committed (issue 14 item 7)
             before = state_text(live)
             reopened = MemoryStore(path=path)
             try:

@@ -18,7 +18,7 @@ request over its limit is 413 naming the limit and the value; a read never creat
 """
 
 
-
+import contextlib
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
@@ -216,7 +216,12 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
 
     session = state.session_key  # session ids are namespaced per workspace
 
-    app = FastAPI(title="memlab", version=_version(),
+    @contextlib.asynccontextmanager
+    async def lifespan(_app):
+        yield
+        state.store.flush()  # buffered read reinforcements reach the disk on a clean shutdown
+
+    app = FastAPI(title="memlab", version=_version(), lifespan=lifespan,
                   description="Memory surfacing for LLM agents: one store, several surfaces.")
     app.state.memlab = state
     secured = [Depends(check_key)]
