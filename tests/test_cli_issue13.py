@@ -120,6 +120,20 @@ OUTPUT_COMMANDS = [
 ]
 
 
+def _with_data(args, tmp_path):
+    """``eval`` checks ``--data`` before ``--out``: give it a root holding every file it names
+    (empty: the work is forbidden anyway), so the test does not depend on the shared data."""
+    if args[0] != "eval":
+        return args
+    from memlab.evaluation import DATASET_FILES
+    root = tmp_path / "data"
+    for files in DATASET_FILES.values():
+        for rel in files:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text("{}")
+    return [*args, "--data", str(root)]
+
+
 def _forbid_work(monkeypatch, module, name):
     import importlib
 
@@ -134,6 +148,7 @@ def _forbid_work(monkeypatch, module, name):
 def test_issue13_unwritable_out_fails_before_any_work(args, option, module, name, tmp_path,
                                                        capsys, monkeypatch):
     _forbid_work(monkeypatch, module, name)
+    args = _with_data(args, tmp_path)
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     for target in (blocker, blocker / "sub"):
@@ -150,6 +165,7 @@ def test_issue13_unwritable_out_fails_before_any_work(args, option, module, name
 def test_out_in_a_read_only_folder_fails_before_any_work(args, option, module, name, tmp_path,
                                                          capsys, monkeypatch):
     _forbid_work(monkeypatch, module, name)
+    args = _with_data(args, tmp_path)
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o555)
