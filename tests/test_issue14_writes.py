@@ -333,7 +333,7 @@ def _nested(depth: int):
 def test_invalid_unicode_is_rejected_over_http(tmp_path):
     pytest.importorskip("fastapi")
     pytest.importorskip("httpx")
-    from fastapi.testclient import TestClient
+    from _service_client import TestClient
     from memlab.service import ServiceState, create_app
     state = ServiceState(db_path=str(tmp_path / "h.db"), maintenance=False)
     http = TestClient(create_app(state))

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("mcp")
 
-from fastapi.testclient import TestClient  # noqa: E402
+from _service_client import TestClient  # noqa: E402
 from mcp import Client  # noqa: E402
 
 from memlab.service import Limits, ServiceState, create_app, create_mcp_server  # noqa: E402
@@ -160,3 +160,16 @@ def test_review14_mcp_oversized_text_argument_is_a_tool_error(tool, name, kind, 
     assert out.is_error
     text = out.content[0].text
     assert "the limit max_" in text and name in text, text
+
+
+# ----------------------------------------------------------------------- Host allow-list
+def test_review14_testserver_is_not_a_production_host():
+    from fastapi.testclient import TestClient as Plain
+
+    from memlab.service.http import LOCAL_HOSTS
+    assert "testserver" not in LOCAL_HOSTS
+    r = Plain(create_app(_state())).get("/health")  # Host: testserver
+    assert r.status_code == 400
+    allowed = Plain(create_app(_state(), allowed_hosts=[*LOCAL_HOSTS, "testserver"]))
+    assert allowed.get("/health").status_code == 200
+    assert TestClient(create_app(_state())).get("/health").status_code == 200

@@ -32,9 +32,10 @@ from memlab.service.state import ServiceState
 
 __all__ = ["create_app", "LOCAL_HOSTS"]
 
-# Host names a loopback server answers to by default. "testserver" is the name Starlette's
-# TestClient sends; it resolves nowhere, so allowing it opens nothing to DNS rebinding.
-LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "testserver")
+# Host names a loopback server answers to by default. Starlette's TestClient sends
+# "testserver" unless told otherwise: a test passes ``base_url="http://localhost"`` (or adds
+# "testserver" to ``allowed_hosts``); production answers only to loopback names.
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
 def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
