@@ -353,10 +353,10 @@ def test_invalid_unicode_is_rejected_over_http(tmp_path):
                              headers={"content-type": "application/json"})
         assert response.status_code == 400, (route, response.text)
         assert message in response.json()["detail"]
-    # an id with NUL is refused by the body's schema (422, the field named), before any write
+    # an id with NUL is refused (400, the field named) before any write, as in a bulk item
     response = http.post("/v1/items", content=json.dumps({"content": "x", "item_id": "a\x00"}),
                          headers={"content-type": "application/json"})
-    assert response.status_code == 422, response.text
+    assert response.status_code == 400, response.text
     assert "item_id must not contain NUL" in response.text
     context = http.post("/v1/context", json={"session_id": "s1", "query": "deploy checklist"})
     assert context.status_code == 200

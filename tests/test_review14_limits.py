@@ -173,3 +173,26 @@ def test_review14_testserver_is_not_a_production_host():
     allowed = Plain(create_app(_state(), allowed_hosts=[*LOCAL_HOSTS, "testserver"]))
     assert allowed.get("/health").status_code == 200
     assert TestClient(create_app(_state())).get("/health").status_code == 200
+
+
+# ------------------------------------------------------- NUL ids, surrogates ingest ignores
+def test_review14_nul_in_an_item_id_is_400_single_and_bulk():
+    http = TestClient(create_app(_state()))
+    one = http.post("/v1/items", json={"content": "x", "item_id": "a\x00b"})
+    bulk = http.post("/v1/items/bulk", json={"items": [{"content": "x", "item_id": "a\x00b"}]})
+    assert one.status_code == bulk.status_code == 400, (one.text, bulk.text)
+    assert "item_id must not contain NUL" in one.json()["detail"]
+    assert "items[0]: item_id must not contain NUL" in bulk.json()["detail"]
+
+
+@pytest.mark.parametrize("name", ["provenance", "value", "field", "ref", "why_changed",
+                                  "valid_from"])
+def test_review14_ingest_new_topic_refuses_surrogates_in_arguments_it_ignores(name):
+    import json
+    http = TestClient(create_app(_state()))
+    body = {"placement": "new_topic", "title": "checkout", name: "bad \udc80 text"}
+    r = http.post("/v1/ingest", content=json.dumps(body),
+                  headers={"content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert name in r.json()["detail"] and "lone surrogate" in r.json()["detail"]
+    assert http.post("/v1/search", json={"query": "checkout"}).json() == []

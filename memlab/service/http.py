@@ -7,7 +7,8 @@ but ``/health`` takes an API key when keys are configured (sent as ``X-API-Key``
 any other workspace is 403 (the same answer whether or not the workspace exists). Caches and
 session ids belong to a workspace. ``/health`` is a liveness ``ok``; ``/health/graph`` (every
 workspace, the database path) needs an admin key. A ``ValueError`` from memlab is 400 with its
-message; a malformed body is 422; ``/health/graph`` is 503 with the database path and a hint
+message (an id holding a NUL character is 400 naming it, in ``/v1/items`` as in each item of
+``/v1/items/bulk``); a malformed body is 422; ``/health/graph`` is 503 with the database path and a hint
 when the store cannot be read. Maintenance runs after the response is sent, and its failure
 never reaches the client (it is kept in the reasoner's ``failures``).
 
@@ -65,7 +66,7 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     try:
         from fastapi import BackgroundTasks, Depends, FastAPI, Header, Request
         from fastapi.responses import JSONResponse
-        from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+        from pydantic import BaseModel, ConfigDict, Field, StrictBool
     except ImportError:  # pragma: no cover - depends on the install
         raise ImportError("the HTTP service needs the service extra: "
                           "pip install 'memlab[service]'") from None
@@ -95,13 +96,6 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     class Body(BaseModel):
         model_config = ConfigDict(extra="forbid")
         workspace_id: str = Field("default", min_length=1)
-
-        @model_validator(mode="after")
-        def _no_nul_in_ids(self):
-            for name in type(self).model_fields:
-                if name.endswith("_id") or name in ("src", "dst"):
-                    check_id_text(getattr(self, name), name)
-            return self
 
     class ItemIn(Body):
         content: str
@@ -242,6 +236,10 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
             except (ValueError, RecursionError):
                 return  # not JSON: FastAPI's own 422 names the problem
             limits.check_args(body)
+            if isinstance(body, dict):  # a NUL in an id is 400 here as in a bulk item
+                for name, value in body.items():
+                    if name.endswith("_id") or name in ("src", "dst", "cache"):
+                        check_id_text(value, name)
 
     secured = [Depends(check_key), Depends(check_limits)]
     app.add_middleware(_Guard, max_body_bytes=limits.max_body_bytes, hosts=hosts)
