@@ -69,6 +69,27 @@ def _load_trace(spec: str):
         raise _Fail(f"trace {spec!r} cannot be read: {exc}") from None
 
 
+def _load_traces(specs: list[str]):
+    """One trace, or several (in the order given) joined into one: the events of each after
+    the previous one's, under the first one's header. They must share a workspace."""
+    from memlab.harness.trace import Trace
+
+    traces = [_load_trace(spec) for spec in specs]
+    if len(traces) == 1:
+        return traces[0]
+    first = traces[0]
+    for spec, trace in zip(specs[1:], traces[1:]):
+        if trace.workspace_id != first.workspace_id:
+            raise _Fail(f"trace {spec!r} is of workspace {trace.workspace_id!r}, but "
+                        f"{specs[0]!r} is of {first.workspace_id!r}: traces replayed as one "
+                        f"must share a workspace")
+    try:
+        return Trace([e for t in traces for e in t.events], name=first.name, start=first.start,
+                     workspace_id=first.workspace_id, metadata=dict(first.metadata))
+    except ValueError as exc:
+        raise _Fail(f"traces {specs} replayed as one: {exc} (give them oldest first)") from None
+
+
 def _load_config(spec: str):
     from memlab.surfacing.config import RECIPES, SurfacingConfig
 
@@ -225,7 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("replay", help="replay a trace into DataFrames", description=(
         "Replay a trace under one configuration; print the mean of each measure and save the "
         "decisions, candidates, metrics and log frames (Parquet) with their manifest."))
-    rp.add_argument("trace", help=_TRACE_HELP)
+    rp.add_argument("trace", nargs="+", help=_TRACE_HELP + "; several traces replay in order "
+                    "as one (e.g. the rotated files of `serve --record`, oldest first: "
+                    "trace.jsonl.5 ... trace.jsonl.1 trace.jsonl)")
     rp.add_argument("--config", default="default", help=_CONFIG_HELP + " (default: default)")
     rp.add_argument("--mode", default="router", choices=["router", "legacy"],
                     help="surfacing mode (default: router)")
@@ -391,7 +414,7 @@ def _run(args: argparse.Namespace) -> int:
         _check_k(args.k)
         config, measures = _load_config(args.config), _measures(args.measures)
         _writable_folder("--out", args.out)
-        result = replay(_load_trace(args.trace), config, mode=args.mode,
+        result = replay(_load_traces(args.trace), config, mode=args.mode,
                         k=args.k, measures=measures, seed=args.seed,
                         measure_on=args.measure_on)
         print(result.summary().to_string(float_format=lambda v: f"{v:.4f}"))
@@ -444,6 +467,9 @@ def _run(args: argparse.Namespace) -> int:
             raise _Fail(f"--port must be in 0..65535, got {args.port}")
         if args.record:
             _writable_file("--record", args.record)
+            if args.db and Path(args.record).resolve() == Path(args.db).resolve():
+                raise _Fail(f"--record {args.record!r} is the database (--db / MEMLAB_DB); "
+                            f"record the trace to another file")
         from memlab.service import Limits, ServiceState, create_app
         from memlab.service.auth import KeyRing
         from memlab.service.http import LOCAL_HOSTS

@@ -167,6 +167,9 @@ def ingest(placement: str, *, topic_id: str | None = None, title: str | None = N
         ``name -> value`` or ``name -> {"value", "type", "ref", "salience", "why_changed",
         "provenance", "valid_from"}``.
 
+    Every text argument must be valid Unicode (no lone surrogate), including the ones the
+    placement ignores; a bad one is a ValueError naming it.
+
     Returns
     -------
     dict
@@ -189,6 +192,14 @@ def ingest(placement: str, *, topic_id: str | None = None, title: str | None = N
     """
     if placement not in PLACEMENTS:
         raise ValueError(f"placement must be one of {list(PLACEMENTS)}, got {placement!r}")
+    # every text argument is valid Unicode, whether or not this placement uses it
+    for name, arg in (("topic_id", topic_id), ("title", title), ("field", field), ("ref", ref),
+                      ("why_changed", why_changed), ("provenance", provenance),
+                      ("valid_from", valid_from)):
+        if isinstance(arg, str):
+            check_text(arg, name)
+    if value is not None:
+        validate_json(value, "value")
     mem = resolve_memory(memory)
     store = mem.store
     with store.lock:

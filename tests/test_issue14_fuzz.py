@@ -256,7 +256,7 @@ def _json_text(body: dict) -> str:
 
 
 def _http_case(route: str, body: dict) -> None:
-    from fastapi.testclient import TestClient
+    from _service_client import TestClient
     from memlab.service import ServiceState, create_app
     folder, path = _fresh()
     with folder:

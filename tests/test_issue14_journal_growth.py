@@ -160,7 +160,7 @@ def test_kill_9_during_group_commit_loses_no_write_and_at_most_a_batch(tmp_path,
 
 def test_the_service_flushes_buffered_reinforcements_on_shutdown(tmp_path):
     pytest.importorskip("fastapi")
-    from fastapi.testclient import TestClient
+    from _service_client import TestClient
 
     from memlab.service import ServiceState, create_app
 

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("mcp")
 
-from fastapi.testclient import TestClient  # noqa: E402
+from _service_client import TestClient  # noqa: E402
 from mcp import Client  # noqa: E402
 
 from memlab import ManualClock, Memory, MemoryStore  # noqa: E402
@@ -437,4 +437,4 @@ def test_issue14_mcp_refuses_unknown_arguments_and_nul_ids_and_says_why():
     out = call_tool(server, "add_memory", {"content": "x"})
     assert out.is_error and "RuntimeError: disk on fire" in out.content[0].text
     http = TestClient(create_app(state))
-    assert http.post("/v1/items", json={"content": "x", "item_id": "a\x00b"}).status_code == 422
+    assert http.post("/v1/items", json={"content": "x", "item_id": "a\x00b"}).status_code == 400

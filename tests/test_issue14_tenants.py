@@ -13,7 +13,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 pytest.importorskip("mcp")
 
-from fastapi.testclient import TestClient  # noqa: E402
+from _service_client import TestClient  # noqa: E402
 from mcp import Client  # noqa: E402
 
 from memlab import MemoryStore, PMMemoryStore  # noqa: E402

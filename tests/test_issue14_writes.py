@@ -333,7 +333,7 @@ def _nested(depth: int):
 def test_invalid_unicode_is_rejected_over_http(tmp_path):
     pytest.importorskip("fastapi")
     pytest.importorskip("httpx")
-    from fastapi.testclient import TestClient
+    from _service_client import TestClient
     from memlab.service import ServiceState, create_app
     state = ServiceState(db_path=str(tmp_path / "h.db"), maintenance=False)
     http = TestClient(create_app(state))
@@ -353,10 +353,10 @@ def test_invalid_unicode_is_rejected_over_http(tmp_path):
                              headers={"content-type": "application/json"})
         assert response.status_code == 400, (route, response.text)
         assert message in response.json()["detail"]
-    # an id with NUL is refused by the body's schema (422, the field named), before any write
+    # an id with NUL is refused (400, the field named) before any write, as in a bulk item
     response = http.post("/v1/items", content=json.dumps({"content": "x", "item_id": "a\x00"}),
                          headers={"content-type": "application/json"})
-    assert response.status_code == 422, response.text
+    assert response.status_code == 400, response.text
     assert "item_id must not contain NUL" in response.text
     context = http.post("/v1/context", json={"session_id": "s1", "query": "deploy checklist"})
     assert context.status_code == 200

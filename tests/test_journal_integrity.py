@@ -60,7 +60,7 @@ def test_issue14_metadata_cannot_forge_journal_tags(tmp_path, metadata):
 def test_issue14_forged_tags_through_http_reopen_as_sent(tmp_path):
     pytest.importorskip("fastapi")
     pytest.importorskip("httpx")
-    from fastapi.testclient import TestClient
+    from _service_client import TestClient
 
     from memlab.service import ServiceState, create_app
 

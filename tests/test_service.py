@@ -21,7 +21,7 @@ httpx = pytest.importorskip("httpx")
 uvicorn = pytest.importorskip("uvicorn")
 pytest.importorskip("mcp")
 
-from fastapi.testclient import TestClient  # noqa: E402
+from _service_client import TestClient  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 

@@ -7,18 +7,23 @@ but ``/health`` takes an API key when keys are configured (sent as ``X-API-Key``
 any other workspace is 403 (the same answer whether or not the workspace exists). Caches and
 session ids belong to a workspace. ``/health`` is a liveness ``ok``; ``/health/graph`` (every
 workspace, the database path) needs an admin key. A ``ValueError`` from memlab is 400 with its
-message; a malformed body is 422; ``/health/graph`` is 503 with the database path and a hint
+message (an id holding a NUL character is 400 naming it, in ``/v1/items`` as in each item of
+``/v1/items/bulk``); a malformed body is 422; ``/health/graph`` is 503 with the database path and a hint
 when the store cannot be read. Maintenance runs after the response is sent, and its failure
 never reaches the client (it is kept in the reasoner's ``failures``).
 
-Limits (issue 14): a body larger than ``limits.max_body_bytes``, a content, metadata or bulk
-request over its limit is 413 naming the limit and the value; a read never creates its workspace
+Limits (issue 14): a body larger than ``limits.max_body_bytes``, and any text argument over its
+limit (a query over ``max_query_chars``, a content or other free text over ``max_content_chars``,
+an id or short name over ``max_id_chars``, metadata or a bulk request over theirs; one table for
+HTTP and MCP, :meth:`~memlab.service.limits.Limits.check_args`) is 413 naming the limit and the
+value; a read never creates its workspace
 (an unknown workspace reads as an empty one); a request whose ``Host`` header is not in
 ``allowed_hosts`` is 400 (DNS rebinding).
 """
 
 
 import contextlib
+import json
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
@@ -28,9 +33,10 @@ from memlab.service.state import ServiceState
 
 __all__ = ["create_app", "LOCAL_HOSTS"]
 
-# Host names a loopback server answers to by default. "testserver" is the name Starlette's
-# TestClient sends; it resolves nowhere, so allowing it opens nothing to DNS rebinding.
-LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "testserver")
+# Host names a loopback server answers to by default. Starlette's TestClient sends
+# "testserver" unless told otherwise: a test passes ``base_url="http://localhost"`` (or adds
+# "testserver" to ``allowed_hosts``); production answers only to loopback names.
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
 def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
@@ -60,7 +66,7 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     try:
         from fastapi import BackgroundTasks, Depends, FastAPI, Header, Request
         from fastapi.responses import JSONResponse
-        from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+        from pydantic import BaseModel, ConfigDict, Field, StrictBool
     except ImportError:  # pragma: no cover - depends on the install
         raise ImportError("the HTTP service needs the service extra: "
                           "pip install 'memlab[service]'") from None
@@ -90,13 +96,6 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     class Body(BaseModel):
         model_config = ConfigDict(extra="forbid")
         workspace_id: str = Field("default", min_length=1)
-
-        @model_validator(mode="after")
-        def _no_nul_in_ids(self):
-            for name in type(self).model_fields:
-                if name.endswith("_id") or name in ("src", "dst"):
-                    check_id_text(getattr(self, name), name)
-            return self
 
     class ItemIn(Body):
         content: str
@@ -224,7 +223,25 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     app = FastAPI(title="memlab", version=_version(), lifespan=lifespan,
                   description="Memory surfacing for LLM agents: one store, several surfaces.")
     app.state.memlab = state
-    secured = [Depends(check_key)]
+    async def check_limits(request: Request) -> None:
+        """Every text argument (JSON body, query and path parameters) against its limit by
+        name (:meth:`Limits.check_args`, shared with the MCP tools): 413 naming it, before the
+        body is validated or anything is read or written."""
+        limits.check_args(request.path_params)
+        limits.check_args(request.query_params)
+        raw = await request.body()
+        if raw:
+            try:
+                body = json.loads(raw)
+            except (ValueError, RecursionError):
+                return  # not JSON: FastAPI's own 422 names the problem
+            limits.check_args(body)
+            if isinstance(body, dict):  # a NUL in an id is 400 here as in a bulk item
+                for name, value in body.items():
+                    if name.endswith("_id") or name in ("src", "dst", "cache"):
+                        check_id_text(value, name)
+
+    secured = [Depends(check_key), Depends(check_limits)]
     app.add_middleware(_Guard, max_body_bytes=limits.max_body_bytes, hosts=hosts)
     _document_errors(app)
 
@@ -280,7 +297,6 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
 
     @app.post("/v1/items", dependencies=secured)
     def add_item(body: ItemIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
-        limits.check_item(body.model_dump(include={"content", "metadata"}))
         item_id = write(key, body.workspace_id).add(body.content, body.memory_type,
                                                       body.metadata, body.item_id)
         state.record("add", body.workspace_id, content=body.content, item_id=item_id,
@@ -356,10 +372,6 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     def ingest_route(body: IngestIn, background: BackgroundTasks,
                      key: ApiKey = Depends(check_key)) -> dict[str, Any]:
         fields = body.model_dump(exclude={"workspace_id", "placement"}, exclude_none=True)
-        for name in ("title", "value", "why_changed"):
-            limits.check_text(fields.get(name), name)
-        for name in ("fields", "value"):
-            limits.check_json(fields.get(name), name)
         out = ingest(body.placement, memory=write(key, body.workspace_id), **fields)
         state.record("ingest", body.workspace_id, placement=body.placement, **fields)
         background.add_task(state.after, body.workspace_id, "ingest")
@@ -384,7 +396,6 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
 
     @app.post("/v1/promote", dependencies=secured)
     def promote(body: PromoteIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
-        limits.check_text(body.value, "value")
         out = promote_to_long_term(body.session_id, body.key, body.value, body.node_type,
                                    memory=write(key, body.workspace_id))
         state.record("promote", body.workspace_id, session_id=body.session_id, key=body.key,
@@ -417,8 +428,6 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
 
     @app.post("/v1/graph/nodes", dependencies=secured)
     def graph_node(body: NodeIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
-        limits.check_item(body.model_dump(include={"content", "metadata"}))
-        limits.check_text(body.label, "label")
         node_id = upsert_node(body.session_id, body.node_type, body.label, body.content,
                               body.metadata, memory=write(key, body.workspace_id))
         return {"node_id": node_id}

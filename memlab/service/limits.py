@@ -13,7 +13,17 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-__all__ = ["Limits", "LimitExceeded", "check_id_text"]
+__all__ = ["Limits", "LimitExceeded", "check_id_text", "QUERY_FIELDS", "CONTENT_FIELDS",
+           "JSON_FIELDS"]
+
+# How every text argument of every HTTP route and MCP tool is bounded, by its name (one table
+# for both surfaces, so they cannot drift; :meth:`Limits.check_args`). A string argument not
+# named here is an identifier or a short name (ids, keys, cache names, edge and node types,
+# strategies, placements, dates) and is bounded by ``max_id_chars``.
+QUERY_FIELDS = frozenset({"query", "q"})  # max_query_chars
+CONTENT_FIELDS = frozenset({"content", "value", "label", "title", "why_changed", "provenance",
+                            "ref"})  # max_content_chars
+JSON_FIELDS = frozenset({"metadata", "fields", "value"})  # max_metadata_bytes / _depth
 
 
 class LimitExceeded(ValueError):
@@ -47,8 +57,14 @@ class Limits:
     max_body_bytes : int
         Largest request body (checked before it is parsed; 413 otherwise).
     max_content_chars : int
-        Longest ``content`` (and other free text: ``value``, ``label``, ``query``) of one request
-        or of one bulk item.
+        Longest ``content`` (and other free text: see :data:`CONTENT_FIELDS`) of one request or
+        of one bulk item.
+    max_query_chars : int
+        Longest query (``query``, ``q``): the cost of a search grows with the query's terms, so
+        a query is bounded far below a content.
+    max_id_chars : int
+        Longest identifier or short name (every other string argument: ``item_id``,
+        ``session_id``, ``workspace_id``, ``key``, ``cache``, ``edge_type``, ``node_type``, ...).
     max_bulk_items : int
         Most items in one ``/v1/items/bulk`` request.
     bulk_chunk_items : int
@@ -70,6 +86,8 @@ class Limits:
 
     max_body_bytes: int = 8 * 1024 * 1024
     max_content_chars: int = 100_000
+    max_query_chars: int = 10_000
+    max_id_chars: int = 256
     max_bulk_items: int = 10_000
     bulk_chunk_items: int = 1_000
     max_metadata_bytes: int = 64 * 1024
@@ -126,13 +144,75 @@ class Limits:
             raise LimitExceeded("max_metadata_bytes", self.max_metadata_bytes, size, what,
                                 "bytes")
 
+    def check_query(self, value: Any, what: str) -> None:
+        """Raise when ``value`` is a string longer than ``max_query_chars``."""
+        if isinstance(value, str) and len(value) > self.max_query_chars:
+            raise LimitExceeded("max_query_chars", self.max_query_chars, len(value), what,
+                                "characters")
+
+    def check_id(self, value: Any, what: str) -> None:
+        """Raise when ``value`` is a string longer than ``max_id_chars``."""
+        if isinstance(value, str) and len(value) > self.max_id_chars:
+            raise LimitExceeded("max_id_chars", self.max_id_chars, len(value), what,
+                                "characters")
+
+    def check_args(self, args: Mapping[str, Any], where: str = "") -> None:
+        """Check every argument of one request or tool call against its limit, by its name.
+
+        Names in :data:`QUERY_FIELDS` get ``max_query_chars``, in :data:`CONTENT_FIELDS`
+        ``max_content_chars``, in :data:`JSON_FIELDS` the metadata limits; ``items`` is a bulk
+        request (:meth:`check_bulk`); any other string (or list of strings) is an identifier or
+        short name and gets ``max_id_chars``. Values of other types are left to the route's own
+        validation.
+
+        Parameters
+        ----------
+        args : mapping
+            Argument name -> value (a JSON body, query parameters, a tool call's arguments).
+        where : str
+            Prefix of the names in the error (e.g. ``"items[3]."``).
+
+        Raises
+        ------
+        LimitExceeded
+            The first argument over its limit, named with its value's size.
+
+        Examples
+        --------
+        >>> Limits(max_id_chars=4).check_args({"edge_type": "RELATED"})
+        Traceback (most recent call last):
+        ...
+        memlab.service.limits.LimitExceeded: edge_type is 7 characters; the limit max_id_chars is 4 characters
+        """
+        if not isinstance(args, Mapping):
+            return
+        for name, value in args.items():
+            what = f"{where}{name}"
+            if name == "items" and isinstance(value, list) and not where:
+                self.check_bulk(value)
+                continue
+            if name in JSON_FIELDS and not isinstance(value, str):
+                self.check_json(value, what)  # a string value is free text (below)
+            if name in QUERY_FIELDS:
+                self.check_query(value, what)
+            elif name in CONTENT_FIELDS:
+                self.check_text(value, what)
+            elif isinstance(value, str):
+                self.check_id(value, what)
+            elif isinstance(value, list) and name not in JSON_FIELDS:
+                for pos, entry in enumerate(value):
+                    self.check_id(entry, f"{what}[{pos}]")
+
     def check_item(self, item: Any, where: str = "") -> None:
-        """Check one item (a string or a mapping with ``content`` and ``metadata``)."""
+        """Check one item (a string, or a mapping: ``content``, ``metadata``, ids)."""
         if isinstance(item, str):
             self.check_text(item, f"{where}content")
         elif isinstance(item, Mapping):
             self.check_text(item.get("content"), f"{where}content")
             self.check_json(item.get("metadata"), f"{where}metadata")
+            for name, value in item.items():
+                if name not in ("content", "metadata"):
+                    self.check_id(value, f"{where}{name}")
 
     def check_bulk(self, items: list) -> None:
         """Check a bulk request: its item count, then every item."""

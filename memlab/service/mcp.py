@@ -3,8 +3,10 @@
 ``memlab mcp`` serves them over stdio (the store in ``$MEMLAB_DB`` when set). Every tool has a
 JSON schema from its signature (``additionalProperties: false``: an unknown argument is a tool
 error naming it); every error becomes an MCP tool error carrying its message, and an id holding
-a NUL character is refused. Reads never create a workspace; ``add_memory`` obeys the service's
-:class:`~memlab.service.limits.Limits`.
+a NUL character is refused. Reads never create a workspace; every tool's arguments obey the
+service's :class:`~memlab.service.limits.Limits` by name, exactly as over HTTP
+(:meth:`~memlab.service.limits.Limits.check_args`: queries ``max_query_chars``, contents and
+values ``max_content_chars``, ids, keys and short names ``max_id_chars``, metadata its own).
 The server takes the same :class:`~memlab.service.state.ServiceState` as the HTTP app, so in one
 process both surfaces share one store.
 
@@ -81,6 +83,7 @@ def create_mcp_server(state: ServiceState | None = None, *,
                 for name, value in kwargs.items():
                     if name.endswith("_id") or name == "cache":
                         check_id_text(value, name)
+                state.limits.check_args(kwargs)  # the HTTP app's limits, by argument name
                 return fn(*args, **kwargs)
             except (ValueError, ScopeError) as exc:
                 raise ToolError(str(exc)) from exc
@@ -108,7 +111,6 @@ def create_mcp_server(state: ServiceState | None = None, *,
                    metadata: dict[str, Any] | None = None, item_id: str | None = None,
                    workspace_id: str = "default") -> dict[str, Any]:
         """Store one memory; returns its id."""
-        state.limits.check_item({"content": content, "metadata": metadata})
         return {"item_id": memory(workspace_id).add(content, memory_type, metadata,
                                                           item_id)}
 
