@@ -19,6 +19,7 @@ from mcp import Client  # noqa: E402
 from memlab import ManualClock, Memory, MemoryStore  # noqa: E402
 from memlab.harness import Trace, replay  # noqa: E402
 from memlab.maintenance import MaintenanceConfig, Reasoner  # noqa: E402
+from memlab.maintenance import reasoner as reasoner_module  # noqa: E402
 from memlab.maintenance.reasoner import jaccard, near_duplicate_pairs, shingles  # noqa: E402
 from memlab.service import Limits, ServiceState, create_app, create_mcp_server  # noqa: E402
 
@@ -323,6 +324,74 @@ def test_issue14_the_duplicate_pass_plans_what_the_quadratic_pass_planned(seed):
         old = OldReasoner(mem, config).run(dry_run=True).actions
         assert new == old
         assert new  # the data has duplicates: the comparison is not vacuous
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_review14_the_grouped_pass_plans_what_the_quadratic_pass_planned_with_copies(seed):
+    """Large groups of identical items, near groups around them, titles and creation times out
+    of index order (so the kept item is not the first one): same plan as the old pass."""
+    rng = random.Random(100 + seed)
+    mem = Memory(clock=ManualClock(T0))
+    base = random_contents(rng, 60)
+    contents = [rng.choice(base[:8]) if rng.random() < 0.6 else rng.choice(base)
+                for _ in range(240)]
+    titles = ["Token expiry", "token expiry!", "Deploy day", None, None, None, None]
+    items = []
+    for text in contents:
+        title = rng.choice(titles)
+        items.append({"content": text, "memory_type": "concept",
+                      "metadata": {"title": title} if title else None,
+                      "created_at": datetime(2024, 3, 1 + rng.randrange(20), rng.randrange(24),
+                                             tzinfo=timezone.utc)})
+    for item in items:
+        mem.add(item["content"], item["memory_type"], item["metadata"],
+                created_at=item["created_at"])
+    for threshold in (0.0, 0.5, 0.75, 0.9, 1.0):
+        config = MaintenanceConfig(near_duplicate_threshold=threshold,
+                                   shingle_size=rng.choice([1, 2, 3]))
+        new = Reasoner(mem, config).run(dry_run=True).actions
+        old = OldReasoner(mem, config).run(dry_run=True).actions
+        assert new == old, threshold
+        assert new
+
+
+def test_review14_three_thousand_identical_items_are_planned_with_linear_work(monkeypatch):
+    """3,000 identical concepts: one group of 2,999 merges, with one representative compared
+    with nothing; the 4.5 million pairs of the group are never built or compared."""
+    n = 3000
+    mem = Memory(clock=ManualClock(T0))
+    mem.add_many([{"content": "the deploy checklist for the payment service needs an owner "
+                              "review before every friday release window opens",
+                   "memory_type": "concept"} for _ in range(n)])
+    mem.add_many([{"content": f"note {i} about the lunch menu on day {i}",
+                   "memory_type": "concept"} for i in range(n)])
+    calls = {"jaccard": 0}
+    real_jaccard = reasoner_module.jaccard
+
+    def counting_jaccard(a, b):
+        calls["jaccard"] += 1
+        return real_jaccard(a, b)
+
+    stats: dict = {}
+    real_groups = getattr(reasoner_module, "near_duplicate_groups", None)
+
+    def counting_groups(sets, threshold, stats_arg=None):
+        groups, pairs = real_groups(sets, threshold, stats)
+        stats["pairs"] = stats.get("pairs", 0) + len(pairs)
+        return groups, pairs
+
+    monkeypatch.setattr(reasoner_module, "jaccard", counting_jaccard)
+    monkeypatch.setattr(reasoner_module, "near_duplicate_groups", counting_groups,
+                        raising=False)
+    report = Reasoner(mem).run(dry_run=True, passes=("revise_duplicates",))
+    merges = [a for a in report.actions if a["action"] == "merge"]
+    assert len(merges) == n - 1
+    assert {a["keep"] for a in merges} == {"item-000000"}
+    assert all(a["reason"] == "near_duplicate" and a["similarity"] == 1.0 for a in merges)
+    assert calls["jaccard"] <= 2 * n  # the quadratic pass compared n * (n - 1) / 2 pairs
+    assert stats["groups"] == n + 1  # the identical ones are one group
+    assert stats["pairs"] <= n  # near pairs between distinct sets only: O(n), here none
+    assert stats["comparisons"] == calls["jaccard"]
 
 
 # ---------------------------------------------------------------------------- recorder

@@ -25,7 +25,7 @@ from memlab.text import normalise_title, words
 from memlab.topics import render_topic
 
 __all__ = ["MaintenanceConfig", "MaintenanceReport", "Reasoner", "PASSES", "shingles",
-           "jaccard", "near_duplicate_pairs"]
+           "jaccard", "near_duplicate_groups", "near_duplicate_pairs"]
 
 PASSES = ("revise_duplicates", "decay_sweep", "forget_low_salience", "capacity_inhibition")
 
@@ -228,31 +228,78 @@ class Reasoner:
                 i = parent[i]
             return i
 
-        reasons: dict[tuple[int, int], tuple[str, float]] = {}
-
-        def union(a: int, b: int, reason: str, similarity: float) -> None:
+        def union(a: int, b: int) -> None:
             ra, rb = find(a), find(b)
             if ra != rb:
                 parent[max(ra, rb)] = min(ra, rb)
-            reasons.setdefault((min(a, b), max(a, b)), (reason, similarity))
 
-        by_title: dict[tuple[str, str], int] = {}
+        # Equal titles: a star from the first item with the title, O(items).
+        title_pairs: set[tuple[int, int]] = set()
+        title_members: dict[tuple[str, str], list[int]] = {}
+        title_of: dict[int, tuple[str, str]] = {}
         for i in live:
             key = _title_key(ws.items[i])
             if key is None:
                 continue
-            if key in by_title:
-                union(by_title[key], i, "title", 1.0)
-            else:
-                by_title[key] = i
+            title_of[i] = key
+            members = title_members.setdefault(key, [])
+            if members:
+                union(members[0], i)
+                title_pairs.add((members[0], i))
+            members.append(i)
+        # Near duplicates: identical shingle sets form one group (joined as a chain, never as
+        # all their pairs), and only one representative per group is compared with the others.
         sets = {i: shingles(ws.items[i].content, cfg.shingle_size) for i in live}
-        for (i, j), sim in near_duplicate_pairs(sets, cfg.near_duplicate_threshold).items():
-            union(i, j, "near_duplicate", sim)
+        dup_groups, rep_pairs = near_duplicate_groups(sets, cfg.near_duplicate_threshold)
+        group_of: dict[int, int] = {}
+        for rep, members in dup_groups.items():
+            for i in members:
+                group_of[i] = rep
+                union(rep, i)
+        near_rep: dict[int, int] = {}  # per group: the smallest member of any near group
+        for (ra, rb), _sim in rep_pairs.items():
+            union(ra, rb)
+            near_rep[ra] = min(near_rep.get(ra, rb), rb)  # a representative is its group's min
+            near_rep[rb] = min(near_rep.get(rb, ra), ra)
+
+        def reason_of(a: int, b: int) -> tuple[str, float] | None:
+            """Why ``a`` and ``b`` are duplicates directly (a title wins), or ``None``."""
+            pair = (min(a, b), max(a, b))
+            if pair in title_pairs:
+                return "title", 1.0
+            ga, gb = group_of.get(a), group_of.get(b)
+            if ga is None or gb is None:
+                return None
+            if ga == gb:
+                return "near_duplicate", 1.0
+            sim = rep_pairs.get((min(ga, gb), max(ga, gb)))
+            return None if sim is None else ("near_duplicate", sim)
+
+        def first_partner(x: int) -> int | None:
+            """The smallest item ``x`` is directly a duplicate of: its first pair in order."""
+            found = []
+            key = title_of.get(x)
+            if key is not None:
+                members = title_members[key]
+                if members[0] != x:
+                    found.append(members[0])
+                elif len(members) > 1:
+                    found.append(members[1])
+            g = group_of.get(x)
+            if g is not None:
+                members = dup_groups[g]
+                if members[0] != x:
+                    found.append(members[0])
+                elif len(members) > 1:
+                    found.append(members[1])
+                if g in near_rep:
+                    found.append(near_rep[g])
+            return min(found) if found else None
+
         groups: dict[int, list[int]] = {}
         for i in live:
             groups.setdefault(find(i), []).append(i)
         actions = []
-        first_reason: dict[int, tuple[str, float]] | None = None
         for members in groups.values():
             if len(members) < 2:
                 continue
@@ -260,12 +307,11 @@ class Reasoner:
             for other in sorted(members):
                 if other == keep:
                     continue
-                pair = (min(keep, other), max(keep, other))
-                found = reasons.get(pair)
-                if found is None:  # joined via a third item: its first recorded pair says why
-                    if first_reason is None:
-                        first_reason = _first_reasons(reasons)
-                    found = first_reason.get(other, ("transitive", 0.0))
+                found = reason_of(keep, other)
+                if found is None:  # joined via a third item: its first pair says why
+                    partner = first_partner(other)
+                    found = ("transitive", 0.0) if partner is None \
+                        else reason_of(other, partner)
                 reason, sim = found
                 state.archived.add(other)
                 actions.append({
@@ -379,27 +425,69 @@ def _title_key(item) -> tuple[str, str] | None:
     return None
 
 
-def _first_reasons(reasons: dict) -> dict[int, tuple[str, float]]:
-    """For each item, the reason of the first pair (in sorted order) it belongs to: why it
-    joined its group when it is linked to the kept item only through a third one."""
-    first: dict[int, tuple[str, float]] = {}
-    for (a, b), value in sorted(reasons.items()):
-        first.setdefault(a, value)
-        first.setdefault(b, value)
-    return first
+def near_duplicate_groups(sets: dict[int, frozenset], threshold: float,
+                          stats: dict[str, int] | None = None
+                          ) -> tuple[dict[int, list[int]], dict[tuple[int, int], float]]:
+    """Near duplicates as groups of identical sets plus the near pairs between groups.
+
+    Items whose sets are equal (and non-empty) have :func:`jaccard` 1.0 with each other, so they
+    form one group, listed once; only its representative (its first member in ``sets`` order)
+    takes part in the pair search. The work therefore grows with the number of items plus the
+    number of near pairs between *distinct* sets, never with the square of a group's size.
+
+    Parameters
+    ----------
+    sets : dict of int to frozenset
+        Each item's shingle set (see :func:`shingles`), keyed by item number.
+    threshold : float
+        Jaccard similarity at or above which (and above 0) two sets are near duplicates.
+    stats : dict, optional
+        When given, ``"groups"`` (distinct non-empty sets) and ``"comparisons"`` (Jaccard
+        similarities computed) are added to it, so callers and tests can see the work done.
+
+    Returns
+    -------
+    groups : dict of int to list of int
+        Representative to all members of its group (the representative first, then the others
+        in ``sets`` order); every distinct non-empty set has a group, even a group of one.
+    pairs : dict of (int, int) to float
+        ``(a, b)`` for representatives ``a < b`` whose sets are near duplicates, to their
+        similarity; every member of ``a``'s group is then a near duplicate of every member of
+        ``b``'s with that same similarity.
+
+    Examples
+    --------
+    >>> a = shingles("the deploy runs on fridays at noon")
+    >>> b = shingles("the deploy runs on fridays at noon!")
+    >>> c = shingles("lunch is pizza on fridays")
+    >>> near_duplicate_groups({0: a, 1: b, 2: c, 3: a}, 0.9)
+    ({0: [0, 1, 3], 2: [2]}, {})
+    >>> d = shingles("the deploy runs on mondays at noon")
+    >>> near_duplicate_groups({0: a, 1: d, 2: a}, 0.2)
+    ({0: [0, 2], 1: [1]}, {(0, 1): 0.25})
+    """
+    groups: dict[int, list[int]] = {}
+    rep_of_set: dict[frozenset, int] = {}
+    for i, found in sets.items():
+        if not found:
+            continue
+        rep = rep_of_set.setdefault(found, i)
+        groups.setdefault(rep, []).append(i)
+    reps = {rep: sets[rep] for rep in groups}
+    pairs = _prefix_filtered_pairs(reps, threshold, stats)
+    if stats is not None:
+        stats["groups"] = stats.get("groups", 0) + len(groups)
+    return groups, pairs
 
 
 def near_duplicate_pairs(sets: dict[int, frozenset], threshold: float
                          ) -> dict[tuple[int, int], float]:
     """Every pair ``(i, j)``, ``i < j``, whose sets' :func:`jaccard` is ``>= threshold`` and > 0.
 
-    Prefix filtering (Chaudhuri et al. 2006; Bayardo et al. 2007's All-Pairs): shingles are
-    ordered rarest first; two sets with Jaccard ``>= t`` share at least ``floor(t * n)``
-    shingles, so each one's first ``n - floor(t * n) + 1`` shingles must meet. Only pairs that
-    meet there and pass the size bound ``min/max >= t`` are compared, so the answer is exactly
-    the all-pairs one (an oracle test compares them) while the work grows with the number of
-    near pairs, not with the square of the items: pairs sharing only common shingles
-    ("the deploy runs") are never compared.
+    The answer is exactly the all-pairs one (an oracle test compares them); it is built from
+    :func:`near_duplicate_groups`, so the search is near-linear, but the answer itself holds every
+    pair of a group of identical sets: ``k`` identical items give ``k * (k - 1) / 2`` pairs. Use
+    :func:`near_duplicate_groups` where that can be large (the maintenance pass does).
 
     Examples
     --------
@@ -409,6 +497,30 @@ def near_duplicate_pairs(sets: dict[int, frozenset], threshold: float
     >>> near_duplicate_pairs({0: a, 1: b, 2: c}, 0.9)
     {(0, 1): 1.0}
     """
+    groups, rep_pairs = near_duplicate_groups(sets, threshold)
+    pairs: dict[tuple[int, int], float] = {}
+    for members in groups.values():
+        for x, i in enumerate(members):
+            for j in members[x + 1:]:
+                pairs[(min(i, j), max(i, j))] = 1.0
+    for (ra, rb), sim in rep_pairs.items():
+        for i in groups[ra]:
+            for j in groups[rb]:
+                pairs[(min(i, j), max(i, j))] = sim
+    return dict(sorted(pairs.items()))
+
+
+def _prefix_filtered_pairs(sets: dict[int, frozenset], threshold: float,
+                           stats: dict[str, int] | None) -> dict[tuple[int, int], float]:
+    """The near pairs among ``sets`` (keyed ``(min, max)``), by prefix filtering.
+
+    Prefix filtering (Chaudhuri et al. 2006; Bayardo et al. 2007's All-Pairs): shingles are
+    ordered rarest first; two sets with Jaccard ``>= t`` share at least ``floor(t * n)``
+    shingles, so each one's first ``n - floor(t * n) + 1`` shingles must meet. Only pairs that
+    meet there and pass the size bound ``min/max >= t`` are compared, so the answer is exactly
+    the all-pairs one while the work grows with the number of near pairs, not with the square of
+    the sets: pairs sharing only common shingles ("the deploy runs") are never compared.
+    """
     frequency: dict = {}
     for found in sets.values():
         for shingle in found:
@@ -417,6 +529,7 @@ def near_duplicate_pairs(sets: dict[int, frozenset], threshold: float
             enumerate(sorted(frequency, key=lambda sh: (frequency[sh], sh)))}
     index: dict[int, list[int]] = {}
     pairs: dict[tuple[int, int], float] = {}
+    comparisons = 0
     for i, found in sets.items():
         n = len(found)
         if not n:
@@ -431,14 +544,17 @@ def near_duplicate_pairs(sets: dict[int, frozenset], threshold: float
             else:
                 candidates.update(bucket)
                 bucket.append(i)
-        for j in candidates:
+        for j in sorted(candidates):
             other = sets[j]
             small, large = sorted((n, len(other)))
             if small / large < threshold:  # jaccard <= min/max: cannot reach the threshold
                 continue
+            comparisons += 1
             sim = jaccard(found, other)
             if sim >= threshold and sim > 0:
                 pairs[(min(i, j), max(i, j))] = sim
+    if stats is not None:
+        stats["comparisons"] = stats.get("comparisons", 0) + comparisons
     return pairs
 
 

@@ -211,7 +211,10 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
         return state.reader(key.check(workspace_id, "write"))
 
     def cache_of(key: ApiKey, name: str, workspace_id: str, access: str):
-        return state.cache(name, key.check(workspace_id, access))
+        workspace_id = key.check(workspace_id, access)
+        if access == "read":
+            return state.cache_reader(name, workspace_id)  # never creates the cache
+        return state.cache(name, workspace_id)
 
     session = state.session_key  # session ids are namespaced per workspace
 

@@ -72,6 +72,9 @@ def create_mcp_server(state: ServiceState | None = None, *,
     def cache_of(name: str, workspace_id: str):
         return state.cache(name, check_allowed(allowed, workspace_id))
 
+    def cache_reader(name: str, workspace_id: str):
+        return state.cache_reader(name, check_allowed(allowed, workspace_id))  # never creates
+
     session = state.session_key  # session ids are namespaced per workspace
 
     def errors_as_tool_errors(fn):
@@ -119,7 +122,7 @@ def create_mcp_server(state: ServiceState | None = None, *,
     def resolve_context_tool(session_id: str, key: str, cache: str = "default",
                              workspace_id: str = "default") -> dict[str, Any]:
         """Short-term cache first, then the long-term graph, else a miss (scores in [0, 1])."""
-        return resolve_context(session_id, key, cache_of(cache, workspace_id),
+        return resolve_context(session_id, key, cache_reader(cache, workspace_id),
                                memory=reader(workspace_id))
 
     @server.tool(name="promote_to_long_term")
@@ -136,14 +139,14 @@ def create_mcp_server(state: ServiceState | None = None, *,
     def memory_status(session_id: str, cache: str = "default",
                       workspace_id: str = "default") -> dict[str, Any]:
         """Short-term slots and long-term nodes and edges (observational)."""
-        return get_memory_status(session_id, cache_of(cache, workspace_id),
+        return get_memory_status(session_id, cache_reader(cache, workspace_id),
                                  memory=reader(workspace_id))
 
     @server.tool()
     @errors_as_tool_errors
     def peek(key: str, cache: str = "default", workspace_id: str = "default") -> dict[str, Any]:
         """Read the workspace's short-term cache: {hit, value, index}."""
-        hit, value, index = cache_of(cache, workspace_id).peek(key)
+        hit, value, index = cache_reader(cache, workspace_id).peek(key)
         return {"hit": hit, "value": value, "index": index}
 
     @server.tool(name="set")

@@ -182,6 +182,7 @@ class ServiceState:
         self._lock = threading.RLock()  # reasoner() builds its memory() under the lock
         self._memories: dict[str, Memory] = {}
         self._caches: dict[tuple[str, str], PMMemoryStore] = {}
+        self._cache_ops: set[str] | None = None  # distinct cache ops in the journal, read once
         self._reasoners: dict[str, Reasoner] = {}
 
     def memory(self, workspace_id: str = "default") -> Memory:
@@ -222,21 +223,54 @@ class ServiceState:
                                                   chunk_size=self.limits.bulk_chunk_items)
 
     def cache(self, name: str = "default", workspace_id: str = "default") -> PMMemoryStore:
-        """The short-term cache ``name`` of ``workspace_id`` (created on first use).
+        """The short-term cache ``name`` of ``workspace_id`` for a write (created on first use).
 
         Each workspace has its own caches: a value set in one is never seen from another. The
         caches of workspace ``"default"`` keep the journal names of earlier versions, so they
         are the library's ``PMMemoryStore(durable=store, name=name)``.
+
+        The first cache access of the service reads and checks the journal once, noting which
+        caches have rows in it; after that, creating a cache that has no rows costs no journal
+        scan, and one that has rows (it was written before a restart) replays them with one
+        scan, once per process.
         """
         validate_id(name, "cache")
         validate_id(workspace_id, "workspace_id")
         with self._lock:
             cache = self._caches.get((workspace_id, name))
             if cache is None:
+                journal_ws = None if workspace_id == "default" else workspace_id
                 cache = self._caches[(workspace_id, name)] = PMMemoryStore(
-                    durable=self.store, name=name,
-                    workspace_id=None if workspace_id == "default" else workspace_id)
+                    durable=self.store, name=name, workspace_id=journal_ws,
+                    restore=self._journaled(name, journal_ws))
             return cache
+
+    def cache_reader(self, name: str = "default",
+                     workspace_id: str = "default") -> PMMemoryStore:
+        """The short-term cache ``name`` of ``workspace_id`` for a read: never creates it.
+
+        A cache that neither this process nor the journal holds is answered by a fresh, empty
+        cache that is dropped after the request (every peek a miss, no slot used), so reading
+        any number of unknown names or workspaces keeps nothing and scans nothing.
+        """
+        validate_id(name, "cache")
+        validate_id(workspace_id, "workspace_id")
+        with self._lock:
+            cache = self._caches.get((workspace_id, name))
+            if cache is not None:
+                return cache
+            if self._journaled(name, None if workspace_id == "default" else workspace_id):
+                return self.cache(name, workspace_id)  # written before a restart: restore it
+        return PMMemoryStore(name=name, workspace_id=None if workspace_id == "default"
+                             else workspace_id)
+
+    def _journaled(self, name: str, journal_ws: str | None) -> bool:
+        """Whether the journal holds a row of cache ``name`` (under ``self._lock``)."""
+        if self._cache_ops is None:
+            journal = self.store.journal
+            self._cache_ops = set() if journal is None else \
+                {op for op, _ in journal.ops(prefix="cache")}
+        return not self._cache_ops.isdisjoint(PMMemoryStore.journal_ops(name, journal_ws))
 
     @staticmethod
     def session_key(workspace_id: str, session_id: str) -> str:

@@ -45,6 +45,10 @@ class PMMemoryStore:
         The workspace the cache belongs to (the service keeps one set of caches per
         workspace); None, the library default, is the journal namespace of earlier versions,
         which the service uses for workspace ``"default"``.
+    restore : bool
+        Replay the cache's rows from ``durable``'s journal (True, the default). Replaying reads
+        and checks the whole journal; a caller that knows the journal holds no row of this
+        cache (the service indexes them once) passes False to skip that scan.
 
     Examples
     --------
@@ -61,9 +65,11 @@ class PMMemoryStore:
 
     def __init__(self, silo_size: int = 256, *, promotion_policy: Any = None,
                  durable: Any = None, name: str = "default",
-                 workspace_id: str | None = None) -> None:
+                 workspace_id: str | None = None, restore: bool = True) -> None:
         if isinstance(silo_size, bool) or not isinstance(silo_size, int) or silo_size < 1:
             raise ValueError(f"silo_size must be an integer >= 1, got {silo_size!r}")
+        if not isinstance(restore, bool):
+            raise ValueError(f"restore must be a bool, got {restore!r}")
         _check_text(name, "name")
         if workspace_id is not None:
             _check_text(workspace_id, "workspace_id")
@@ -74,7 +80,7 @@ class PMMemoryStore:
         # journal op names: "cache:<name>.<op>", or "cache@<JSON workspace id>:<name>.<op>" (a
         # JSON string ends at its first unescaped quote, so the encoding is injective)
         self._op_prefix = f"cache:{name}." if workspace_id is None else \
-            f"cache@{json.dumps(workspace_id)}:{name}."
+            f"cache@{json.dumps(workspace_id)}:{name}."  # as in journal_ops
         self._lock = threading.RLock()
         self._slots: OrderedDict[str, int] = OrderedDict()  # LRU order, oldest first
         self._values: list[str | None] = [None] * silo_size
@@ -84,7 +90,7 @@ class PMMemoryStore:
         if durable is not None and not hasattr(durable, "journal"):
             raise ValueError(f"durable must be a MemoryStore, got {durable!r:.80}")
         self._journal = getattr(durable, "journal", None)
-        if self._journal is not None:
+        if self._journal is not None and restore:
             journal, self._journal = self._journal, None  # replay without re-journaling
             for op, payload in journal.ops(prefix=self._op_prefix):
                 # exactly this cache: the rest of the name must be one operation, so the rows of
@@ -93,6 +99,20 @@ class PMMemoryStore:
                 if action in _OPS:
                     getattr(self, action)(*json.loads(payload))
             self._journal = journal
+
+    @staticmethod
+    def journal_ops(name: str = "default", workspace_id: str | None = None) -> frozenset[str]:
+        """The journal op names a cache ``name`` (of ``workspace_id``) writes: a journal holds
+        rows of that cache exactly when it holds one of these ops.
+
+        Examples
+        --------
+        >>> sorted(PMMemoryStore.journal_ops("team"))
+        ['cache:team.flush', 'cache:team.peek', 'cache:team.set']
+        """
+        prefix = f"cache:{name}." if workspace_id is None else \
+            f"cache@{json.dumps(workspace_id)}:{name}."
+        return frozenset(prefix + op for op in _OPS)
 
     def _log(self, op: str, *args: Any) -> None:
         if self._journal is not None:
