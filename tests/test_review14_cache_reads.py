@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("mcp")
 
-from fastapi.testclient import TestClient  # noqa: E402
+from _service_client import TestClient  # noqa: E402
 from mcp import Client  # noqa: E402
 
 from memlab.service import ServiceState, create_app, create_mcp_server  # noqa: E402
