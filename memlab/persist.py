@@ -82,7 +82,7 @@ import threading
 import zlib
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -263,8 +263,13 @@ def decode(text: str, classes: dict[str, type] | None = None) -> dict[str, Any]:
             out[k] = v
         return out
 
+    return _json_object(text, object_hook=hook)
+
+
+def _json_object(text: str, object_hook: Callable[[dict], Any] | None = None) -> dict[str, Any]:
+    """``text`` parsed as one JSON object, else ValueError saying what is wrong with it."""
     try:
-        payload = json.loads(text, object_hook=hook)
+        payload = json.loads(text, object_hook=object_hook)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg} at char {exc.pos})") from None
     except RecursionError:
@@ -292,14 +297,7 @@ def decode_legacy(text: str, classes: dict[str, type] | None = None) -> dict[str
     {'now': datetime.datetime(2024, 1, 1, 0, 0), 'metadata': {'__dc__': 'Evil', 'fields': {}}}
     """
     classes = classes or {}
-    try:
-        payload = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON ({exc.msg} at char {exc.pos})") from None
-    except RecursionError:
-        raise ValueError("nested too deeply") from None
-    if not isinstance(payload, dict):
-        raise ValueError("not a JSON object")
+    payload = _json_object(text)
 
     def tag(value: Any) -> Any:
         if not isinstance(value, dict) or not value:

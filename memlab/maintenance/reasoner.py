@@ -278,20 +278,19 @@ class Reasoner:
         def first_partner(x: int) -> int | None:
             """The smallest item ``x`` is directly a duplicate of: its first pair in order."""
             found = []
+
+            def first_other(members: list[int]) -> None:  # members are in increasing order
+                if members[0] != x:
+                    found.append(members[0])
+                elif len(members) > 1:
+                    found.append(members[1])
+
             key = title_of.get(x)
             if key is not None:
-                members = title_members[key]
-                if members[0] != x:
-                    found.append(members[0])
-                elif len(members) > 1:
-                    found.append(members[1])
+                first_other(title_members[key])
             g = group_of.get(x)
             if g is not None:
-                members = dup_groups[g]
-                if members[0] != x:
-                    found.append(members[0])
-                elif len(members) > 1:
-                    found.append(members[1])
+                first_other(dup_groups[g])
                 if g in near_rep:
                     found.append(near_rep[g])
             return min(found) if found else None
