@@ -40,6 +40,11 @@ def _check_config(config: Any) -> SurfacingConfig:
     return config
 
 
+def _check_reinforce(reinforce: Any) -> None:
+    if not isinstance(reinforce, bool):
+        raise ValueError(f"reinforce must be a bool, got {reinforce!r}")
+
+
 def _not_anchor(memory_type: Any) -> None:
     """Anchors belong to a session: only :meth:`Memory.add_anchor` makes them."""
     if isinstance(memory_type, str) and memory_type == "anchor":
@@ -374,24 +379,33 @@ class Memory:
         return self.store.edge_list(self.workspace_id, item_id)
 
     # ------------------------------------------------------------------ explicit retrieval
-    def get(self, item_id: str) -> dict[str, Any]:
+    def get(self, item_id: str, *, reinforce: bool = True) -> dict[str, Any]:
         """Return one item as a dict; an explicit retrieval, so it reinforces activation.
+
+        ``reinforce=False`` reads without side effects: no activation change, no history
+        event, no journal row (what the service does for a key that may only read).
 
         Raises
         ------
         UnknownItemError
             (a ValueError) when ``item_id`` is not in this workspace.
         """
+        _check_reinforce(reinforce)
         with self.store.lock:
             idx = self._ws.require(item_id)
-            self.store.record_retrieval(self.workspace_id, [idx], self.clock.now(),
-                                        increment=self.config.activation_increment,
-                                        half_life_h=self.config.activation_half_life_h,
-                                        kind="get")
+            if reinforce:
+                self.store.record_retrieval(self.workspace_id, [idx], self.clock.now(),
+                                            increment=self.config.activation_increment,
+                                            half_life_h=self.config.activation_half_life_h,
+                                            kind="get")
             return self._ws.items[idx].to_dict()
 
-    def search(self, query: str, top_k: int = 10) -> list[dict[str, Any]]:
+    def search(self, query: str, top_k: int = 10, *,
+               reinforce: bool = True) -> list[dict[str, Any]]:
         """BM25 search; returns up to ``top_k`` hits (best first) and reinforces each.
+
+        ``reinforce=False`` searches without side effects (no activation change, no history
+        event, no journal row); the hits are the same.
 
         Each hit is ``{"item_id", "content", "memory_type", "metadata", "score"}`` with ``score`` the
         raw BM25. Anchors and archived items are not searched.
@@ -407,6 +421,7 @@ class Memory:
         check_text(query, "query")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 1000:
             raise ValueError(f"top_k must be an int in 1..1000, got {top_k!r}")
+        _check_reinforce(reinforce)
         with self.store.lock:
             ws = self._ws
             docs, scores = ws.bm25.scores(ws.analyze(query), k1=self.config.bm25_k1,
@@ -415,10 +430,12 @@ class Memory:
             docs, scores = docs[live], scores[live]
             order = np.lexsort((docs, -scores))[:top_k]
             hits = [(int(docs[p]), float(scores[p])) for p in order]
-            self.store.record_retrieval(self.workspace_id, [i for i, _ in hits], self.clock.now(),
-                                        increment=self.config.activation_increment,
-                                        half_life_h=self.config.activation_half_life_h,
-                                        kind="search")
+            if reinforce:
+                self.store.record_retrieval(self.workspace_id, [i for i, _ in hits],
+                                            self.clock.now(),
+                                            increment=self.config.activation_increment,
+                                            half_life_h=self.config.activation_half_life_h,
+                                            kind="search")
             out = []
             for i, score in hits:
                 item = ws.items[i]

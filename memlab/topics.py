@@ -314,14 +314,16 @@ def get_topic(topic_id: str, *, explain: bool = True, memory=None) -> dict[str, 
 
 
 def query(q: str, stages=QUERY_STAGES, explain: bool = False, top_k: int = 8, *,
-          memory=None) -> dict[str, Any]:
+          memory=None, reinforce: bool = True) -> dict[str, Any]:
     """Topics for ``q``: ``semantic`` (absolute term coverage, ties by BM25), ``structural``
     (their graph neighbours that are topics, score halved), ``temporal`` (each field's history
     when ``explain``).
 
     Returns ``{"query", "stages", "explain", "topics": [{topic_id, title, salience, score,
     stage, fields}]}``. Each returned topic's salience rises by 0.1 (at most 10) and it records a
-    ``queried`` event.
+    ``queried`` event, and the memory's attached reasoner runs after the query.
+    ``reinforce=False`` queries without side effects: no salience bump, no event, no journal
+    row, no maintenance (the topics report their current salience).
 
     Examples
     --------
@@ -341,6 +343,8 @@ def query(q: str, stages=QUERY_STAGES, explain: bool = False, top_k: int = 8, *,
         raise ValueError(f"explain must be a bool, got {explain!r}")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 100:
         raise ValueError(f"top_k must be an integer in 1..100, got {top_k!r}")
+    if not isinstance(reinforce, bool):
+        raise ValueError(f"reinforce must be a bool, got {reinforce!r}")
     mem = resolve_memory(memory)
     store = mem.store
     with store.lock:
@@ -364,14 +368,15 @@ def query(q: str, stages=QUERY_STAGES, explain: bool = False, top_k: int = 8, *,
                         picked[j] = (score * 0.5, "structural")
         explain_history = explain and "temporal" in stages
         ranked = sorted(picked.items(), key=lambda kv: (-kv[1][0], ws.item_ids[kv[0]]))
-        results = []
-        with store.transaction():  # the bumps and events reach the disk together
-            store.set_salience(mem.workspace_id, [i for i, _ in ranked],
-                               [ws.items[i].salience + SALIENCE_BUMP for i, _ in ranked])
-            for i, (score, stage) in ranked:
-                store.record_event(mem.workspace_id, i, now, "queried",
-                                   {"query": q, "stage": stage})
-                results.append({**_topic_view(ws, i, explain_history), "score": score,
-                                "stage": stage})
-    _after(mem, "query")
+        if reinforce:
+            with store.transaction():  # the bumps and events reach the disk together
+                store.set_salience(mem.workspace_id, [i for i, _ in ranked],
+                                   [ws.items[i].salience + SALIENCE_BUMP for i, _ in ranked])
+                for i, (score, stage) in ranked:
+                    store.record_event(mem.workspace_id, i, now, "queried",
+                                       {"query": q, "stage": stage})
+        results = [{**_topic_view(ws, i, explain_history), "score": score, "stage": stage}
+                   for i, (score, stage) in ranked]
+    if reinforce:
+        _after(mem, "query")
     return {"query": q, "stages": list(stages), "explain": explain, "topics": results}

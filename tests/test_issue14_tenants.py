@@ -444,3 +444,85 @@ def test_issue14_cli_serve_takes_a_keys_file_and_mcp_takes_allowed_workspaces(
     assert main(["mcp", "--workspaces", "team-a-*, "]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--workspaces[1] must be a non-empty string" in err[0]
+
+
+# ---------------------------------------------------------------------------- review 14: reads
+def test_review14_read_only_key_changes_nothing(tmp_path):
+    """A key that may only read a workspace changes nothing in it: no reinforcement (search,
+    get, graph search, resolve), no topic salience bump or ``queried`` event, no cache use
+    (peek), no journal row, no maintenance after a read. A key that may write keeps today's
+    behaviour: its reads reinforce."""
+    from memlab.service.auth import KeyRing
+    state = ServiceState(db_path=str(tmp_path / "m.db"), maintenance=True)
+    http = TestClient(create_app(state, keys=KeyRing.from_mapping(KEYS)))
+    ws = "shared"
+    for i in range(12):
+        assert http.post("/v1/items", headers=ADMIN, json={
+            "workspace_id": ws, "item_id": f"d{i}",
+            "content": f"shared deploy doc number {i % 3} about the release"}).status_code == 200
+    assert http.post("/v1/ingest", headers=ADMIN, json={
+        "workspace_id": ws, "placement": "new_topic", "title": "release plan",
+        "fields": {"owner": "ana"}}).status_code == 200
+    assert http.post("/v1/graph/nodes", headers=ADMIN, json={
+        "workspace_id": ws, "session_id": "s", "node_type": "concept", "label": "pricing",
+        "content": "pricing page for the release"}).status_code == 200
+    assert http.post("/v1/edges", headers=ADMIN, json={
+        "workspace_id": ws, "src": "d0", "dst": "d1"}).status_code == 200
+    assert http.post("/v1/pins", headers=ADMIN, json={
+        "workspace_id": ws, "session_id": "s", "item_id": "d2"}).status_code == 200
+    assert http.post("/v1/cache/set", headers=ADMIN, json={
+        "workspace_id": ws, "key": "pricing", "value": "cached pricing"}).status_code == 200
+    reads = [("POST", "/v1/context", None, {"workspace_id": ws, "session_id": "s",
+                                           "query": "deploy release"}),
+             ("POST", "/v1/search", None, {"workspace_id": ws, "query": "deploy release"}),
+             ("POST", "/v1/query", None, {"workspace_id": ws, "q": "release plan"}),
+             ("GET", "/v1/items/d0", {"workspace_id": ws}, None),
+             ("GET", "/v1/edges", {"workspace_id": ws}, None),
+             ("GET", "/v1/pins/s", {"workspace_id": ws}, None),
+             ("GET", "/v1/status", {"workspace_id": ws, "session_id": "s"}, None),
+             ("POST", "/v1/resolve", None, {"workspace_id": ws, "session_id": "s",
+                                           "key": "pricing"}),
+             ("POST", "/v1/resolve", None, {"workspace_id": ws, "session_id": "s",
+                                           "key": "pricing page"}),
+             ("POST", "/v1/cache/peek", None, {"workspace_id": ws, "key": "pricing"}),
+             ("POST", "/v1/graph/search", None, {"workspace_id": ws, "session_id": "s",
+                                                "query": "pricing"}),
+             ("POST", "/v1/maintenance", None, {"workspace_id": ws, "dry_run": True})]
+
+    def snapshot():
+        state.store.flush()  # buffered reinforcements reach the journal
+        return json.dumps(state.store.serialize(), sort_keys=True, default=str), \
+            state.store.journal.count()
+
+    def read_all(headers):
+        for _ in range(3):
+            for method, url, params, body in reads:
+                r = http.request(method, url, params=params, json=body, headers=headers)
+                assert r.status_code == 200, (url, r.text)
+
+    def salience():
+        return http.post("/v1/query", headers=B, json={"workspace_id": ws, "q": "release plan"}
+                         ).json()["topics"][0]["salience"]
+
+    salience_before = salience()
+    before, rows = snapshot()
+    cache = state.cache("default", ws)
+    counts = cache.access_count("pricing")
+    reports = {name: len(r.reports) for name, r in state._reasoners.items()}
+    read_all(B)  # team-b may read "shared", not write it
+    after, rows_after = snapshot()
+    assert rows_after == rows, "a read-only key's reads added journal rows"
+    assert after == before, "a read-only key's reads changed the workspace"
+    assert cache.access_count("pricing") == counts  # a peek by a reader is not a use
+    # no maintenance ran after its reads (the dry run's own report aside)
+    ran = {name: [rep.event for rep in r.reports[reports.get(name, 0):]]
+           for name, r in state._reasoners.items()}
+    assert all(event == "api" for events in ran.values() for event in events), ran
+    assert salience() == salience_before  # the topic's salience others see is unchanged
+
+    # a key that may write keeps today's behaviour: its reads reinforce
+    read_all(ADMIN)
+    after_writer, rows_writer = snapshot()
+    assert rows_writer > rows_after and after_writer != after
+    assert salience() > salience_before
+    assert cache.access_count("pricing") > counts

@@ -17,7 +17,10 @@ limit (a query over ``max_query_chars``, a content or other free text over ``max
 an id or short name over ``max_id_chars``, metadata or a bulk request over theirs; one table for
 HTTP and MCP, :meth:`~memlab.service.limits.Limits.check_args`) is 413 naming the limit and the
 value; a read never creates its workspace
-(an unknown workspace reads as an empty one); a request whose ``Host`` header is not in
+(an unknown workspace reads as an empty one); a read made with a key that may only read the
+workspace changes nothing in it (review 14: no reinforcement of what it reads, no topic
+salience bump or event, no cache use, no journal row, no maintenance scheduled after it; a key
+that may write keeps reinforcing its reads); a request whose ``Host`` header is not in
 ``allowed_hosts`` is 400 (DNS rebinding).
 """
 
@@ -206,6 +209,12 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     def write(key: ApiKey, workspace_id: str):
         return state.memory(key.check(workspace_id, "write"))
 
+    # A read reinforces what it reads (activation, topic salience, cache use) and schedules
+    # maintenance only when the key may also write the workspace: a key that may only read
+    # changes nothing in it, so one tenant's reads never move the salience another sees.
+    def reinforces(key: ApiKey, workspace_id: str) -> bool:
+        return key.can_write(workspace_id)
+
     def write_existing(key: ApiKey, workspace_id: str):
         """A write that needs existing items: an unknown workspace is not created."""
         return state.reader(key.check(workspace_id, "write"))
@@ -317,11 +326,12 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     @app.get("/v1/items/{item_id}", dependencies=secured)
     def get_item(item_id: str, workspace_id: str = "default",
                  key: ApiKey = Depends(check_key)) -> dict[str, Any]:
-        return read(key, workspace_id).get(item_id)
+        return read(key, workspace_id).get(item_id, reinforce=reinforces(key, workspace_id))
 
     @app.post("/v1/search", dependencies=secured)
     def search(body: SearchIn, key: ApiKey = Depends(check_key)) -> list[dict[str, Any]]:
-        return read(key, body.workspace_id).search(body.query, top_k=body.top_k)
+        return read(key, body.workspace_id).search(
+            body.query, top_k=body.top_k, reinforce=reinforces(key, body.workspace_id))
 
     @app.post("/v1/context", dependencies=secured)
     def context(body: ContextIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
@@ -383,16 +393,19 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     @app.post("/v1/query", dependencies=secured)
     def query_route(body: QueryIn, background: BackgroundTasks,
                     key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+        reinforce = reinforces(key, body.workspace_id)
         out = query(body.q, stages=list(body.stages), explain=body.explain, top_k=body.top_k,
-                    memory=read(key, body.workspace_id))
-        background.add_task(state.after, body.workspace_id, "query")
+                    memory=read(key, body.workspace_id), reinforce=reinforce)
+        if reinforce:  # a key that may only read schedules no maintenance
+            background.add_task(state.after, body.workspace_id, "query")
         return out
 
     @app.post("/v1/resolve", dependencies=secured)
     def resolve(body: ResolveIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
         out = resolve_context(body.session_id, body.key,
                               cache_of(key, body.cache, body.workspace_id, "read"),
-                              memory=read(key, body.workspace_id))
+                              memory=read(key, body.workspace_id),
+                              reinforce=reinforces(key, body.workspace_id))
         state.record("resolve", body.workspace_id, session_id=body.session_id, key=body.key,
                      cache=body.cache)
         return out
@@ -420,7 +433,8 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
 
     @app.post("/v1/cache/peek", dependencies=secured)
     def cache_peek(body: CacheKeyIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
-        hit, value, index = cache_of(key, body.cache, body.workspace_id, "read").peek(body.key)
+        hit, value, index = cache_of(key, body.cache, body.workspace_id, "read").peek(
+            body.key, reinforce=reinforces(key, body.workspace_id))
         state.record("cache_peek", body.workspace_id, key=body.key, cache=body.cache)
         return {"hit": hit, "value": value, "index": index}
 
@@ -438,7 +452,8 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     @app.post("/v1/graph/search", dependencies=secured)
     def graph_search(body: GraphSearchIn, key: ApiKey = Depends(check_key)) -> list[dict[str, Any]]:
         return search_graph(body.session_id, body.query, body.max_depth, body.top_k,
-                            memory=read(key, body.workspace_id))
+                            memory=read(key, body.workspace_id),
+                            reinforce=reinforces(key, body.workspace_id))
 
     @app.post("/v1/maintenance", dependencies=secured, status_code=200, responses={
         202: {"description": "accepted: `dry_run: false` runs after the response"}})

@@ -142,13 +142,20 @@ class PMMemoryStore:
             self._log("set", key, value)
             return index
 
-    def peek(self, key: str) -> tuple[bool, str | None, int]:
-        """``(True, value, index)`` for a cached key (a use), else ``(False, None, -1)``."""
+    def peek(self, key: str, *, reinforce: bool = True) -> tuple[bool, str | None, int]:
+        """``(True, value, index)`` for a cached key (a use), else ``(False, None, -1)``.
+
+        ``reinforce=False`` looks without using: no LRU move, no access count, no journal row.
+        """
         _check_text(key, "key")
+        if not isinstance(reinforce, bool):
+            raise ValueError(f"reinforce must be a bool, got {reinforce!r}")
         with self._lock:
             index = self._slots.get(key)
             if index is None:
                 return False, None, -1
+            if not reinforce:
+                return True, self._values[index], index
             self._slots.move_to_end(key)
             self._counts[key] += 1
             self._log("peek", key)

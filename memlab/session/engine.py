@@ -113,8 +113,13 @@ def _check_store(store: Any) -> PMMemoryStore:
 
 
 def resolve_context(session_id: str, key: str, store: PMMemoryStore, *,
-                    min_score: float = DEFAULT_MIN_SCORE, memory=None) -> dict[str, Any]:
+                    min_score: float = DEFAULT_MIN_SCORE, memory=None,
+                    reinforce: bool = True) -> dict[str, Any]:
     """Short-term hit, else the long-term graph's best direct hit, else a miss.
+
+    ``reinforce=False`` resolves without side effects: the short-term peek is not a use (no
+    LRU move, no access count, no journal row), the promotion policy is not consulted, and the
+    long-term hit is not reinforced (:func:`~memlab.session.longterm.search_graph`).
 
     Returns ``{"source": "short_term", "value", "score": 1.0}``,
     ``{"source": "long_term", "value", "score", "node_id"}`` (score in [0, 1], at least
@@ -136,14 +141,16 @@ def resolve_context(session_id: str, key: str, store: PMMemoryStore, *,
     if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) \
             or not 0 < min_score <= 1:
         raise ValueError(f"min_score must be in (0, 1], got {min_score!r}")
-    hit, value, _ = store.peek(key)
+    if not isinstance(reinforce, bool):
+        raise ValueError(f"reinforce must be a bool, got {reinforce!r}")
+    hit, value, _ = store.peek(key, reinforce=reinforce)
     if hit:
         policy = store.promotion_policy
-        if policy is not None:
+        if policy is not None and reinforce:
             policy.observe(session_id, key, value, store.access_count(key), memory)
         return {"source": "short_term", "value": value, "score": 1.0}
     hits = search_graph(session_id, key, max_depth=0, top_k=1, min_score=min_score,
-                        memory=memory)
+                        memory=memory, reinforce=reinforce)
     if hits:
         top = hits[0]
         return {"source": "long_term", "value": top["content"], "score": top["score"],

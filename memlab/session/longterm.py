@@ -139,7 +139,8 @@ def _direct_hits(ws, query: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def search_graph(session_id: str, query: str, max_depth: int = 1, top_k: int = 5, *,
-                 min_score: float = 0.0, memory=None) -> list[dict[str, Any]]:
+                 min_score: float = 0.0, memory=None,
+                 reinforce: bool = True) -> list[dict[str, Any]]:
     """Long-term nodes matching ``query`` and their neighbours within ``max_depth`` hops.
 
     Returns up to ``top_k`` direct hits (``depth`` 0) and up to ``top_k`` neighbours per hit,
@@ -164,6 +165,8 @@ def search_graph(session_id: str, query: str, max_depth: int = 1, top_k: int = 5
     if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) \
             or not 0 <= min_score <= 1:
         raise ValueError(f"min_score must be in [0, 1], got {min_score!r}")
+    if not isinstance(reinforce, bool):
+        raise ValueError(f"reinforce must be a bool, got {reinforce!r}")
     mem = resolve_memory(memory)
     store = mem.store
     with store.lock:
@@ -187,7 +190,7 @@ def search_graph(session_id: str, query: str, max_depth: int = 1, top_k: int = 5
                     if i not in results or results[i]["score"] < value:
                         results[i] = {**_node_dict(ws, i), "score": value, "depth": hops,
                                       "via": ws.item_ids[hit]}
-        if order:
+        if order and reinforce:
             store.record_retrieval(mem.workspace_id, [int(docs[p]) for p in order],
                                    mem.clock.now(), increment=mem.config.activation_increment,
                                    half_life_h=mem.config.activation_half_life_h,
