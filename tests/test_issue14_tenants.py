@@ -526,3 +526,33 @@ def test_review14_read_only_key_changes_nothing(tmp_path):
     assert rows_writer > rows_after and after_writer != after
     assert salience() > salience_before
     assert cache.access_count("pricing") > counts
+
+
+def test_review14_library_reads_without_side_effects():
+    """``reinforce=False`` reads through the library change nothing; the default reinforces."""
+    from memlab import Memory
+    from memlab.session import resolve_context, search_graph, upsert_node
+    from memlab.topics import ingest, query
+    mem = Memory()
+    mem.add("deploys run on fridays", item_id="d1")
+    ingest("new_topic", title="Checkout service", fields={"owner": "Lena"}, memory=mem)
+    upsert_node("s", "concept", "pricing", "pricing page", memory=mem)
+    cache = PMMemoryStore()
+    cache.set("k", "v")
+    before = json.dumps(mem.store.serialize(), sort_keys=True, default=str)
+    assert mem.search("fridays", reinforce=False)[0]["item_id"] == "d1"
+    assert mem.get("d1", reinforce=False)["item_id"] == "d1"
+    assert query("checkout", memory=mem, reinforce=False)["topics"][0]["salience"] == 1.0
+    assert search_graph("s", "pricing", memory=mem, reinforce=False)[0]["label"] == "pricing"
+    assert resolve_context("s", "k", cache, memory=mem, reinforce=False)["value"] == "v"
+    assert resolve_context("s", "pricing", PMMemoryStore(), memory=mem,
+                           reinforce=False)["source"] == "long_term"
+    assert cache.peek("k", reinforce=False) == (True, "v", 0)
+    assert cache.access_count("k") == 1
+    assert json.dumps(mem.store.serialize(), sort_keys=True, default=str) == before
+    for bad in (0, "no", None):
+        with pytest.raises(ValueError, match="reinforce must be a bool"):
+            mem.search("x", reinforce=bad)
+    assert query("checkout", memory=mem)["topics"][0]["salience"] == 1.1
+    mem.search("fridays")
+    assert json.dumps(mem.store.serialize(), sort_keys=True, default=str) != before
