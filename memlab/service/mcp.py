@@ -19,10 +19,10 @@ is read or created. As over HTTP, caches belong to a workspace (the cache tools 
 
 Lone surrogates over stdio: ``{"content": "deploy \\udc00 checklist"}`` is valid JSON text,
 but the SDK's parser refuses it, and its stdio transport then drops the whole line without an
-answer (it cannot tell which request it was). :func:`serve_stdio` (what ``memlab mcp`` runs) reads the
-transport's stream instead of handing it to the SDK directly: such a request is re-read with
-Python's ``json``, which accepts the escape, and goes on to the SDK with the surrogates blanked
-out and memlab's refusal attached (``content contains a lone surrogate at 7``, exactly the
+answer (it cannot tell which request it was). :func:`serve_stdio` (what ``memlab mcp`` runs)
+reads the transport's stream instead of handing it to the SDK directly: such a request is
+re-read with Python's ``json``, which accepts the escape, and goes on to the SDK with the
+surrogates blanked out and memlab's refusal attached (``content contains a lone surrogate at 7``, exactly the
 library's ValueError and HTTP's 400), so a tool call gets it as a tool error and any other
 request as a JSON-RPC ``invalid params`` error.
 """
