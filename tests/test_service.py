@@ -293,9 +293,9 @@ def test_review14_mcp_stdio_answers_lone_surrogates(tmp_path):
     naming the argument, and the server goes on answering."""
     import queue
 
-    proc = subprocess.Popen([sys.executable, "-m", "memlab", "mcp", "--db",
-                             str(tmp_path / "m.db")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memlab", "mcp", "--db", str(tmp_path / "m.db")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in iter(proc.stdout.readline, b"")],
                      daemon=True).start()

@@ -22,9 +22,9 @@ but the SDK's parser refuses it, and its stdio transport then drops the whole li
 answer (it cannot tell which request it was). :func:`serve_stdio` (what ``memlab mcp`` runs)
 reads the transport's stream instead of handing it to the SDK directly: such a request is
 re-read with Python's ``json``, which accepts the escape, and goes on to the SDK with the
-surrogates blanked out and memlab's refusal attached (``content contains a lone surrogate at 7``, exactly the
-library's ValueError and HTTP's 400), so a tool call gets it as a tool error and any other
-request as a JSON-RPC ``invalid params`` error.
+surrogates blanked out and memlab's refusal attached (``content contains a lone surrogate at
+7``, exactly the library's ValueError and HTTP's 400), so a tool call gets it as a tool error
+and any other request as a JSON-RPC ``invalid params`` error.
 """
 
 from __future__ import annotations
