@@ -499,12 +499,13 @@ def _run(args: argparse.Namespace) -> int:
 
         from memlab.service import ServiceState, create_mcp_server
         from memlab.service.auth import parse_patterns
+        from memlab.service.mcp import serve_stdio
         try:
             workspaces = parse_patterns(args.workspaces, "--workspaces")
         except ValueError as exc:
             raise _Fail(str(exc)) from None
         server = create_mcp_server(ServiceState(db_path=args.db), workspaces=workspaces)
-        asyncio.run(server.run_stdio_async())
+        asyncio.run(serve_stdio(server))  # answers requests holding lone surrogates, too
         return 0
     if args.command == "check":
         from memlab.journal_repair import check_journal

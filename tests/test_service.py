@@ -287,6 +287,79 @@ def test_a_real_mcp_client_over_stdio(tmp_path):
     assert "d" in MemoryStore(path=tmp_path / "m.db").workspace("default").index_of
 
 
+def test_review14_mcp_stdio_answers_lone_surrogates(tmp_path):
+    """Review 14: over real stdio, a call whose JSON holds a lone surrogate escape (valid JSON
+    text the SDK's parser refuses) got no answer at all. Each now gets memlab's own error,
+    naming the argument, and the server goes on answering."""
+    import queue
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memlab", "mcp", "--db", str(tmp_path / "m.db")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in iter(proc.stdout.readline, b"")],
+                     daemon=True).start()
+
+    def send(message):   # json.dumps writes a lone surrogate as the escape \udc00
+        proc.stdin.write((json.dumps(message) + "\n").encode("ascii"))
+        proc.stdin.flush()
+
+    def answer(i):
+        while True:
+            try:
+                line = lines.get(timeout=60)   # a hang guard only
+            except queue.Empty:
+                pytest.fail(f"no answer to request {i}")
+            message = json.loads(line.decode("utf-8"))
+            if message.get("id") == i:
+                return message
+
+    def call(i, tool, arguments):
+        send({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+              "params": {"name": tool, "arguments": arguments}})
+        return answer(i)
+
+    try:
+        send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}})
+        assert "result" in answer(0)
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        s = "\udc00"
+        refused = [
+            ("add_memory", {"content": f"deploy {s} checklist"},
+             "content contains a lone surrogate at 7"),
+            ("add_memory", {"content": "deploy", "metadata": {"tags": ["a", s]}},
+             "metadata['tags'][1] contains a lone surrogate at 0"),
+            ("get_working_context", {"session_id": f"s{s}", "query": "deploy"},
+             "session_id contains a lone surrogate at 1"),
+            ("get_working_context", {"session_id": "s", "query": f"deploy {s}"},
+             "query contains a lone surrogate at 7"),
+            ("set", {"key": "k", "value": f"v{s}"}, "value contains a lone surrogate at 1"),
+            ("pin_item", {"session_id": "s", "item_id": f"{s}i"},
+             "item_id contains a lone surrogate at 0"),
+        ]
+        for i, (tool, arguments, expected) in enumerate(refused, 1):
+            result = call(i, tool, arguments)["result"]
+            assert result["isError"] is True, (tool, result)
+            assert expected in result["content"][0]["text"], (tool, result)
+        # a request other than a tool call is answered too, with a JSON-RPC error
+        send({"jsonrpc": "2.0", "id": 50, "method": "tools/list", "params": {"cursor": s}})
+        assert "cursor contains a lone surrogate at 0" in answer(50)["error"]["message"]
+        # and the server still serves normal calls
+        added = call(100, "add_memory", {"content": "Deploys happen on Fridays", "item_id": "d"})
+        assert added["result"].get("isError") is not True, added
+        ctx = call(101, "get_working_context", {"session_id": "s", "query": "deploys"})
+        assert json.loads(ctx["result"]["content"][0]["text"])["items"][0]["item_id"] == "d"
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 # ---------------------------------------------------------------------------- durability, load
 def _start_server(db, port):
     log = open(f"{db}.{port}.log", "ab")   # a file, not a pipe: a full pipe would block it

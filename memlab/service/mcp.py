@@ -16,18 +16,30 @@ allowed workspaces (glob patterns, ``memlab mcp --workspaces 'team-a-*,shared'``
 ``$MEMLAB_MCP_WORKSPACES``): a tool call naming any other workspace is a tool error, and nothing
 is read or created. As over HTTP, caches belong to a workspace (the cache tools take
 ``workspace_id``) and session ids are namespaced per workspace.
+
+Lone surrogates over stdio: ``{"content": "deploy \\udc00 checklist"}`` is valid JSON text,
+but the SDK's parser refuses it, and its stdio transport then drops the whole line without an
+answer (it cannot tell which request it was). :func:`serve_stdio` (what ``memlab mcp`` runs)
+reads the transport's stream instead of handing it to the SDK directly: such a request is
+re-read with Python's ``json``, which accepts the escape, and goes on to the SDK with the
+surrogates blanked out and memlab's refusal attached (``content contains a lone surrogate at
+7``, exactly the library's ValueError and HTTP's 400), so a tool call gets it as a tool error
+and any other request as a JSON-RPC ``invalid params`` error.
 """
 
 from __future__ import annotations
 
 import functools
+import json
+from dataclasses import dataclass
 from typing import Any
 
+from memlab.model import check_text, validate_json
 from memlab.service.auth import ScopeError, check_allowed, parse_patterns
 from memlab.service.limits import check_id_text
 from memlab.service.state import ServiceState
 
-__all__ = ["create_mcp_server", "TOOLS"]
+__all__ = ["create_mcp_server", "serve_stdio", "TOOLS"]
 
 TOOLS = ("get_working_context", "resolve_context", "promote_to_long_term", "memory_status",
          "peek", "set", "flush", "search_memory_graph", "upsert_memory_node", "pin_item",
@@ -200,7 +212,129 @@ def create_mcp_server(state: ServiceState | None = None, *,
         return {"pins": mem.get_pins(sid)}
 
     _refuse_unknown_arguments(server, ToolError)
+    server.middleware.append(_refuse_marked_requests)
     return server
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """Attached by :func:`serve_stdio` to a request it could only pass on with its lone
+    surrogates blanked out: the request must be refused with ``message``, never served."""
+
+    message: str
+
+
+def _refusal(context: Any) -> _Refused | None:
+    """The :class:`_Refused` mark of the request a tool call runs in, if any (none in process,
+    where there is no request, and none over HTTP, where it is the HTTP request)."""
+    try:
+        request = context.request_context.request
+    except (AttributeError, ValueError):  # no context, or not inside a request
+        return None
+    return request if isinstance(request, _Refused) else None
+
+
+async def _refuse_marked_requests(ctx, call_next):
+    """SDK middleware: a marked request other than a tool call is an ``invalid params`` error
+    carrying memlab's message (a tool call is refused as a tool error by the tool layer)."""
+    refused = getattr(ctx, "request", None)
+    if isinstance(refused, _Refused) and ctx.method != "tools/call":
+        from mcp import MCPError
+        from mcp_types import INVALID_PARAMS
+        raise MCPError(code=INVALID_PARAMS, message=refused.message)
+    return await call_next(ctx)
+
+
+def _lone_surrogate_error(message: dict) -> str | None:
+    """memlab's error for the first lone surrogate in a request's method or params (a tool
+    call's arguments by their names, e.g. ``content contains a lone surrogate at 7`` or
+    ``metadata['tags'][1] contains a lone surrogate at 0``), or None when it holds none."""
+    no_depth_limit = 1 << 62  # the walk is iterative; only surrogates may raise
+    method, params = message.get("method"), message.get("params")
+    try:
+        validate_json(method, "method", max_depth=no_depth_limit)
+        if isinstance(params, dict):
+            arguments = params.get("arguments")
+            if method == "tools/call" and isinstance(arguments, dict):
+                for name, value in arguments.items():
+                    check_text(name, "argument name")
+                    validate_json(value, name, max_depth=no_depth_limit)
+            for name, value in params.items():
+                check_text(name, "params key")
+                validate_json(value, name, max_depth=no_depth_limit)
+        else:
+            validate_json(params, "params", max_depth=no_depth_limit)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _answerable(item: Any) -> Any:
+    """Turn the SDK's parse failure of a request holding lone surrogates back into that
+    request, surrogates blanked out and marked :class:`_Refused`; return anything else as is.
+
+    The SDK's stdio transport yields a parse failure as an exception, which its dispatcher only
+    logs: the request it came from would never be answered. Notifications and responses stay
+    unanswered (JSON-RPC answers neither), and so does a request whose id itself holds a lone
+    surrogate (an answer must repeat the id, and no UTF-8 text can)."""
+    if not isinstance(item, Exception) or not callable(getattr(item, "errors", None)):
+        return item
+    try:
+        line = next(error["input"] for error in item.errors()
+                    if error.get("type") == "json_invalid" and isinstance(error.get("input"), str))
+        message = json.loads(line)  # Python's parser accepts a lone surrogate escape
+    except Exception:  # noqa: BLE001 - not a parse failure memlab can answer: the SDK's own
+        return item
+    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+        return item
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
+        return item
+    error = _lone_surrogate_error(message)
+    if error is None:
+        return item
+    from mcp.shared.message import ServerMessageMetadata, SessionMessage
+    from mcp_types import jsonrpc_message_adapter
+    # Blank the surrogates out (each becomes U+FFFD): the SDK parses the request, routes it and
+    # answers it in its own wire shape, but refuses it before any handler sees the text.
+    blanked = (json.dumps(message, ensure_ascii=False).encode("utf-8", "surrogatepass")
+               .decode("utf-8", "replace"))
+    try:
+        request = jsonrpc_message_adapter.validate_json(blanked, by_name=False)
+    except Exception:  # noqa: BLE001 - not a valid JSON-RPC message either: as before
+        return item
+    if getattr(request, "id", None) != request_id:  # the id held a surrogate: no answer
+        return item
+    return SessionMessage(request, metadata=ServerMessageMetadata(request_context=_Refused(error)))
+
+
+async def serve_stdio(server) -> None:
+    """Serve ``server`` (from :func:`create_mcp_server`) over this process's stdin and stdout,
+    answering requests that hold lone surrogates (see the module notes) -- ``memlab mcp``.
+
+    This is ``MCPServer.run_stdio_async`` with one stage between the SDK's stdio transport and
+    its server loop: the transport and the loop are the SDK's own, used as documented
+    (``stdio_server()`` and ``Server.run``); only the parse failures of such requests are
+    turned back into requests, marked for refusal."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    lowlevel = server._lowlevel_server  # noqa: SLF001 - run_stdio_async's own loop, unwrapped
+    async with stdio_server() as (read_stream, write_stream):
+        send, receive = anyio.create_memory_object_stream(0)
+
+        async def pump() -> None:
+            async with send:
+                try:
+                    async for item in read_stream:
+                        await send.send(_answerable(item))
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    pass  # the server loop has ended
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump)
+            await lowlevel.run(receive, write_stream, lowlevel.create_initialization_options())
+            tg.cancel_scope.cancel()
 
 
 def _refuse_unknown_arguments(server, tool_error: type) -> None:
@@ -214,6 +348,9 @@ def _refuse_unknown_arguments(server, tool_error: type) -> None:
 
     @functools.wraps(call_tool)
     async def checked_call_tool(name: str, arguments: dict[str, Any], *args, **kwargs):
+        refused = _refusal(args[0] if args else kwargs.get("context"))
+        if refused is not None:  # serve_stdio's mark: the arguments held a lone surrogate
+            raise tool_error(f"Error executing tool {name}: {refused.message}")
         known = allowed.get(name)
         if known is not None and isinstance(arguments, dict):
             unknown = sorted(set(arguments) - known)
