@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memlab.persist import (SCHEMA_VERSION, Journal, JournalCorruptError, SchemaVersionError,
-                            _is_cache_op, _last_seq, _missing, _preflight, _row_problem, _truncation,
-                            decode, decode_legacy, encode)
+                            _is_cache_op, _last_seq, _missing, _preflight, _row_problem,
+                            _truncation, decode, decode_legacy, encode)
 from memlab.store import _CLASSES, JOURNALED_OPS, MemoryStore
 
 __all__ = ["check_journal", "recover_journal", "RecoveryReport"]
@@ -328,7 +328,9 @@ def recover_journal(path: str | Path, out: str | Path) -> RecoveryReport:
     A row is kept when its checksum matches, its payload decodes and its operation applies to
     the store made of the rows kept before it (so ``out`` always opens); every other row is
     reported. ``path`` is only read; ``out`` must not exist. Rows are renumbered 1, 2, … and
-    written in the current schema, in one transaction.
+    written in the current schema, in one transaction. A truncated file is read from a temporary
+    copy whose header counts only the whole pages present, so every row on a surviving page is
+    kept and the rows on the lost pages are reported missing.
 
     Raises
     ------
