@@ -10,13 +10,15 @@ intact, applicable row into a new file and reports the rest. Both replay the row
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from memlab.persist import (SCHEMA_VERSION, Journal, JournalCorruptError, SchemaVersionError,
-                            _is_cache_op, _last_seq, _missing, _preflight, _row_problem, decode,
-                            decode_legacy, encode)
+                            _is_cache_op, _last_seq, _missing, _preflight, _row_problem,
+                            _truncation, decode, decode_legacy, encode)
 from memlab.store import _CLASSES, JOURNALED_OPS, MemoryStore
 
 __all__ = ["check_journal", "recover_journal", "RecoveryReport"]
@@ -78,8 +80,57 @@ def _scan(path: Path, what: str) -> _Scan:
         problems.append((None, exc.problem))
         if path.stat().st_size < 100:
             return _Scan(0, 0, [], problems)
+    with tempfile.TemporaryDirectory(prefix="memlab-scan-") as folder:
+        source, whole = _readable_copy(path, Path(folder))
+        if whole == 0:
+            problems.append((None, "SQLite cannot read its schema (not one whole page is left)"))
+            return _Scan(0, 0, [], problems)
+        return _read(path, source, what, problems, whole)
+
+
+def _readable_copy(path: Path, folder: Path) -> tuple[Path, int | None]:
+    """The file to read for ``path``, and how many whole pages it has when ``path`` is truncated.
+
+    SQLite refuses a file shorter than its header's page count ("in-header database size",
+    bytes 28-31), even when every page it needs is there. For such a file this writes a copy in
+    ``folder``, cut to its whole pages and with that count set to them, so SQLite reads every
+    row that survived; ``path`` itself is never changed. Otherwise ``(path, None)``.
+    """
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        head = handle.read(100)
+    short = _truncation(path, head, size)
+    if not short:
+        return path, None
+    page_size = short[1]
+    whole = size // page_size
+    copy = folder / "truncated.db"
+    with path.open("rb") as src, copy.open("wb") as dst:
+        left = whole * page_size
+        while left:
+            block = src.read(min(left, 1 << 20))
+            if not block:
+                break
+            dst.write(block)
+            left -= len(block)
+        if whole:
+            dst.seek(28)
+            dst.write(whole.to_bytes(4, "big"))
+    return copy, whole
+
+
+def _past_end(line: str, whole: int) -> bool:
+    """Whether an integrity-check line only says that a page past the first ``whole`` pages is
+    gone (which the truncation line already reports)."""
+    match = re.search(r"invalid page number (\d+)$", line)
+    return bool(match) and int(match.group(1)) > whole
+
+
+def _read(path: Path, source: Path, what: str, problems: list[tuple[int | None, str]],
+          whole: int | None) -> _Scan:
+    """Read every row of ``source`` (``path``, or its readable copy of ``whole`` pages)."""
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as exc:
         raise ValueError(f"{what} {str(path)!r} cannot be opened: {exc}") from None
     try:
@@ -92,7 +143,9 @@ def _scan(path: Path, what: str) -> _Scan:
             version = int(conn.execute(
                 "SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
         except sqlite3.DatabaseError as exc:
-            problems.append((None, f"SQLite cannot read its schema ({exc})"))
+            left = "" if whole is None else \
+                f" from the {whole} whole page{'s' if whole > 1 else ''} left"
+            problems.append((None, f"SQLite cannot read its schema{left} ({exc})"))
             return _Scan(0, 0, [], problems)
         except (TypeError, ValueError) as exc:
             if isinstance(exc, SchemaVersionError):
@@ -103,9 +156,11 @@ def _scan(path: Path, what: str) -> _Scan:
             raise SchemaVersionError(f"{what} {str(path)!r} has schema version {version}, newer "
                                      f"than this memlab reads ({SCHEMA_VERSION})")
         try:
-            for (line,) in conn.execute("PRAGMA integrity_check(20)"):
-                if line != "ok":
-                    problems.append((None, f"SQLite integrity check: {line}"))
+            for (text,) in conn.execute("PRAGMA integrity_check(20)"):
+                for line in str(text).splitlines():
+                    if line not in ("ok", "*** in database main ***") and not (
+                            whole is not None and _past_end(line, whole)):
+                        problems.append((None, f"SQLite integrity check: {line}"))
         except sqlite3.DatabaseError as exc:
             problems.append((None, f"SQLite integrity check failed ({exc})"))
         crc_col = "crc" if version >= 3 else "NULL"
@@ -126,12 +181,15 @@ def _scan(path: Path, what: str) -> _Scan:
                 chunk = conn.execute(select + "WHERE seq > ? ORDER BY seq LIMIT 1000",
                                      (after,)).fetchall()
             except sqlite3.DatabaseError:
-                stop = after + 1000  # read this stretch row by row: keep what is readable
+                # read this stretch row by row, keeping what is readable; in a truncated file,
+                # a row that cannot be read was on a page that is gone: it is missing
+                stop = after + 1000 if last <= after else min(after + 1000, last)
                 for s in range(after + 1, stop + 1):
                     try:
                         row = conn.execute(select + "WHERE seq = ?", (s,)).fetchone()
                     except sqlite3.DatabaseError:
-                        unreadable.add(s)
+                        if whole is None:
+                            unreadable.add(s)
                         continue
                     if row is not None:
                         raw.append(row)
@@ -270,7 +328,9 @@ def recover_journal(path: str | Path, out: str | Path) -> RecoveryReport:
     A row is kept when its checksum matches, its payload decodes and its operation applies to
     the store made of the rows kept before it (so ``out`` always opens); every other row is
     reported. ``path`` is only read; ``out`` must not exist. Rows are renumbered 1, 2, … and
-    written in the current schema, in one transaction.
+    written in the current schema, in one transaction. A truncated file is read from a temporary
+    copy whose header counts only the whole pages present, so every row on a surviving page is
+    kept and the rows on the lost pages are reported missing.
 
     Raises
     ------

@@ -345,6 +345,16 @@ def _preflight(path: Path) -> None:
     if len(head) < 100:
         raise JournalCorruptError(path, None, f"the file is truncated ({size} bytes, shorter "
                                   f"than an SQLite header)")
+    short = _truncation(path, head, size)
+    if short:
+        pages, page_size = short
+        raise JournalCorruptError(path, None, f"the file is truncated ({size} bytes; its header "
+                                  f"says {pages} pages of {page_size} bytes)")
+
+
+def _truncation(path: Path, head: bytes, size: int) -> tuple[int, int] | None:
+    """``(pages, page_size)`` from the SQLite header ``head`` of the ``size``-byte file at
+    ``path`` when the file is shorter than that header says; ``None`` when it is not."""
     page_size = int.from_bytes(head[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(head[28:32], "big")
@@ -352,9 +362,10 @@ def _preflight(path: Path) -> None:
     wal_empty = not wal.exists() or wal.stat().st_size == 0
     # the header's page count is valid when "version-valid-for" equals the change counter; with
     # a non-empty WAL, pages may legitimately live there still
-    if wal_empty and pages and head[92:96] == head[24:28] and size < pages * page_size:
-        raise JournalCorruptError(path, None, f"the file is truncated ({size} bytes; its header "
-                                  f"says {pages} pages of {page_size} bytes)")
+    if wal_empty and pages and page_size and head[92:96] == head[24:28] \
+            and size < pages * page_size:
+        return pages, page_size
+    return None
 
 
 def _create(path: Path) -> None:

@@ -346,6 +346,68 @@ def test_recover_reads_a_truncated_file_as_far_as_it_can(tmp_path):
     MemoryStore(path=tmp_path / "new.db").close()  # whatever was kept, the new file opens
 
 
+def test_review14_recover_salvages_a_file_missing_its_last_page(tmp_path):
+    """SQLite refuses a file shorter than its header's page count; recover reads a copy whose
+    count is set to the pages present, so everything but the lost page is kept."""
+    path = tmp_path / "m.db"
+    mem = Memory(path=str(path), clock=ManualClock(START))
+    ids = [f"n{i:04d}" for i in range(300)]
+    for i, item_id in enumerate(ids):
+        mem.add(f"note-{i:04d} payroll content " + "pad " * 30, item_id=item_id)
+    mem.store.close()
+    full = path.read_bytes()
+    page = int.from_bytes(full[16:18], "big")
+    pages = int.from_bytes(full[28:32], "big")
+    assert len(full) == pages * page and pages > 10  # several pages of rows
+    lost = full[-page:]
+    on_lost = [i for i in range(300) if f"note-{i:04d}".encode() in lost]
+    assert on_lost, "the last page holds rows"
+    path.write_bytes(full[:-page])
+    cut = path.read_bytes()
+    before = sorted(p.name for p in tmp_path.iterdir())
+
+    checked = memlab_cli("check", str(path))  # check reads only, and still says truncated
+    assert checked.returncode == 1
+    assert checked.stdout.splitlines()[0] == (f"{path}: the file is truncated ({len(cut)} bytes; "
+                                              f"its header says {pages} pages of {page} bytes)")
+
+    out = tmp_path / "new.db"
+    run = memlab_cli("recover", str(path), "--out", str(out))
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == checked.stdout.splitlines()[0]
+    assert any("missing at the end of the journal" in line for line in lines)
+    assert path.read_bytes() == cut  # the input is unchanged, and nothing was made beside it
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "new.db") == before
+
+    store = MemoryStore(path=out)
+    kept = store.workspace("default").item_ids
+    count = store.journal.count()
+    store.close()
+    assert lines[-1] == f"kept {count} of the {count} rows found; wrote {out}"
+    # every item not on the lost page survives; what is kept is a prefix of what was written,
+    # at least every item written before the first one on the lost page
+    assert set(ids) - {ids[i] for i in on_lost} <= set(kept)
+    assert kept == ids[:len(kept)] and len(kept) >= min(on_lost) >= 300 - 3 * len(on_lost)
+    assert memlab_cli("check", str(out)).returncode == 0
+
+    # a cut inside the first pages, which hold the schema: one clear line says so
+    for whole in (1, 2):
+        path.write_bytes(full[:whole * page + 10])
+        out = tmp_path / f"first{whole}.db"
+        run = memlab_cli("recover", str(path), "--out", str(out))
+        assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+        assert run.stdout.splitlines()[1].startswith(
+            f"{path}: SQLite cannot read its schema from the {whole} whole "
+            f"page{'s' if whole > 1 else ''} left (")
+        assert run.stdout.splitlines()[-1] == f"kept 0 of the 0 rows found; wrote {out}"
+        assert path.read_bytes() == full[:whole * page + 10]
+    path.write_bytes(full[:page - 1])
+    run = memlab_cli("recover", str(path), "--out", str(tmp_path / "none.db"))
+    assert run.stdout.splitlines()[1] == f"{path}: SQLite cannot read its schema (not one whole " \
+                                         f"page is left)"
+
+
 @pytest.mark.parametrize("command", ["serve", "mcp"])
 def test_issue14_serve_on_a_damaged_file_exits_with_one_line(tmp_path, command):
     pytest.importorskip("uvicorn")
