@@ -634,6 +634,7 @@ class MemoryStore:
             created, token_lists, tokens, eligible, procedural, longterm = [], [], [], [], [], []
             titles: list[tuple[list[str], int]] = []  # (gazetteer phrases, item number)
             node_keys: list[tuple[tuple[str, str], int]] = []
+            texts = [index_text(new.content, new.metadata) for new in new_items]  # every index
             for offset, (item_id, new) in enumerate(zip(ids, new_items)):
                 created_at = new.created_at or now
                 new_objects.append(MemoryItem(
@@ -652,12 +653,12 @@ class MemoryStore:
                         node_keys.append((node_key, first + offset))
                 longterm.append(node_key is not None)
                 created.append(now_ts if new.created_at is None else created_at.timestamp())
-                token_lists.append(ws.analyze(index_text(new.content, new.metadata)))
+                token_lists.append(ws.analyze(texts[offset]))
                 tokens.append(estimate_tokens(new.content))
                 eligible.append(new.memory_type != "anchor")
                 procedural.append(new.memory_type == "procedural")
-            other_lists = {name: [ANALYZERS[name](index_text(new.content, new.metadata))
-                                  for new in new_items] for name in ws.other_bm25}
+            other_lists = {name: [ANALYZERS[name](text) for text in texts]
+                           for name in ws.other_bm25}
             created_arr = np.asarray(created, dtype=np.float64)
             # ---- computed: from here on the store changes
             self._mutating()

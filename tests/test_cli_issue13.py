@@ -15,35 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from memlab.cli import _load_trace, main
+from memlab.cli import _load_trace
 from memlab import datasets
 from memlab.harness import ReplayError, TraceBuilder, replay
 
+from _support import assert_one_line_error, cli  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def cli(capsys, *args: str) -> tuple[int, list[str]]:
-    """Run ``memlab *args`` in this process: (exit code, stderr lines). An uncaught exception
-    (a traceback for a user) propagates and fails the test."""
-    try:
-        code = main(list(args))
-    except SystemExit as exc:  # argparse's own errors
-        code = exc.code
-    return code, capsys.readouterr().err.strip().splitlines()
 
 
 def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "memlab", *args], capture_output=True,
                           text=True, cwd=cwd, env=env)
-
-
-def assert_one_line_error(code, lines, command, *fragments):
-    assert code == 2, (code, lines)
-    assert len(lines) == 1, lines
-    assert lines[0].startswith(f"memlab {command}: error: "), lines[0]
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
 
 
 # ---------------------------------------------------------------------------- 9 (a) replay lines

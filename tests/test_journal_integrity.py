@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memlab import ManualClock, Memory, MemoryStore
+from _support import legacy_file
 
 START = datetime(2024, 3, 1, tzinfo=timezone.utc)
 SECRET = "zebra-quartz-secret"  # item content that no error message may show
@@ -122,18 +123,6 @@ def test_issue14_any_json_metadata_survives_reopen_exactly(tmp_path_factory, met
     assert item.metadata == metadata
     assert item.history[-1]["detail"] == metadata
     store.close()
-
-
-def legacy_file(path, rows, version=2):
-    """A journal as memlab wrote schema ``version`` (1 or 2): no checksum column."""
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
-    conn.execute("CREATE TABLE ops (seq INTEGER PRIMARY KEY AUTOINCREMENT, op TEXT NOT NULL, "
-                 "payload TEXT NOT NULL)")
-    conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(version),))
-    conn.executemany("INSERT INTO ops (op, payload) VALUES (?, ?)", rows)
-    conn.commit()
-    conn.close()
 
 
 def v2_add(item_id, metadata):

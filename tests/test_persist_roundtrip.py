@@ -15,6 +15,7 @@ from memlab import ManualClock, Memory, MemoryStore
 from memlab.maintenance import MaintenanceConfig, Reasoner
 from memlab.session import upsert_node
 from memlab.topics import ingest, query
+from _support import legacy_file
 
 # Each example writes its own database; on tmpfs the journal's fsyncs cost nothing, so 200
 # examples stay fast (the result does not depend on where the file lives).
@@ -225,20 +226,6 @@ def test_issue13_reading_expired_pins_changes_nothing(tmp_path):
                             ("pin", "ws", "s1", 0, 1.0),
                             ("advance", 30), ("advance", 30), ("advance", 30),
                             ("context", "ws", "s1", "deploy")], ["deploy"])
-
-
-def legacy_file(path, rows, version):
-    """A journal as memlab wrote schema ``version`` (1 or 2): no checksum column."""
-    import sqlite3
-
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
-    conn.execute("CREATE TABLE ops (seq INTEGER PRIMARY KEY AUTOINCREMENT, op TEXT NOT NULL, "
-                 "payload TEXT NOT NULL)")
-    conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(version),))
-    conn.executemany("INSERT INTO ops (op, payload) VALUES (?, ?)", rows)
-    conn.commit()
-    conn.close()
 
 
 def test_a_version_1_journal_opens_and_is_migrated_to_version_3(tmp_path):

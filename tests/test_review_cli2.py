@@ -17,24 +17,9 @@ from hypothesis import strategies as st
 from memlab.cli import main
 from memlab.surfacing.config import DEFAULT, SurfacingConfig
 
+from _support import assert_one_line_error, cli  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def cli(capsys, *args: str) -> tuple[int, list[str]]:
-    """``memlab *args`` in this process: (exit code, stderr lines); a traceback fails the test."""
-    try:
-        code = main(list(args))
-    except SystemExit as exc:
-        code = exc.code
-    return code, capsys.readouterr().err.strip().splitlines()
-
-
-def assert_one_line_error(code, lines, command, *fragments):
-    assert code == 2, (code, lines)
-    assert len(lines) == 1, lines
-    assert lines[0].startswith(f"memlab {command}: error: "), lines[0]
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
 
 
 # ------------------------------------------------------------- 4: configuration validation

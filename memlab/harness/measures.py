@@ -179,9 +179,8 @@ def evaluate(measures: Sequence[Measure], ranking: Sequence[str], gold: Mapping[
     MeasureRangeError
         A relevance measure outside [0, 1] (the message names the query ``qid`` and measure).
     """
-    ranking = dedupe(ranking)
     out = {}
-    for m in measures:
+    for m in measures:  # each measure deduplicates the ranking itself
         value = m.compute(ranking, gold, tokens=tokens, latency_ms=latency_ms)
         if value is None:
             continue

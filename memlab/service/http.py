@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal
 
 from memlab.service.auth import OPEN, ApiKey, KeyRing, ScopeError
-from memlab.service.limits import LimitExceeded, Limits, check_id_text
+from memlab.service.limits import LimitExceeded, Limits, check_id_args
 from memlab.service.state import ServiceState
 
 __all__ = ["create_app", "LOCAL_HOSTS"]
@@ -249,9 +249,7 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
                 return  # not JSON: FastAPI's own 422 names the problem
             limits.check_args(body)
             if isinstance(body, dict):  # a NUL in an id is 400 here as in a bulk item
-                for name, value in body.items():
-                    if name.endswith("_id") or name in ("src", "dst", "cache"):
-                        check_id_text(value, name)
+                check_id_args(body)
 
     secured = [Depends(check_key), Depends(check_limits)]
     app.add_middleware(_Guard, max_body_bytes=limits.max_body_bytes, hosts=hosts)

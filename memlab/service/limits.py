@@ -257,3 +257,20 @@ def check_id_text(value: Any, name: str) -> None:
     """
     if isinstance(value, str) and "\x00" in value:
         raise ValueError(f"{name} must not contain NUL characters, got {value!r:.80}")
+
+
+def check_id_args(args: dict[str, Any]) -> None:
+    """:func:`check_id_text` on every argument that names an id (HTTP bodies and MCP tool
+    arguments alike, so the two surfaces cannot drift).
+
+    Examples
+    --------
+    >>> check_id_args({"content": "a\\x00b", "item_id": "x"})  # content may hold NUL
+    >>> check_id_args({"src": "a\\x00b"})
+    Traceback (most recent call last):
+    ...
+    ValueError: src must not contain NUL characters, got 'a\\x00b'
+    """
+    for name, value in args.items():
+        if name.endswith("_id") or name in ("src", "dst", "cache"):
+            check_id_text(value, name)

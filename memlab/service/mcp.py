@@ -36,7 +36,7 @@ from typing import Any
 
 from memlab.model import check_text, validate_json
 from memlab.service.auth import ScopeError, check_allowed, parse_patterns
-from memlab.service.limits import check_id_text
+from memlab.service.limits import check_id_args
 from memlab.service.state import ServiceState
 
 __all__ = ["create_mcp_server", "serve_stdio", "TOOLS"]
@@ -95,9 +95,7 @@ def create_mcp_server(state: ServiceState | None = None, *,
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             try:
-                for name, value in kwargs.items():
-                    if name.endswith("_id") or name == "cache":
-                        check_id_text(value, name)
+                check_id_args(kwargs)
                 state.limits.check_args(kwargs)  # the HTTP app's limits, by argument name
                 return fn(*args, **kwargs)
             except (ValueError, ScopeError) as exc:

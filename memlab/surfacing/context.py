@@ -332,7 +332,7 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     # keeps its pin weight), and a pinned item the query retrieved keeps its retrieval source
     anchors = list(dict.fromkeys(anchors))
     anchor_set = set(anchors)
-    mandatory_set = set(anchors)
+    mandatory_set = set(anchor_set)  # pins join it below
     for i in anchors:
         run._pool.pop(i, None)
     pool_items = list(run._pool.items())
