@@ -93,6 +93,7 @@ class SweepResult:
     measures: list[str] = dataclasses.field(default_factory=list)
     subsets: pd.DataFrame | None = None
     where: dict[str, Any] | None = None
+    dataset: str | None = None
 
     def compare(self, reference: Any = "best", *, measures: Iterable[str] | None = None,
                 correction: str = "holm", test: str = "wilcoxon", n_boot: int = 1000,
@@ -243,7 +244,8 @@ def sweep(trace: Trace, grid: Mapping[str, Sequence[Any]], *, base: Any = None,
     per_query_frame = pd.concat(per_query, ignore_index=True) if per_query else pd.DataFrame()
     return SweepResult(pd.DataFrame(rows), per_query_frame,
                        "counterfactual" if counterfactual else executor, measure_on, measures,
-                       subsets, None if where is None else dict(where))
+                       subsets, None if where is None else dict(where),
+                       str(trace.metadata.get("dataset", trace.name)))
 
 
 def _point_rows(points: list[dict], frames: list[pd.DataFrame], measures: list[str],
