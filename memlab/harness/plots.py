@@ -10,6 +10,7 @@ magic, whatever the backend.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 from pathlib import Path
@@ -55,8 +56,17 @@ def use_style() -> None:
 
 
 def _figure(**kwargs: Any) -> "InlineFigure":
-    with mpl_style.context(STYLE):
-        return InlineFigure(**kwargs)
+    return InlineFigure(**kwargs)
+
+
+def _styled(plot):
+    """Run a plot helper inside memlab's style (figure, axes, colours, fonts), rcParams restored
+    afterwards."""
+    @functools.wraps(plot)
+    def wrapper(*args, **kwargs):
+        with mpl_style.context(STYLE):
+            return plot(*args, **kwargs)
+    return wrapper
 
 
 def item_labels(trace, width: int = 40) -> dict[str, str]:
@@ -73,7 +83,7 @@ def item_labels(trace, width: int = 40) -> dict[str, str]:
     """
     labels: dict[str, str] = {}
     counters: dict[str, int] = {}
-    taken = {e.get("item_id") for e in trace if e.get("item_id") is not None}
+    taken: set[str] = set()  # ids in the memory so far
     for event in trace:
         if event.type not in ("add", "anchor"):
             continue
@@ -84,7 +94,7 @@ def item_labels(trace, width: int = 40) -> dict[str, str]:
             while f"item-{counter:06d}" in taken:
                 counter += 1
             item_id, counters[workspace] = f"item-{counter:06d}", counter + 1
-            taken.add(item_id)
+        taken.add(item_id)
         title = (event.get("metadata") or {}).get("title")
         prefix = f"[{event.get('anchor_type', 'anchor')}] " if event.type == "anchor" else ""
         text = prefix + " ".join(str(title or event.get("content") or item_id).split())
@@ -119,6 +129,7 @@ class InlineFigure(Figure):
         return buffer.getvalue()
 
 
+@_styled
 def plot_score_breakdown(result: ReplayResult, qid: str, top: int = 10, *, trace=None,
                          labels: Mapping[str, str] | None = None) -> InlineFigure:
     """Stacked composite terms of the query's ``top`` candidates, best first.
@@ -197,6 +208,7 @@ def _stage_columns(decisions: pd.DataFrame) -> list[str]:
         c.endswith("_ms") and not c.startswith(("spread_", "ppr_")) and c != "total_ms")]
 
 
+@_styled
 def plot_stage_latency(result: ReplayResult, percentiles: Iterable[float] = (50, 95, 99), *,
                        memory_size: int | None = None) -> InlineFigure:
     """Per-stage latency percentiles (ms), nested stages drawn nested under their parent.
@@ -275,6 +287,7 @@ def plot_stage_latency(result: ReplayResult, percentiles: Iterable[float] = (50,
     return fig
 
 
+@_styled
 def plot_strategy_mix(results: ReplayResult | Mapping[str, ReplayResult]) -> InlineFigure:
     """How often each strategy was used (one bar group per result)."""
     if isinstance(results, ReplayResult):
@@ -295,6 +308,7 @@ def plot_strategy_mix(results: ReplayResult | Mapping[str, ReplayResult]) -> Inl
     return fig
 
 
+@_styled
 def plot_measure_vs_parameter(sweep: SweepResult, parameter: str, measure: str, *,
                               reference: Any = "best", correction: str = "holm",
                               dataset: str | None = None) -> InlineFigure:
