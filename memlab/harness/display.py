@@ -205,7 +205,7 @@ def experiment_printable(result, digits: int = 3) -> tuple[pd.DataFrame, str]:
         for row in comparisons.table.itertuples(index=False):
             marks[(row.name, row.measure)] = row.mark
     rows = []
-    for _, row in result.table.iterrows():
+    for row in result.table.to_dict("records"):
         out = {"name": row["name"], "n": row["queries"]}
         for label in result.measures:
             out[label] = _mean_ci(row, label, digits) + marks.get((row["name"], label), "")
@@ -261,7 +261,7 @@ def sweep_printable(result, measures: list[str] | None = None, digits: int = 3,
         for row in comparisons.table.itertuples(index=False):
             marks[(row.name, row.measure)] = row.mark
     rows = []
-    for _, row in result.table.iterrows():
+    for row in result.table.to_dict("records"):
         out = {"point": row["point"], **{c.removeprefix("cfg_"): row[c] for c in parameters}}
         for label in measures:
             out[label] = _mean_ci(row, label, digits) + marks.get((row["point"], label), "")
