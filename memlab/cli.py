@@ -541,7 +541,7 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"\n{label}\n")
                 _print_blocks(_subset_cells(group, out.measures, "name"), ["name", "n"],
                               args.wide)
-        print(_measure_on_line(args.measure_on))
+        print(textwrap.fill(_measure_on_line(args.measure_on), 100))
         _print_warnings([c for c in caught if c.category.__name__ == "SmallSampleWarning"])
         Path(args.out).mkdir(parents=True, exist_ok=True)
         out.table.to_csv(Path(args.out) / "experiment.csv", index=False)
@@ -614,7 +614,7 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"\n{label}\n")
                 cells = _subset_cells(group, out.measures, "point")
                 _print_blocks(cells, ["point", "n"], args.wide)
-        print(_measure_on_line(args.measure_on))
+        print(textwrap.fill(_measure_on_line(args.measure_on), 100))
         _print_warnings([c for c in caught if c.category.__name__ == "SmallSampleWarning"])
         Path(args.out).mkdir(parents=True, exist_ok=True)
         out.table.to_csv(Path(args.out) / "sweep.csv", index=False)
@@ -703,7 +703,7 @@ def _run(args: argparse.Namespace) -> int:
                 raise
             raise _Fail(f"--{exc}") from None
         print(interval_markdown(table, None if args.wide else 100))
-        print(_measure_on_line(args.measure_on))
+        print(textwrap.fill(_measure_on_line(args.measure_on), 100))
         print(f"wrote {args.out}/results.csv and {args.out}/results.md")
         return 0
     # bench

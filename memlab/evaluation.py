@@ -211,8 +211,8 @@ def interval_markdown(table: pd.DataFrame, width: int | None = None) -> str:
         head = f"{dataset}, {subset} ({int(group['queries'].iloc[0])} queries)"
         blocks.append(head + "\n\n" + "\n".join(
             format_table_markdown(part) for part in fit_width(cells, ["config"], width)))
-    note = ("Mean in % with its 95% bootstrap interval over the queries (percentile method, "
-            "1000 resamples, seed 0).")
+    note = ("Mean in % [95% bootstrap interval over the queries: percentile method, "
+            "seeded].")
     return "\n".join(blocks) + "\n" + note + "\n"
 
 

@@ -76,8 +76,15 @@ def config_diff(config, reference=None) -> dict[str, tuple[Any, Any]]:
 
     reference = DEFAULT if reference is None else reference
     mine, theirs = _flat(config.to_dict()), _flat(reference.to_dict())
-    return {key: (theirs.get(key), mine.get(key)) for key in sorted(set(mine) | set(theirs))
+    diff = {key: (theirs.get(key), mine.get(key)) for key in sorted(set(mine) | set(theirs))
             if mine.get(key) != theirs.get(key)}
+    for stage in ("dense", "ppr", "spreading"):  # a stage on one side only: one entry
+        a, b = getattr(reference, stage), getattr(config, stage)
+        if (a is None) != (b is None):
+            diff = {k: v for k, v in diff.items() if not k.startswith(stage + ".")}
+            diff[stage] = (None if a is None else "configured", None if b is None
+                           else "configured")
+    return dict(sorted(diff.items()))
 
 
 def _flat(data: dict, prefix: str = "") -> dict[str, Any]:
