@@ -99,6 +99,7 @@ def test_score_breakdown_marks_the_budget_cut():
     assert "budget_cut" in set(result.candidates["drop_reason"].dropna())
     fig = plot_score_breakdown(result, "q1", trace=trace)
     assert "budget cut" in [t.get_text() for t in fig.axes[0].get_legend().texts]
+    assert fig.axes[0].get_title().endswith(", k=5, budget 8 tokens)")
 
 
 def test_item_labels_follow_generated_ids_and_titles():

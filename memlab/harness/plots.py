@@ -192,7 +192,10 @@ def plot_score_breakdown(result: ReplayResult, qid: str, top: int = 10, *, trace
             ax.axhline(cut, color="black", linestyle=style_, linewidth=1.0)
             handles.append(Line2D([], [], color="black", linestyle=style_, label=text))
     query = result.decisions.set_index("qid").loc[qid]
-    ax.set_title(f"{qid}: “{query['query']!s:.60}” ({query['strategy_used']}, k={query['k']})")
+    budget = query.get("max_tokens")
+    budget = f", budget {int(budget)} tokens" if budget is not None and pd.notna(budget) else ""
+    ax.set_title(f"{qid}: “{query['query']!s:.60}” ({query['strategy_used']}, k={query['k']}"
+                 f"{budget})")
     ax.set_xlabel("score (sum of composite terms)")
     ax.set_ylabel("candidate (best first)")
     ax.grid(axis="y", visible=False)
