@@ -704,7 +704,7 @@ def _run(args: argparse.Namespace) -> int:
             raise _Fail(f"--{exc}") from None
         print(interval_markdown(table, None if args.wide else 100))
         print(textwrap.fill(_measure_on_line(args.measure_on), 100))
-        print(f"wrote {args.out}/results.csv and {args.out}/results.md")
+        print(f"wrote {args.out}/results.csv, results.md and results.tex")
         return 0
     # bench
     if not Path("benchmarks").is_dir():

@@ -23,6 +23,7 @@ the queries, seeded, in the same % units); the point estimates are the plain mea
 
 from __future__ import annotations
 
+import textwrap
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -33,14 +34,16 @@ from memlab.datasets.loaders import load_hipporag, load_locomo
 from memlab.harness.experiment import bootstrap_ci, progress_bar
 from memlab.harness.measures import check_measure_on
 from memlab.harness.replay import replay
-from memlab.harness.stats import (format_table_markdown, interval_text, query_metadata,
-                                  select_queries)
+from memlab.harness.stats import (compare_paired, format_table_latex, format_table_markdown,
+                                  interval_text, query_metadata, select_queries)
 from memlab.surfacing.config import BM25_ONLY, DEFAULT
 
 __all__ = ["EVAL_MEASURES", "eval_configs", "run_eval", "check_data_root", "DATASET_FILES",
-           "to_markdown", "interval_markdown", "fit_width"]
+           "to_markdown", "to_latex", "interval_markdown", "fit_width", "EVAL_REFERENCE"]
 
 EVAL_MEASURES = ["R@2", "R@5", "R@10", "MRR"]
+# the configuration the others are tested against, per (dataset, subset) table
+EVAL_REFERENCE = "BM25 (Porter)"
 DATASET_FILES = {"locomo": ("locomo/locomo_dev.json",),
                  "musique": ("hipporag/musique_train.json",
                              "hipporag/musique_train_corpus.json")}
@@ -123,6 +126,7 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
         raise ValueError(f"by must be one of {['category', 'session_id', 'workspace_id']}, "
                          f"got {by!r}")
     rows = []
+    frames: dict[tuple[str, str], list[pd.DataFrame]] = {}
     configs = eval_configs(dense)
     bar = progress_bar(len(configs) * len(traces), "eval", progress)
     for config_name, (config, analyzer) in configs.items():
@@ -151,6 +155,8 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
             for subset, frame in subsets.items():
                 if frame.empty:
                     continue
+                frames.setdefault((dataset, subset), []).append(
+                    frame[["qid", "measure", "value"]].assign(name=config_name))
                 means = frame.groupby("measure")["value"].mean() * 100.0
                 row = {"dataset": dataset, "subset": subset, "config": config_name,
                        **{m: round(float(means.get(m, float("nan"))), 1)
@@ -165,12 +171,13 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
                 rows.append(row)
     if bar is not None:
         bar.close()
-    table = pd.DataFrame(rows)
+    table = _with_marks(pd.DataFrame(rows), frames, n_boot, seed)
     if out is not None:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         table.to_csv(out / "results.csv", index=False)
         (out / "results.md").write_text(to_markdown(table) + "\n" + interval_markdown(table))
+        (out / "results.tex").write_text(to_latex(table))
     return table
 
 
@@ -186,6 +193,53 @@ def to_markdown(table: pd.DataFrame) -> str:
         lines += ["", f"Measures (trec_eval semantics) read the {' and '.join(used)} ranking"
                   + (" (anchors and pins left out)." if used == ["retrieved"] else ".")]
     return "\n".join(lines) + "\n"
+
+
+def _with_marks(table: pd.DataFrame, frames: dict, n_boot: int, seed: int) -> pd.DataFrame:
+    """Per (dataset, subset): each configuration against :data:`EVAL_REFERENCE`, paired Wilcoxon,
+    Holm-corrected across that table's comparisons: ``<m> p_holm`` and ``<m> mark`` columns."""
+    if table.empty:
+        return table
+    marks: dict[tuple[str, str, str, str], tuple[float, str]] = {}
+    for (dataset, subset), parts in frames.items():
+        long = pd.concat(parts, ignore_index=True)
+        if EVAL_REFERENCE not in set(long["name"]) or long["name"].nunique() < 2:
+            continue
+        compared = compare_paired(long, key="name", measures=EVAL_MEASURES,
+                                  reference=EVAL_REFERENCE, n_boot=n_boot, seed=seed, warn=False)
+        for row in compared.table.itertuples(index=False):
+            marks[(dataset, subset, row.name, row.measure)] = (row.p_adjusted, row.mark)
+    for m in EVAL_MEASURES:
+        keys = list(zip(table["dataset"], table["subset"], table["config"], [m] * len(table)))
+        table[f"{m} p_holm"] = [marks.get(k, (float("nan"), ""))[0] for k in keys]
+        table[f"{m} mark"] = [marks.get(k, (float("nan"), ""))[1] for k in keys]
+    return table
+
+
+def _interval_cells(group: pd.DataFrame) -> pd.DataFrame:
+    cells = pd.DataFrame({"config": group["config"].to_numpy()})
+    for m in EVAL_MEASURES:
+        marks = group[f"{m} mark"] if f"{m} mark" in group else [""] * len(group)
+        cells[m] = [interval_text(v, lo, hi, 1) + mark for v, lo, hi, mark in
+                    zip(group[m], group[f"{m} ci_low"], group[f"{m} ci_high"], marks)]
+    return cells
+
+
+EVAL_NOTE = ("Mean in % [95% bootstrap interval over the queries: percentile method, seeded]. "
+             f"Marks: paired Wilcoxon signed-rank against {EVAL_REFERENCE}, Holm–Bonferroni "
+             "across each block's comparisons; * p<0.05, ** p<0.01, *** p<0.001 (adjusted), "
+             "† n too small for the test.")
+
+
+def to_latex(table: pd.DataFrame) -> str:
+    """Every (dataset, subset) block of the table as a LaTeX ``table`` (booktabs), each number
+    with its 95% interval and significance marks against :data:`EVAL_REFERENCE`."""
+    out = []
+    for (dataset, subset), group in table.groupby(["dataset", "subset"], sort=False):
+        caption = (f"{dataset}, {subset} ({int(group['queries'].iloc[0])} queries). "
+                   + EVAL_NOTE)
+        out.append(format_table_latex(_interval_cells(group), caption))
+    return "\n".join(out)
 
 
 def interval_markdown(table: pd.DataFrame, width: int | None = None) -> str:
@@ -204,15 +258,11 @@ def interval_markdown(table: pd.DataFrame, width: int | None = None) -> str:
     """
     blocks = []
     for (dataset, subset), group in table.groupby(["dataset", "subset"], sort=False):
-        cells = pd.DataFrame({"config": group["config"].to_numpy()})
-        for m in EVAL_MEASURES:
-            cells[m] = [interval_text(v, lo, hi, 1) for v, lo, hi in
-                        zip(group[m], group[f"{m} ci_low"], group[f"{m} ci_high"])]
+        cells = _interval_cells(group)
         head = f"{dataset}, {subset} ({int(group['queries'].iloc[0])} queries)"
         blocks.append(head + "\n\n" + "\n".join(
             format_table_markdown(part) for part in fit_width(cells, ["config"], width)))
-    note = ("Mean in % [95% bootstrap interval over the queries: percentile method, "
-            "seeded].")
+    note = EVAL_NOTE if width is None else textwrap.fill(EVAL_NOTE, width)
     return "\n".join(blocks) + "\n" + note + "\n"
 
 

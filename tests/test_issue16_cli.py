@@ -49,6 +49,14 @@ def test_eval_prints_intervals_and_per_category_tables_within_100_columns(data_r
     assert "musique, category=" not in out  # MuSiQue's questions carry no category
     written = (tmp_path / "out" / "results.md").read_text()
     assert "| dataset | subset | config |" in written and expected in written
+    # marks against BM25 (Porter), named with the test and correction; LaTeX as well
+    assert "paired Wilcoxon signed-rank against BM25 (Porter), Holm–Bonferroni" in \
+        " ".join(out.split())
+    assert set(table["R@2 mark"]) <= {"", "*", "**", "***", "†", "*†", "**†", "***†"}
+    assert (table.loc[table["config"] == "BM25 (Porter)", "R@2 mark"] == "").all()
+    assert "†" in out  # a handful of fixture questions: too few for Wilcoxon
+    latex = (tmp_path / "out" / "results.tex").read_text()
+    assert latex.count("\\begin{table}") == table.groupby(["dataset", "subset"]).ngroups
 
 
 def test_eval_point_estimates_do_not_move_with_intervals(data_root):
@@ -106,3 +114,16 @@ def test_api_a_user_can_guess():
     assert BM25_ONLY.name == "bm25" and callable(hybrid_recipe)
     assert Experiment is run_experiment and "factory" in run_experiment.__doc__
     assert {"BM25_ONLY", "hybrid_recipe"} <= set(memlab.__all__)
+
+
+def test_unreachable_dask_scheduler_is_one_line(tmp_path, capsys):
+    dask = pytest.importorskip("dask")
+    pytest.importorskip("distributed")
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        code = main(["sweep", "fixture:apollo_demo", "--grid", "centrality_weight=0,1",
+                     "--executor", "dask", "--address", "tcp://127.0.0.1:9", "--out",
+                     str(tmp_path / "sw")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert err.startswith("memlab sweep: error: --address 'tcp://127.0.0.1:9': cannot reach "
+                          "the Dask scheduler")
