@@ -24,7 +24,8 @@ from memlab.harness.stats import (ComparisonTable, compare_paired, format_table_
                                   subset_labels)
 from memlab.harness.trace import Trace
 
-__all__ = ["Experiment", "run_experiment", "ExperimentResult", "bootstrap_ci", "paired_tests", "run_spec"]
+__all__ = ["Experiment", "run_experiment", "ExperimentResult", "bootstrap_ci", "paired_tests",
+           "run_spec", "progress_bar"]
 
 
 def bootstrap_ci(values: np.ndarray, *, n_boot: int = 1000, seed: int = 0,
@@ -127,10 +128,10 @@ class ExperimentResult:
         return format_table_latex(frame, caption or note)
 
     def _repr_html_(self) -> str:
-        from memlab.harness.display import experiment_html; return experiment_html(self)  # noqa: E702
+        from memlab.harness import display; return display.experiment_html(self)  # noqa: E702
 
     def __repr__(self) -> str:
-        from memlab.harness.display import experiment_repr; return experiment_repr(self)  # noqa: E702
+        from memlab.harness import display; return display.experiment_repr(self)  # noqa: E702
 
 
 def run_experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],

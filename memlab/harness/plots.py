@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import io
-import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 

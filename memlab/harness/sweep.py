@@ -5,11 +5,17 @@ A grid maps configuration fields to the values to try: top-level ``SurfacingConf
 ``"spreading.depth"``) and of dense relevance (``"dense.weight"``). Every point is replayed
 from scratch, so the executors only decide where the work runs: ``"serial"`` (this process),
 ``"local"`` (a process pool) or ``"dask"`` (``distributed``; a two-worker ``LocalCluster``
-started for the call, or the scheduler at ``address``). The results are the same whichever runs them (tested), in grid order.
+started for the call, or the scheduler at ``address``). The results are the same whichever
+runs them (tested), in grid order.
 
 ``counterfactual=True`` replays once and re-scores the recorded candidates for each point,
 which is much faster and exact for the composite's weights (see
 :mod:`memlab.harness.counterfactual`); other fields need real replays.
+
+:meth:`SweepResult.compare` tests every point against the best one or a named reference point,
+paired by query, with Holm (default) or Benjamini–Hochberg correction across the table (see
+:mod:`memlab.harness.stats`); ``where`` / ``by`` restrict the table to, or split it by, query
+metadata.
 """
 
 from __future__ import annotations
