@@ -10,7 +10,9 @@ from memlab.session import (PMMemoryStore, PromotionPolicy, get_memory_status, p
                             resolve_context)
 from memlab.model import Edge, MemoryItem, SurfacingDecision, SurfacingStrategy
 from memlab.store import MemoryStore
-from memlab.surfacing.config import DEFAULT, RECIPES, SEED_COMPAT, SurfacingConfig, get_recipe
+from memlab.surfacing.config import (BM25_ONLY, DEFAULT, RECIPES, SEED_COMPAT, SurfacingConfig,
+                                     get_recipe)
+from memlab.signals.dense import hybrid_recipe
 from memlab.surfacing.context import ContextRecord
 
 __version__ = "0.1.0"
@@ -19,7 +21,7 @@ __all__ = [
     "Memory", "MemoryStore", "ManualClock", "SystemClock", "Clock",
     "SurfacingDecision", "SurfacingStrategy", "BudgetTooSmall", "SessionPinWorkspaceConflict",
     "UnknownItemError", "DuplicateItemError", "Edge", "MemoryItem", "ContextRecord",
-    "SurfacingConfig", "SEED_COMPAT", "DEFAULT", "RECIPES", "get_recipe", "__version__",
+    "SurfacingConfig", "SEED_COMPAT", "DEFAULT", "BM25_ONLY", "hybrid_recipe", "RECIPES", "get_recipe", "__version__",
     "spread", "personalized_pagerank", "SpreadConfig", "PPRConfig", "PPRCache",
     "PPRConvergenceError", "PMMemoryStore", "PromotionPolicy", "resolve_context",
     "promote_to_long_term", "get_memory_status",

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -227,6 +228,76 @@ def _measure_on_line(measure_on: str) -> str:
             "(--measure-on surfaced)")
 
 
+def _study_options(parser: argparse.ArgumentParser, *, by_default: str | None = None) -> None:
+    """--where, --by and --wide, shared by experiment, sweep and eval (issue 16)."""
+    parser.add_argument("--where", action="append", default=[], metavar="FIELD=V1,V2",
+                        help="keep only queries whose metadata match, repeatable: category, "
+                        "session_id, workspace_id or dataset (e.g. category=1,2)")
+    parser.add_argument("--by", default=by_default, metavar="FIELD",
+                        help="also report one table per value of this query metadata, e.g. "
+                        f"category (default: {by_default or 'none'})")
+    parser.add_argument("--wide", action="store_true", help="print every column in one table "
+                        "(default: tables split to fit 100 columns)")
+
+
+def _stats_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--correction", default="holm", choices=["holm", "bh", "none"],
+                        help="multiple-comparison correction across the table's comparisons: "
+                        "Holm-Bonferroni, Benjamini-Hochberg, or none (default: holm)")
+    parser.add_argument("--test", default="wilcoxon", choices=["wilcoxon", "ttest"],
+                        help="the paired test (default: wilcoxon)")
+
+
+def _where(entries: list[str]) -> dict[str, list[Any]] | None:
+    """``--where FIELD=V1,V2`` entries as a filter (numbers parsed as numbers)."""
+    if not entries:
+        return None
+    where: dict[str, list[Any]] = {}
+    for entry in entries:
+        key, eq, values = entry.partition("=")
+        if not eq or not key.strip() or not values:
+            raise _Fail(f"--where {entry!r} must look like FIELD=V1,V2 (e.g. category=1,2)")
+        parsed = []
+        for value in values.split(","):
+            try:
+                parsed.append(int(value))
+            except ValueError:
+                parsed.append(value)
+        where.setdefault(key.strip(), []).extend(parsed)
+    return where
+
+
+def _recipe_spec(spec: str) -> str:
+    """Recipe names case-insensitively (``DEFAULT``, ``BM25``); anything else unchanged."""
+    from memlab.surfacing.config import RECIPES
+    return spec.lower() if spec.lower() in RECIPES and not Path(spec).exists() else spec
+
+
+def _print_blocks(frame, keep: list[str], wide: bool) -> None:
+    from memlab.evaluation import fit_width
+    from memlab.harness.stats import format_table_markdown
+    for part in fit_width(frame, keep, None if wide else 100):
+        print(format_table_markdown(part))
+
+
+def _subset_cells(group, measures: list[str], key: str):
+    """One subset's rows as text cells: key, n, mean [95% CI] per measure."""
+    import pandas as pd
+
+    from memlab.harness.stats import interval_text
+    cells = pd.DataFrame({key: group[key].to_numpy(), "n": group["queries"].to_numpy()})
+    for m in measures:
+        cells[m] = [interval_text(v, lo, hi) for v, lo, hi in
+                    zip(group[m], group[f"{m} ci_low"], group[f"{m} ci_high"])]
+    return cells
+
+
+def _print_warnings(caught) -> None:
+    """Small-sample warnings, one line each on stderr (the table marks them with †)."""
+    for item in caught:
+        print(textwrap.shorten(f"warning: {item.message}", 100), file=sys.stderr)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="memlab", description="memlab: research and run memory surfacing for LLM agents. "
@@ -259,8 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("experiment", help="compare configurations on one trace", description=(
         "Replay a trace under several configurations and print one row per configuration: "
-        "means, bootstrap 95% intervals, and paired t-test and Wilcoxon p-values against the "
-        "baseline."))
+        "means with bootstrap 95% intervals, then paired comparisons against the baseline "
+        "(effect with its paired-bootstrap interval, p-values corrected across the table)."))
     ex.add_argument("trace", help=_TRACE_HELP)
     ex.add_argument("--config", action="append", required=True, metavar="NAME=CONFIG[:MODE]",
                     help="a configuration to compare, repeatable: a name, '=', a recipe or JSON "
@@ -268,6 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--baseline", default=None, help="the name the others are tested against "
                     "(default: the first)")
     _replay_options(ex)
+    _stats_options(ex)
+    _study_options(ex)
     ex.add_argument("--out", default="out/experiment", help="folder for experiment.csv and "
                     "per_query.csv (default: out/experiment)")
 
@@ -287,13 +360,18 @@ def build_parser() -> argparse.ArgumentParser:
                     "(default: 2)")
     sw.add_argument("--counterfactual", action="store_true", help="replay once and re-score the "
                     "recorded candidates per point (composite weights only)")
+    sw.add_argument("--reference", default="best", help="the point the others are compared "
+                    "with, paired: 'best' (per measure) or a point number (default: best)")
     _replay_options(sw)
+    _stats_options(sw)
+    _study_options(sw)
     sw.add_argument("--out", default="out/sweep", help="folder for sweep.csv (default: "
                     "out/sweep)")
 
     ev = sub.add_parser("eval", help="quality on the shared public datasets", description=(
         "Replay LoCoMo and HippoRAG's MuSiQue under memlab's DEFAULT recipe, its no-graph "
-        "ablation and BM25 baselines; write one results table."))
+        "ablation and BM25 baselines; print every number with its 95% interval (and one table "
+        "per LoCoMo category); write one results table."))
     ev.add_argument("--data", default=None, help="folder holding locomo/ and hipporag/ as in "
                     "the shared datasets' README (default: $MEMLAB_SHARED_DATA, else "
                     "../shared/datasets beside the repository)")
@@ -305,6 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--datasets", nargs="+", default=["musique", "locomo"],
                     choices=["musique", "locomo"], help="which datasets (default: both)")
     _measure_on_option(ev)
+    _study_options(ev, by_default="category")
 
     serve = sub.add_parser("serve", help="the HTTP service", description=(
         "Serve memlab over HTTP (FastAPI on uvicorn; the 'service' extra). Every route but "
@@ -395,10 +474,10 @@ def _experiment_configs(entries: list[str]) -> dict[str, tuple[str, Any]]:
             spec, mode = spec.rsplit(":", 1)
         elif ":" in spec and not Path(spec).is_file() and spec.rsplit(":", 1)[0] != "":
             head, tail = spec.rsplit(":", 1)
-            if head in _recipes() or head.endswith(".json"):
+            if head.lower() in _recipes() or head.endswith(".json"):
                 raise _Fail(f"--config {entry!r}: the mode after ':' must be 'legacy' or "
                             f"'router', got {tail!r}")
-        configs[name] = (mode, _load_config(spec))
+        configs[name] = (mode, _load_config(_recipe_spec(spec)))
     return configs
 
 
@@ -424,43 +503,125 @@ def _run(args: argparse.Namespace) -> int:
               f"{len(result.candidates)} candidate rows)")
         return 0
     if args.command == "experiment":
+        import warnings
+
         from memlab.harness import Experiment
+        from memlab.harness.display import experiment_printable
         _check_k(args.k)
         configs = _experiment_configs(args.config)
         if args.baseline is not None and args.baseline not in configs:
             raise _Fail(f"--baseline {args.baseline!r} is not one of the --config names "
                         f"{list(configs)}")
         measures = _measures(args.measures)
+        where = _where(args.where)
         _writable_folder("--out", args.out)
-        out = Experiment(_load_trace(args.trace), configs, measures, args.baseline,
-                         k=args.k, measure_on=args.measure_on)
-        print(out.table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-        print(_measure_on_line(args.measure_on))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                out = Experiment(_load_trace(args.trace), configs, measures, args.baseline,
+                                 k=args.k, measure_on=args.measure_on, where=where, by=args.by,
+                                 correction=args.correction, test=args.test,
+                                 progress=sys.stderr.isatty())
+            except ValueError as exc:
+                if not str(exc).startswith(("where", "by ")):
+                    raise
+                raise _Fail(f"--{exc}") from None
+        if args.wide:
+            print(out.table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+        else:
+            frame, note = experiment_printable(out)
+            _print_blocks(frame, ["name", "n"], False)
+            print(textwrap.fill(note, 100))
+        if out.comparisons is not None:
+            print()
+            _print_blocks(out.comparisons._printable(3), ["name", "vs", "measure"], args.wide)
+            print(textwrap.fill(out.comparisons.footnote(), 100))
+        if out.subsets is not None:
+            for label, group in out.subsets.groupby("subset", sort=False):
+                print(f"\n{label}\n")
+                _print_blocks(_subset_cells(group, out.measures, "name"), ["name", "n"],
+                              args.wide)
+        print(textwrap.fill(_measure_on_line(args.measure_on), 100))
+        _print_warnings([c for c in caught if c.category.__name__ == "SmallSampleWarning"])
         Path(args.out).mkdir(parents=True, exist_ok=True)
         out.table.to_csv(Path(args.out) / "experiment.csv", index=False)
         out.per_query.to_csv(Path(args.out) / "per_query.csv", index=False)
-        print(f"wrote {args.out}/experiment.csv and per_query.csv")
+        written = "experiment.csv and per_query.csv"
+        if out.comparisons is not None:
+            out.comparisons.table.to_csv(Path(args.out) / "comparisons.csv", index=False)
+            written = "experiment.csv, per_query.csv and comparisons.csv"
+        if out.subsets is not None:
+            out.subsets.to_csv(Path(args.out) / "subsets.csv", index=False)
+            written = written.replace(" and ", ", ") + " and subsets.csv"
+        (Path(args.out) / "experiment.md").write_text(out.to_markdown())
+        (Path(args.out) / "experiment.tex").write_text(out.to_latex())
+        print(f"wrote {args.out}/{written} (and experiment.md, experiment.tex)")
         return 0
     if args.command == "sweep":
+        import warnings
+
         from memlab.harness import sweep
+        from memlab.harness.display import sweep_printable
         _check_k(args.k)
         if args.workers < 1:
             raise _Fail(f"--workers must be at least 1, got {args.workers}")
         if args.address is not None and args.executor != "dask":
             raise _Fail(f"--address {args.address!r} needs --executor dask, got "
                         f"--executor {args.executor}")
-        grid, base, measures = _grid(args.grid), _load_config(args.config), \
+        reference: Any = args.reference
+        if reference != "best":
+            try:
+                reference = int(reference)
+            except ValueError:
+                raise _Fail(f"--reference must be 'best' or a point number, got "
+                            f"{args.reference!r}") from None
+        grid, base, measures = _grid(args.grid), _load_config(_recipe_spec(args.config)), \
             _measures(args.measures)
+        where = _where(args.where)
         _writable_folder("--out", args.out)
-        out = sweep(_load_trace(args.trace), grid, base=base,
-                    k=args.k, measures=measures, executor=args.executor,
-                    address=args.address, n_workers=args.workers,
-                    counterfactual=args.counterfactual, measure_on=args.measure_on)
-        print(out.table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-        print(_measure_on_line(args.measure_on))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                out = sweep(_load_trace(args.trace), grid, base=base,
+                            k=args.k, measures=measures, executor=args.executor,
+                            address=args.address, n_workers=args.workers,
+                            counterfactual=args.counterfactual, measure_on=args.measure_on,
+                            where=where, by=args.by, progress=sys.stderr.isatty())
+            except ValueError as exc:
+                if not str(exc).startswith(("where", "by ")):
+                    raise
+                raise _Fail(f"--{exc}") from None
+            except OSError as exc:  # a Dask scheduler that cannot be reached
+                raise _Fail(f"--address {args.address!r}: cannot reach the Dask scheduler "
+                            f"({exc})") from None
+            if reference != "best" and reference not in set(out.table["point"]):
+                raise _Fail(f"--reference {reference} is not a point (0..{len(out.table) - 1})")
+            comparisons = out.compare(reference, correction=args.correction, test=args.test) \
+                if len(out.table) > 1 else None
+        if args.wide:
+            print(out.table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+        else:
+            frame, note = sweep_printable(out, comparisons=comparisons)
+            keep = [c for c in frame.columns if c not in out.measures]
+            _print_blocks(frame, keep, False)
+            print(textwrap.fill(note, 100))
+        if comparisons is not None:
+            print()
+            _print_blocks(comparisons._printable(3), ["name", "vs", "measure"], args.wide)
+            print(textwrap.fill(comparisons.footnote(), 100))
+        if out.subsets is not None:
+            for label, group in out.subsets.groupby("subset", sort=False):
+                print(f"\n{label}\n")
+                cells = _subset_cells(group, out.measures, "point")
+                _print_blocks(cells, ["point", "n"], args.wide)
+        print(textwrap.fill(_measure_on_line(args.measure_on), 100))
+        _print_warnings([c for c in caught if c.category.__name__ == "SmallSampleWarning"])
         Path(args.out).mkdir(parents=True, exist_ok=True)
         out.table.to_csv(Path(args.out) / "sweep.csv", index=False)
-        print(f"wrote {args.out}/sweep.csv")
+        if comparisons is not None:
+            comparisons.table.to_csv(Path(args.out) / "comparisons.csv", index=False)
+        print(f"wrote {args.out}/sweep.csv" + (" and comparisons.csv" if comparisons is not None
+                                                else ""))
         return 0
     if args.command == "serve":
         if not 0 <= args.port <= 65535:
@@ -525,18 +686,25 @@ def _run(args: argparse.Namespace) -> int:
         print(f"kept {report.kept} of the {report.total} rows found; wrote {args.out}")
         return 0 if report.kept == report.total and not report.problems else 1
     if args.command == "eval":
-        from memlab.evaluation import check_data_root, run_eval, to_markdown
+        from memlab.evaluation import check_data_root, interval_markdown, run_eval
         _check_k(args.k)
         if args.data is None:
             from memlab.datasets import shared_data_dir
             args.data = str(shared_data_dir())
         check_data_root(args.data, tuple(args.datasets), option="--data")
+        where = _where(args.where)
         _writable_folder("--out", args.out)
-        table = run_eval(args.data, out=args.out, k=args.k, dense=args.dense,
-                         datasets=tuple(args.datasets), measure_on=args.measure_on)
-        print(to_markdown(table))
-        print(_measure_on_line(args.measure_on))
-        print(f"wrote {args.out}/results.csv and {args.out}/results.md")
+        try:
+            table = run_eval(args.data, out=args.out, k=args.k, dense=args.dense,
+                             datasets=tuple(args.datasets), measure_on=args.measure_on,
+                             where=where, by=args.by, progress=sys.stderr.isatty())
+        except ValueError as exc:
+            if not str(exc).startswith(("where", "by ")):
+                raise
+            raise _Fail(f"--{exc}") from None
+        print(interval_markdown(table, None if args.wide else 100))
+        print(textwrap.fill(_measure_on_line(args.measure_on), 100))
+        print(f"wrote {args.out}/results.csv, results.md and results.tex")
         return 0
     # bench
     if not Path("benchmarks").is_dir():

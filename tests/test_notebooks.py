@@ -9,7 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+# every figure the executed notebooks show, saved for a person to open (not committed)
+FIGURES_DIR = ROOT / "out" / "notebook-figures"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # A hang guard for one cell (nbclient raises past it), not a performance claim: on a loaded
 # machine a small-data cell may take minutes; none should take half an hour.
@@ -74,12 +77,17 @@ def test_notebook_runs_on_small_data_and_shows_every_figure(path, monkeypatch):
     plot_cells = [cell for cell in code if calls_plot_helper(cell.source)]
     if path.name[:2] in ("01", "02", "03", "04"):
         assert plot_cells, f"{path.name} should have plot cells"
-    for cell in plot_cells:
+    FIGURES_DIR.mkdir(parents=True, exist_ok=True)
+    for n, cell in enumerate(plot_cells, start=1):
         images = [o.data["image/png"] for o in cell.outputs
                   if o.output_type in ("execute_result", "display_data")
                   and "image/png" in o.data]
         assert len(images) == 1, (path.name, cell.source, cell.outputs)
+        (FIGURES_DIR / f"{path.stem}-{n}.png").write_bytes(base64.b64decode(images[0]))
         pixels = png_pixels(images[0])
         assert pixels.shape[0] >= 100 and pixels.shape[1] >= 100, pixels.shape
         # a real figure: many distinct colours, not a blank canvas
         assert len(np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)) > 10
+    # every notebook ends with a conclusion computed from its numbers (Markdown output)
+    last = code[-1]
+    assert any("text/markdown" in o.get("data", {}) for o in last.outputs), path.name

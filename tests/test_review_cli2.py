@@ -221,12 +221,15 @@ def test_review_every_help_renders_without_format_escapes(capsys, command):
 
 
 def test_review_demo_table_prints_both_p_values(tmp_path, capsys):
+    # issue 16: the demo prints the paired comparisons with the raw and the Holm-adjusted
+    # Wilcoxon p; the CSV keeps both tests' raw p-values
     from memlab.demo import run_demo
     experiment = run_demo(tmp_path, k=10)
     table = capsys.readouterr().out.split("=== experiment:")[1]
     for column in ("p_ttest", "p_wilcoxon"):
         assert any(column in c for c in experiment.table.columns)
-        assert column in table, table
+    assert "| name | vs | measure | n | delta [CI] | d_z | p | p (holm) |" in table, table
+    assert "Holm–Bonferroni" in table
 
 
 # ------------------------------------------------------------- 9: metadata keys are strings

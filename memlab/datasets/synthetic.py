@@ -111,7 +111,7 @@ QUERY_KINDS = ("point", "recency", "multi_hop", "procedural", "temporal")
 def synthetic_trace(n_items: int = 1000, n_queries: int = 100, *, seed: int = 0,
                     n_topics: int = 20, n_sessions: int = 50, span_days: float = 180.0,
                     start: datetime = datetime(2024, 1, 1, tzinfo=timezone.utc),
-                    query_mix: dict[str, float] | None = None):
+                    query_mix: dict[str, float] | None = None, progress: bool = False):
     """A seeded trace of any size: sessions of items on topics, edges, and gold-labelled queries
     aimed at each strategy (the query's ``category`` says which).
 
@@ -128,7 +128,8 @@ def synthetic_trace(n_items: int = 1000, n_queries: int = 100, *, seed: int = 0,
 
     Sizes are bounded by :data:`SYNTHETIC_LIMITS` (at most 10,000,000 items, 1,000,000 queries,
     10,000 topics and 1,000,000 sessions); beyond them, and below the minimums, ValueError names
-    the argument.
+    the argument. ``progress=True`` shows a bar naming the size (100,000 items take about a
+    minute).
 
     Examples
     --------
@@ -163,7 +164,10 @@ def synthetic_trace(n_items: int = 1000, n_queries: int = 100, *, seed: int = 0,
     kind_of = rng.random(n_items)
     items = []
     used_titles: set[str] = set()
+    bar = _bar(2 * n_items, f"synthetic_trace({n_items:,} items)", progress)
     for i in range(n_items):
+        if bar is not None:
+            bar.update(1)
         t = int(topic_of[i])
         words = [pool[j] for j in rng.choice(topic_words[t], rng.integers(6, 14), p=zipf)]
         words += [pool[j] for j in rng.integers(0, len(pool), 3)]  # general noise words
@@ -189,9 +193,13 @@ def synthetic_trace(n_items: int = 1000, n_queries: int = 100, *, seed: int = 0,
                            metadata={"seed": seed, "n_topics": n_topics,
                                      "n_sessions": n_sessions, "generator": "synthetic_trace"})
     for item in items:
+        if bar is not None:
+            bar.update(1)
         builder.add(item["content"], item_id=item["item_id"], memory_type=item["memory_type"],
                     metadata=item["metadata"], created_at=item["created_at"],
                     ts=item["created_at"])
+    if bar is not None:
+        bar.close()
     by_topic: dict[int, list[int]] = {}
     for i in range(n_items):
         by_topic.setdefault(int(topic_of[i]), []).append(i)
@@ -242,3 +250,14 @@ def _synthetic_query(kind, rng, items, names, by_topic, successor, topic_of, sec
             if items[j]["created_at"].year == when.year
             and items[j]["created_at"].month == when.month]
     return f"what happened with {names[t]} in {_MONTHS[when.month - 1]} {when.year}", gold
+
+
+def _bar(total: int, desc: str, enabled: bool):
+    """A tqdm bar (a widget in Jupyter), or None when disabled or tqdm is not installed."""
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # tqdm is optional (the parquet/notebooks/test extras install it)
+        return None
+    return tqdm(total=total, desc=desc, unit="item")

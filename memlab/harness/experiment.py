@@ -19,9 +19,13 @@ from scipy import stats
 
 from memlab.harness.measures import DEFAULT_MEASURES, Measure, check_measure_on, parse_measures
 from memlab.harness.replay import ReplayResult, replay, resolve_config
+from memlab.harness.stats import (ComparisonTable, compare_paired, format_table_latex,
+                                  format_table_markdown, query_metadata, select_queries,
+                                  subset_labels)
 from memlab.harness.trace import Trace
 
-__all__ = ["Experiment", "ExperimentResult", "bootstrap_ci", "paired_tests", "run_spec"]
+__all__ = ["Experiment", "run_experiment", "ExperimentResult", "bootstrap_ci", "paired_tests",
+           "run_spec", "progress_bar"]
 
 
 def bootstrap_ci(values: np.ndarray, *, n_boot: int = 1000, seed: int = 0,
@@ -70,24 +74,77 @@ def run_spec(spec: Any) -> tuple[str, Any]:
 
 @dataclass
 class ExperimentResult:
-    """``table``: one row per configuration; ``per_query``: long (name, qid, measure, value);
-    ``measure_on``: the ranking the relevance measures read (see :func:`replay`)."""
+    """What :func:`Experiment` returns.
+
+    ``table``: one row per configuration; ``per_query``: long (name, qid, measure, value);
+    ``measure_on``: the ranking the relevance measures read (see :func:`replay`);
+    ``comparisons``: every configuration against the baseline, paired, Holm-corrected
+    (:meth:`compare` for another reference, test or correction); ``subsets``: with ``by``, one
+    summary row per (subset, configuration), a ``subset`` column first; ``where``: the query
+    filter applied.
+    """
 
     table: pd.DataFrame
     per_query: pd.DataFrame
     results: dict[str, ReplayResult] = field(default_factory=dict)
     baseline: str | None = None
     measure_on: str = "retrieved"
+    comparisons: ComparisonTable | None = None
+    subsets: pd.DataFrame | None = None
+    where: dict[str, Any] | None = None
+    measures: list[str] = field(default_factory=list)
 
-    def _repr_html_(self) -> str:  # pragma: no cover - notebook display
-        return self.table._repr_html_()
+    def compare(self, reference: Any = None, *, measures: Iterable[str] | None = None,
+                correction: str = "holm", test: str = "wilcoxon", n_boot: int = 1000,
+                seed: int = 0) -> ComparisonTable:
+        """Paired comparisons of every configuration against ``reference`` (the baseline when
+        None; ``"best"``: the best per measure), corrected across the table.
+
+        Examples
+        --------
+        >>> from memlab.harness.trace import TraceBuilder
+        >>> trace = (TraceBuilder("t").add("JWT tokens", item_id="a").add("the cat", item_id="b")
+        ...          .query("q1", "JWT", gold=["a"]).build())
+        >>> out = Experiment(trace, {"one": "default", "two": "bm25"}, ["MRR"])
+        >>> out.compare(correction="bh").table[["name", "reference", "correction"]].values.tolist()
+        [['two', 'one', 'bh']]
+        """
+        reference = self.baseline if reference is None else reference
+        chosen = self.measures if measures is None else [str(m) for m in parse_measures(measures)]
+        return compare_paired(self.per_query, key="name", measures=chosen, reference=reference,
+                              correction=correction, test=test, n_boot=n_boot, seed=seed)
+
+    def to_markdown(self, digits: int = 3) -> str:
+        """The table as a paper prints it: mean [95% CI] per measure, significance marks against
+        the baseline (adjusted p, the test and correction named in the footnote)."""
+        from memlab.harness.display import experiment_printable
+        frame, note = experiment_printable(self, digits)
+        return format_table_markdown(frame) + "\n" + note + "\n"
+
+    def to_latex(self, digits: int = 3, caption: str | None = None) -> str:
+        """The :meth:`to_markdown` table as a LaTeX ``table`` (booktabs)."""
+        from memlab.harness.display import experiment_printable
+        frame, note = experiment_printable(self, digits)
+        return format_table_latex(frame, caption or note)
+
+    def _repr_html_(self) -> str:
+        from memlab.harness import display; return display.experiment_html(self)  # noqa: E702
+
+    def __repr__(self) -> str:
+        from memlab.harness import display; return display.experiment_repr(self)  # noqa: E702
 
 
-def Experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],  # noqa: N802 - as pt.Experiment
-               measures: Iterable[str | Measure] | None = None, baseline: str | None = None, *,
-               k: int = 20, n_boot: int = 1000, seed: int = 0,
-               measure_on: str = "retrieved") -> ExperimentResult:
-    """Replay ``trace`` under each configuration and compare them.
+def run_experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],
+                   measures: Iterable[str | Measure] | None = None, baseline: str | None = None,
+                   *, k: int = 20, n_boot: int = 1000, seed: int = 0,
+                   measure_on: str = "retrieved", where: Mapping[str, Any] | None = None,
+                   by: str | None = None, correction: str = "holm", test: str = "wilcoxon",
+                   progress: bool = False) -> ExperimentResult:
+    """Replay ``trace`` under each configuration and compare them; returns an
+    :class:`ExperimentResult`.
+
+    ``Experiment`` is the same function (a factory named after PyTerrier's ``pt.Experiment``;
+    it returns a result, it is not a class).
 
     Parameters
     ----------
@@ -98,6 +155,18 @@ def Experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],  # noqa
     measure_on : {"retrieved", "surfaced"}
         The ranking relevance measures read, as in :func:`~memlab.harness.replay.replay`
         (``"retrieved"``: the session's anchors and pins left out).
+    where : mapping, optional
+        Query metadata filter: ``{"category": [1, 2]}``, ``{"workspace_id": "w1"}``,
+        ``{"dataset": "locomo"}`` (see :func:`~memlab.harness.stats.query_metadata`). Every
+        query still replays (the memory's state depends on all of them); the table and tests read
+        only the selected queries.
+    by : str, optional
+        A metadata column (``"category"``): ``subsets`` then has one summary per value.
+    correction, test : str
+        For ``comparisons`` (see :mod:`memlab.harness.stats`): ``"holm"`` / ``"bh"`` /
+        ``"none"`` and ``"wilcoxon"`` / ``"ttest"``.
+    progress : bool
+        A progress bar (tqdm; a widget in Jupyter) naming the configuration being replayed.
 
     Examples
     --------
@@ -129,21 +198,64 @@ def Experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],  # noqa
     baseline = names[0] if baseline is None else baseline
     if baseline not in names:
         raise ValueError(f"baseline must be one of {names}, got {baseline!r}")
+    metadata = select_queries(query_metadata(trace), where)
+    labels = subset_labels(metadata, by) if by is not None else None
+    from memlab.harness.stats import CORRECTIONS, TESTS, check_choice
+    check_choice("correction", correction, CORRECTIONS)
+    check_choice("test", test, TESTS)
     results: dict[str, ReplayResult] = {}
     specs: dict[str, tuple[str, Any]] = {}
+    bar = progress_bar(len(named), "experiment", progress)
     for name, spec in named:
         mode, config = run_spec(spec)
         specs[name] = (mode, config)
+        if bar is not None:
+            bar.set_description(f"experiment: {name}")
         results[name] = replay(trace, config, mode=mode, k=k, measures=measures, seed=seed,
                                measure_on=measure_on)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
     per_query = pd.concat([r.metrics.assign(name=name) for name, r in results.items()],
                           ignore_index=True)[["name", "qid", "measure", "value"]]
+    if where is not None:
+        per_query = per_query[per_query["qid"].isin(set(metadata["qid"]))].reset_index(drop=True)
+    table = pd.DataFrame(_summary_rows(per_query, names, specs, results, measures, baseline,
+                                       n_boot, seed, None if where is None else len(metadata)))
+    subsets = None
+    if labels is not None:
+        frames = []
+        for label in dict.fromkeys(labels):
+            chosen = per_query[per_query["qid"].map(labels) == label]
+            frames.append(pd.DataFrame(_summary_rows(
+                chosen, names, specs, results, measures, baseline, n_boot, seed,
+                int((labels == label).sum()))).assign(subset=label))
+        subsets = pd.concat(frames, ignore_index=True)
+        subsets = subsets[["subset", *[c for c in subsets.columns if c != "subset"]]]
+    labels_ = [str(m) for m in measures]
+    comparisons = compare_paired(per_query, key="name", measures=labels_, reference=baseline,
+                                 correction=correction, test=test, n_boot=n_boot,
+                                 seed=seed) if len(names) > 1 else None
+    return ExperimentResult(table, per_query, results, baseline, measure_on, comparisons,
+                            subsets, None if where is None else dict(where), labels_)
+
+
+Experiment = run_experiment  # as pt.Experiment: a function returning an ExperimentResult
+
+
+def _summary_rows(per_query: pd.DataFrame, names: list[str], specs: dict, results: dict,
+                  measures: list[Measure], baseline: str, n_boot: int, seed: int,
+                  queries: int | None = None) -> list[dict]:
+    """One summary row per configuration over the queries in ``per_query`` (``queries``: how
+    many were selected; every replayed query when None)."""
     rows = []
     for name in names:
         mode, config = specs[name]
-        row: dict[str, Any] = {"name": name, "mode": mode, "recipe": config.name,
-                               "queries": len(results[name].decisions)}
         mine = per_query[per_query["name"] == name]
+        row: dict[str, Any] = {"name": name, "mode": mode, "recipe": config.name,
+                               "queries": len(results[name].decisions) if queries is None
+                               else queries}
         for m in measures:
             label = str(m)
             values = mine[mine["measure"] == label].set_index("qid")["value"]
@@ -162,4 +274,16 @@ def Experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],  # noqa
                 row[f"{label} p_ttest"], row[f"{label} p_wilcoxon"] = paired_tests(
                     paired[:, 0], paired[:, 1])
         rows.append(row)
-    return ExperimentResult(pd.DataFrame(rows), per_query, results, baseline, measure_on)
+    return rows
+
+
+def progress_bar(total: int, desc: str, enabled: bool):
+    """A tqdm bar (``tqdm.auto``: a widget in Jupyter with ipywidgets), or None when disabled
+    or tqdm is not installed."""
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # tqdm is optional (the notebooks/test extras install it)
+        return None
+    return tqdm(total=total, desc=desc, unit="config")

@@ -83,7 +83,8 @@ def build_manifest(trace: Trace, config: SurfacingConfig, *, mode: str, k: int, 
     import memlab
     return {
         "trace": {"name": trace.name, "hash": trace.hash(), "events": len(trace),
-                  "queries": len(trace.queries)},
+                  "queries": len(trace.queries),
+                  "items": sum(1 for e in trace if e.type == "add")},
         "config": config.to_dict(), "mode": mode, "k": k, "seed": seed,
         "measures": [str(m) for m in measures], "measure_on": check_measure_on(measure_on),
         "versions": {"memlab": memlab.__version__, "python": sys.version.split()[0],
@@ -104,6 +105,12 @@ class ReplayResult:
     metrics: pd.DataFrame
     log: pd.DataFrame
     manifest: dict[str, Any] = field(default_factory=dict)
+
+    def _repr_html_(self) -> str:
+        from memlab.harness.display import replay_html; return replay_html(self)  # noqa: E702
+
+    def __repr__(self) -> str:
+        from memlab.harness.display import replay_repr; return replay_repr(self)  # noqa: E702
 
     def summary(self) -> pd.Series:
         """The mean of every measure over the queries where it is defined."""

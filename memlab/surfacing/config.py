@@ -267,6 +267,12 @@ class SurfacingConfig:
         """The implementation name that runs ``strategy`` (None: soft-degrades)."""
         return dict(self.strategies)[strategy]
 
+    def _repr_html_(self) -> str:
+        from memlab.harness.display import config_html; return config_html(self)  # noqa: E702
+
+    def __repr__(self) -> str:
+        from memlab.harness.display import config_repr; return config_repr(self)  # noqa: E702
+
     def replace(self, **changes: Any) -> "SurfacingConfig":
         """A copy with ``changes`` applied (validated). Unknown names raise ValueError."""
         known = {f.name for f in dataclasses.fields(self)}

@@ -189,6 +189,12 @@ class ContextRecord:
     notes: dict[str, Any]
     now: str
 
+    def _repr_html_(self) -> str:
+        from memlab.harness.display import context_record_html; return context_record_html(self)  # noqa: E702,E501
+
+    def __repr__(self) -> str:
+        from memlab.harness.display import context_record_repr; return context_record_repr(self)  # noqa: E702,E501
+
     def candidates_frame(self):
         """The candidates as a pandas DataFrame (one row per candidate, rank order)."""
         import pandas as pd
