@@ -110,13 +110,24 @@ def _load_config(spec: str):
         if not isinstance(data, dict):
             raise _Fail(f"config {spec!r} must hold a JSON object (SurfacingConfig.to_dict() "
                         f"output), got a JSON {_json_kind(data)}")
+        if "format" in data:  # a recipe file (memlab tune writes them)
+            from memlab.surfacing.config import load_recipe_file
+            try:
+                return load_recipe_file(path)
+            except ValueError as exc:
+                raise _Fail(f"config {spec!r}: {exc}") from None
         try:
             return SurfacingConfig.from_dict(data)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise _Fail(f"config {spec!r} is not a valid configuration: "
                         f"{exc if isinstance(exc, ValueError) else repr(exc)}") from None
-    raise _Fail(f"config {spec!r} is neither a recipe ({', '.join(sorted(RECIPES))}) nor a "
-                f"JSON file")
+    from memlab.surfacing.config import get_recipe
+    try:  # a recipe file by name, in $MEMLAB_RECIPE_PATH or memlab/recipes
+        return get_recipe(spec)
+    except ValueError:
+        pass
+    raise _Fail(f"config {spec!r} is neither a recipe ({', '.join(sorted(RECIPES))}, or a "
+                f"recipe file's name in $MEMLAB_RECIPE_PATH) nor a JSON file")
 
 
 def _json_kind(value: Any) -> str:
