@@ -165,12 +165,24 @@ def _check_nested(cfg: "SurfacingConfig", name: str, value: Any) -> None:
                          f"got {value!r}")
 
 
+def _check_reranker(cfg: "SurfacingConfig", name: str, value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"reranker must be None, a registered reranker or a ranker file "
+                         f"(*.json), got {value!r}")
+    if not value.endswith(".json"):
+        from memlab.surfacing.rerank import RERANKERS
+        _registered(name, value, RERANKERS, " (and is not a *.json ranker file)")
+
+
 _FIELD_CHECKS = {
     "name": _check_name, "analyzer": _check_analyzer,
     "activation_model": _check_activation_model, "entity_detector": _check_entity_detector,
     "router_rules": _check_router_rules, "strategies": _check_strategies,
     "spread_relevance": _check_spread_relevance, "temporal_restrict": _check_bool,
     "spreading": _check_nested, "ppr": _check_nested, "dense": _check_nested,
+    "reranker": _check_reranker,
 }
 
 
@@ -262,6 +274,10 @@ class SurfacingConfig:
     # router mode: items whose title (metadata title/label/name, parenthetical suffix optional)
     # the query names join the candidates, and relevance = (1 - w) * relevance + w * named
     title_match_weight: float = 0.0
+    # router mode: a learned re-ranking stage (memlab.surfacing.rerank) whose score replaces
+    # the composite's before the budget: a ranker file (*.json, memlab.learn writes them) or
+    # a name registered with register_reranker; None: no such stage
+    reranker: str | None = None
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
