@@ -292,3 +292,20 @@ def test_cli_tune_bad_input_is_one_line(tmp_path, capsys, args, fragments):
     planted_trace(6).write_jsonl(trace)
     code, lines = cli(capsys, "tune", str(trace), "--out", str(tmp_path / "o"), *args)
     assert_one_line_error(code, lines, "tune", *fragments)
+
+
+def test_replayed_fields_tune_the_same_on_a_dask_cluster():
+    """Fields other than composite weights replay; on Dask the trials run in batches of
+    ``n_workers`` and the choice, the folds and the estimate match the serial run's."""
+    trace = two_workspace_trace()
+    space = {"bm25_k1": (0.3, 2.0), "router_rules": "permutations"}
+    kwargs = dict(measure="MRR", folds=3, n_trials=4, group_by="workspace", seed=2,
+                  base=DEFAULT.replace(router_rules=("multi_hop", "question")))
+    serial = tune(trace, space, **kwargs)
+    dask = tune(trace, space, executor="dask", n_workers=1, **kwargs)
+    assert dask.manifest["path"] == "replay (dask)"
+    assert dask.best_params == serial.best_params
+    assert isinstance(dask.best_params["router_rules"], tuple)
+    assert dask.config.router_rules == serial.best_params["router_rules"]
+    pd.testing.assert_frame_equal(dask.folds, serial.folds)
+    pd.testing.assert_frame_equal(dask.cv, serial.cv)
