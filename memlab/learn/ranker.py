@@ -212,10 +212,13 @@ def cv_ranker(trace: Trace, *, base: Any = None, live: ReplayResult | None = Non
         f = fold_frame[fold_frame["measure"] == str(m)]
         h = held_out[held_out["measure"] == str(m)]
         low, high = _t_interval(f["score"].to_numpy())
+        d_low, d_high = _t_interval((f["score"] - f["base_score"]).to_numpy())
         b_low, b_high = bootstrap_ci(h["value"].to_numpy(), seed=seed)
         rows.append({"measure": str(m), "cv_mean": float(f["score"].mean()), "ci_low": low,
                      "ci_high": high, "boot_low": b_low, "boot_high": b_high,
                      "base_cv_mean": float(f["base_score"].mean()),
                      "delta": float(f["score"].mean() - f["base_score"].mean()),
+                     "delta_ci_low": d_low, "delta_ci_high": d_high,
+                     "folds_better": int((f["score"] > f["base_score"]).sum()),
                      "folds": folds, "group_by": group_by, "questions": len(h), "kind": kind})
     return RankerCV(pd.DataFrame(rows), fold_frame, held_out, models, split)
