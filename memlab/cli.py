@@ -703,8 +703,9 @@ def _tune(args) -> int:
     print("importance: " + ", ".join(f"{k} {v:.3f}" for k, v in out.importance.items()))
     if out.holdout is not None:
         h = out.holdout.iloc[0]
-        print(f"holdout {h['trace']}: {h['measure']} {h['mean']:.4f} [bootstrap {h['boot_low']:.4f}, "
-              f"{h['boot_high']:.4f}] over {h['questions']} questions (scored once)")
+        print(f"holdout {h['trace']}: {h['measure']} {h['mean']:.4f} [bootstrap "
+              f"{h['boot_low']:.4f}, {h['boot_high']:.4f}] over {h['questions']} questions "
+              f"(scored once)")
         out.holdout.to_csv(folder / "holdout.csv", index=False)
     print(f"took {out.manifest['seconds']} s ({out.manifest['path']})")
     print(_measure_on_line(args.measure_on))

@@ -237,12 +237,20 @@ def test_recipe_lookup_errors_name_the_argument(tmp_path):
     ({"categories": [99]}, r"trace has no judged questions in categories \[99\]"),
     ({"holdout": "file.jsonl"}, "holdout must be a Trace"),
     ({"name": ""}, "name must be a non-empty string"),
+    ({"categories": 5}, "categories must be a list of question categories, got 5"),
+    ({"live": "replay"}, "live must be a ReplayResult of this trace"),
     ({"executor": "spark", "space": {"ppr.alpha": [0.5]}}, "executor must be one of"),
 ])
 def test_bad_input_raises_value_error_naming_the_argument(kwargs, message):
     kwargs = {"measure": "MRR", "folds": 3, "n_trials": 1, **kwargs}
     with pytest.raises(ValueError, match=message):
         tune(two_workspace_trace(), **kwargs)
+
+
+def test_live_of_another_trace_is_refused():
+    other = replay(planted_trace(6))
+    with pytest.raises(ValueError, match="trace hash differs"):
+        tune(two_workspace_trace(), measure="MRR", folds=3, n_trials=1, live=other)
 
 
 def test_bad_trace_raises():

@@ -32,7 +32,8 @@ from memlab.harness.replay import ReplayResult, replay, resolve_config
 from memlab.harness.trace import Trace
 from memlab.surfacing.rerank import FEATURES, RankerModel, candidate_features
 from memlab.tuning.evaluate import rank_frame
-from memlab.tuning.search import GROUP_BY, _question_frame, _t_interval, grouped_folds
+from memlab.tuning.search import (GROUP_BY, _check_categories, _question_frame, _t_interval,
+                                  grouped_folds)
 
 __all__ = ["frame_features", "fit_ranker", "cv_ranker", "RankerCV", "KINDS"]
 
@@ -175,7 +176,11 @@ def cv_ranker(trace: Trace, *, base: Any = None, live: ReplayResult | None = Non
     if live is None:
         live = replay(trace, base, k=k, measures=measures, seed=seed, analyzer=analyzer,
                       progress=False)
-    categories = None if categories is None else set(categories)
+    categories = _check_categories(categories)
+    if live is not None and (not isinstance(live, ReplayResult)
+                             or live.manifest.get("trace", {}).get("hash") != trace.hash()):
+        raise ValueError("live must be a ReplayResult of this trace (its manifest's trace hash "
+                         f"differs), got {type(live).__name__}")
     questions = _question_frame(trace, categories)
     key = "workspace_id" if group_by == "workspace" else "qid"
     split = grouped_folds(pd.Series(questions[key].to_numpy(), index=questions["qid"]), folds,

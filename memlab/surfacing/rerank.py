@@ -71,7 +71,8 @@ def candidate_features(columns: Mapping[str, Any], strategy: Sequence[str] | str
     >>> cols.update(title_match=[False, True], exact_match=[False, False],
     ...             source=["relevance", "spread"])
     >>> f = candidate_features(cols, "deep:multi-hop", 3)
-    >>> f[["rank_bm25", "bm25_share", "spread_score", "source_spread", "query_words"]].values.tolist()
+    >>> f[["rank_bm25", "bm25_share", "spread_score", "source_spread",
+    ...    "query_words"]].values.tolist()
     [[2.0, 0.3333333333333333, 0.0, 0.0, 3.0], [1.0, 1.0, 3.0, 1.0, 3.0]]
     """
     source = np.asarray(columns["source"], dtype=object)

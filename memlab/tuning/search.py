@@ -245,8 +245,8 @@ def _question_frame(trace: Trace, categories: set | None) -> pd.DataFrame:
         rows.append({"qid": event.get("qid"),
                      "workspace_id": event.get("workspace_id", trace.workspace_id)})
     if not rows:
-        raise ValueError("trace has no judged questions"
-                         + ("" if categories is None else f" in categories {sorted(categories, key=str)}"))
+        where = "" if categories is None else f" in categories {sorted(categories, key=str)}"
+        raise ValueError(f"trace has no judged questions{where}")
     return pd.DataFrame(rows, columns=["qid", "workspace_id"])
 
 
@@ -266,6 +266,15 @@ def _check_common(trace, measure, folds, n_trials, group_by, seed):
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an integer, got {seed!r}")
     return measure
+
+
+def _check_categories(categories: Any) -> set | None:
+    if categories is None:
+        return None
+    if isinstance(categories, (str, bytes)) or not isinstance(categories, Iterable):
+        raise ValueError(f"categories must be a list of question categories, got "
+                         f"{categories!r}")
+    return set(categories)
 
 
 def _groups(questions: pd.DataFrame, group_by: str) -> pd.Series:
@@ -342,7 +351,11 @@ def tune(trace: Trace, space: Mapping[str, Any] | None = None, *, base: Any = No
         raise ValueError(f"holdout must be a Trace, got {type(holdout).__name__}")
     params = parse_space(DEFAULT_SPACE if space is None else space, base)
     counterfactual = all(p.name in RESCORABLE for p in params)
-    categories = None if categories is None else set(categories)
+    categories = _check_categories(categories)
+    if live is not None and (not isinstance(live, ReplayResult)
+                             or live.manifest.get("trace", {}).get("hash") != trace.hash()):
+        raise ValueError("live must be a ReplayResult of this trace (its manifest's trace hash "
+                         f"differs), got {type(live).__name__}")
     started = time.perf_counter()
     if counterfactual:
         if live is None:
@@ -548,7 +561,7 @@ def cv_fixed(trace: Trace, config: Any = None, *, measure: str | Measure = "R@10
     result = replay(trace, config, mode=mode, k=k, measures=[str(measure)], seed=seed,
                     record_candidates=False, measure_on=measure_on, analyzer=analyzer,
                     progress=False)
-    categories = None if categories is None else set(categories)
+    categories = _check_categories(categories)
     questions = _question_frame(trace, categories)
     split = grouped_folds(_groups(questions, group_by), folds, seed)
     values = result.metrics.set_index("qid")["value"]
