@@ -1,5 +1,5 @@
-"""The ``memlab`` command: ``demo``, ``replay``, ``experiment``, ``sweep``, ``eval``, ``bench``,
-``serve``, ``mcp``, and ``check`` and ``recover`` for a durable store's file.
+"""The ``memlab`` command: ``demo``, ``replay``, ``experiment``, ``sweep``, ``tune``, ``eval``,
+``bench``, ``serve``, ``mcp``, and ``check`` and ``recover`` for a durable store's file.
 
 Every subcommand drives the library as a user would. Bad input ends with one line on stderr,
 ``memlab <command>: error: <what>``, and exit code 2.
@@ -111,13 +111,24 @@ def _load_config(spec: str):
         if not isinstance(data, dict):
             raise _Fail(f"config {spec!r} must hold a JSON object (SurfacingConfig.to_dict() "
                         f"output), got a JSON {_json_kind(data)}")
+        if "format" in data:  # a recipe file (memlab tune writes them)
+            from memlab.surfacing.config import load_recipe_file
+            try:
+                return load_recipe_file(path)
+            except ValueError as exc:
+                raise _Fail(f"config {spec!r}: {exc}") from None
         try:
             return SurfacingConfig.from_dict(data)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise _Fail(f"config {spec!r} is not a valid configuration: "
                         f"{exc if isinstance(exc, ValueError) else repr(exc)}") from None
-    raise _Fail(f"config {spec!r} is neither a recipe ({', '.join(sorted(RECIPES))}) nor a "
-                f"JSON file")
+    from memlab.surfacing.config import get_recipe
+    try:  # a recipe file by name, in $MEMLAB_RECIPE_PATH or memlab/recipes
+        return get_recipe(spec)
+    except ValueError:
+        pass
+    raise _Fail(f"config {spec!r} is neither a recipe ({', '.join(sorted(RECIPES))}, or a "
+                f"recipe file's name in $MEMLAB_RECIPE_PATH) nor a JSON file")
 
 
 def _json_kind(value: Any) -> str:
@@ -367,6 +378,47 @@ def build_parser() -> argparse.ArgumentParser:
     _study_options(sw)
     sw.add_argument("--out", default="out/sweep", help="folder for sweep.csv (default: "
                     "out/sweep)")
+
+    tn = sub.add_parser("tune", help="choose configuration fields by grouped cross-validation",
+                        description=(
+        "Search configuration fields with Optuna (TPE, seeded) against one measure, with k-fold "
+        "cross-validation grouped by workspace or question: each fold's choice is searched on "
+        "the other folds and scored once on it. Composite weights are re-scored on one replay's "
+        "candidates; other fields replay. Writes the chosen configuration as a recipe file, the "
+        "CV estimate, per-fold scores, the trial history and plots."))
+    tn.add_argument("trace", help=_TRACE_HELP + ", or shared:locomo / shared:musique for the "
+                    "shared datasets (see memlab eval --data)")
+    tn.add_argument("--space", nargs="+", default=None, metavar="FIELD=LOW:HIGH|V1,V2",
+                    help="fields to search: a range (centrality_weight=0:2) or choices "
+                    "(ppr.alpha=0.5,0.85); router_rules=permutations searches every rule order "
+                    "(default: activation_floor=0:1 centrality_weight=0:2 freshness_weight=0:1)")
+    tn.add_argument("--config", default="default", help="the base: " + _CONFIG_HELP)
+    tn.add_argument("--measure", default="R@10", help="the relevance measure to maximise "
+                    "(default: R@10)")
+    tn.add_argument("--folds", type=int, default=5, help="cross-validation folds (default: 5)")
+    tn.add_argument("--trials", type=int, default=100, help="trials per search (default: 100)")
+    tn.add_argument("--group-by", default="workspace", choices=["workspace", "question"],
+                    help="what a fold never splits (default: workspace)")
+    tn.add_argument("--categories", nargs="+", default=None, metavar="CATEGORY",
+                    help="only questions of these categories (e.g. 1 2 3 4 for LoCoMo)")
+    tn.add_argument("--seed", type=int, default=0, help="seeds folds, TPE and intervals "
+                    "(default: 0)")
+    tn.add_argument("-k", type=int, default=20, help="items per context, 1..100 (default: 20)")
+    tn.add_argument("--executor", default="serial", choices=["serial", "local", "dask"],
+                    help="where replays run (fields other than composite weights) "
+                    "(default: serial)")
+    tn.add_argument("--address", default=None, help="a Dask scheduler address (dask executor)")
+    tn.add_argument("--workers", type=int, default=2, help="processes or Dask workers "
+                    "(default: 2)")
+    tn.add_argument("--holdout", default=None, metavar="FILE", help="a separate trace scored "
+                    "once with the chosen configuration (never searched on)")
+    tn.add_argument("--name", default="tuned", help="the recipe's name and file name "
+                    "(default: tuned)")
+    tn.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _measure_on_option(tn)
+    tn.add_argument("--out", default="out/tune", help="folder for <name>.json (the recipe), "
+                    "cv.csv, folds.csv, trials.csv, held_out.csv, importance.csv and plots/ "
+                    "(default: out/tune)")
 
     ev = sub.add_parser("eval", help="quality on the shared public datasets", description=(
         "Replay LoCoMo and HippoRAG's MuSiQue under memlab's DEFAULT recipe, its no-graph "
@@ -623,6 +675,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"wrote {args.out}/sweep.csv" + (" and comparisons.csv" if comparisons is not None
                                                 else ""))
         return 0
+    if args.command == "tune":
+        return _tune(args)
     if args.command == "serve":
         if not 0 <= args.port <= 65535:
             raise _Fail(f"--port must be in 0..65535, got {args.port}")
@@ -722,6 +776,110 @@ def _run(args: argparse.Namespace) -> int:
     if code == 0:
         subprocess.call([sys.executable, "benchmarks/report.py", args.json])
     return code
+
+
+def _tune_trace(spec: str, option: str = "trace"):
+    """A trace, or ``shared:locomo`` / ``shared:musique`` from the shared datasets."""
+    if spec.startswith("shared:"):
+        from memlab.datasets import shared_data_dir
+        from memlab.datasets.loaders import load_hipporag, load_locomo
+        from memlab.evaluation import DATASET_FILES, check_data_root
+        which = spec.split(":", 1)[1]
+        if which not in DATASET_FILES:
+            raise _Fail(f"{option} {spec!r}: shared datasets are {sorted(DATASET_FILES)}")
+        root = check_data_root(shared_data_dir(), (which,), option=option)
+        files = [root / rel for rel in DATASET_FILES[which]]
+        return load_locomo(files[0]) if which == "locomo" else load_hipporag(*files)
+    return _load_trace(spec)
+
+
+def _space(entries: list[str] | None) -> dict[str, Any] | None:
+    """``--space FIELD=LOW:HIGH`` (a range) or ``FIELD=V1,V2`` (choices), parsed now."""
+    if entries is None:
+        return None
+    space: dict[str, Any] = {}
+    for entry in entries:
+        key, sep, values = entry.partition("=")
+        key = key.strip()
+        if not sep or not key or not values.strip():
+            raise _Fail(f"--space entry {entry!r} must look like field=low:high or "
+                        f"field=v1,v2")
+        if key in space:
+            raise _Fail(f"--space entry {entry!r} repeats the field {key!r}")
+        if values == "permutations":
+            space[key] = values
+        elif ":" in values and "," not in values:
+            low, _, high = values.partition(":")
+            try:
+                space[key] = (json.loads(low), json.loads(high))
+            except json.JSONDecodeError:
+                raise _Fail(f"--space entry {entry!r}: low and high must be numbers") from None
+        else:
+            space[key] = list(_grid([f"{key}={values}"])[key])
+    return space
+
+
+def _tune(args) -> int:
+    from memlab.harness.measures import parse_measure
+    _check_k(args.k)
+    for option, value, least in (("--folds", args.folds, 2), ("--trials", args.trials, 1),
+                                 ("--workers", args.workers, 1)):
+        if value < least:
+            raise _Fail(f"{option} must be at least {least}, got {value}")
+    if args.address is not None and args.executor != "dask":
+        raise _Fail(f"--address {args.address!r} needs --executor dask, got "
+                    f"--executor {args.executor}")
+    try:
+        parse_measure(args.measure)
+    except ValueError as exc:
+        raise _Fail(f"--measure: {exc}") from None
+    if not args.name or Path(args.name).name != args.name:
+        raise _Fail(f"--name must be a plain file name, got {args.name!r}")
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise _Fail("tune needs the tune extra: pip install -e '.[tune]'") from None
+    from memlab.tuning import save_plots, tune
+    space, base = _space(args.space), _load_config(args.config)
+    categories = None if args.categories is None else [
+        int(c) if c.lstrip("-").isdigit() else c for c in args.categories]
+    _writable_folder("--out", args.out)
+    trace = _tune_trace(args.trace)
+    holdout = None if args.holdout is None else _tune_trace(args.holdout, "--holdout")
+    out = tune(trace, space, base=base, measure=args.measure, folds=args.folds,
+               n_trials=args.trials, group_by=args.group_by, seed=args.seed, k=args.k,
+               categories=categories, measure_on=args.measure_on, executor=args.executor,
+               n_workers=args.workers, address=args.address, name=args.name,
+               holdout=holdout, progress=not args.no_progress)
+    folder = Path(args.out)
+    recipe = out.save_recipe(folder / f"{args.name}.json")
+    out.cv.to_csv(folder / "cv.csv", index=False)
+    out.folds.to_csv(folder / "folds.csv", index=False)
+    out.trials.to_csv(folder / "trials.csv", index=False)
+    out.held_out.to_csv(folder / "held_out.csv", index=False)
+    out.importance.rename_axis("param").to_csv(folder / "importance.csv")
+    save_plots(out, folder / "plots")
+    cv = out.cv.iloc[0]
+    print(f"{cv['measure']} grouped {cv['folds']}-fold CV estimate (by {cv['group_by']}): "
+          f"{cv['cv_mean']:.4f} [95% t-interval over folds {cv['ci_low']:.4f}, "
+          f"{cv['ci_high']:.4f}; bootstrap over {cv['questions']} held-out questions "
+          f"{cv['boot_low']:.4f}, {cv['boot_high']:.4f}]")
+    print(out.folds.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    print(f"chosen configuration (searched on every question; in-sample {cv['measure']} "
+          f"{cv['in_sample']:.4f}, not an estimate): "
+          + ", ".join(f"{k}={v}" for k, v in out.best_params.items()))
+    print("importance: " + ", ".join(f"{k} {v:.3f}" for k, v in out.importance.items()))
+    if out.holdout is not None:
+        h = out.holdout.iloc[0]
+        print(f"holdout {h['trace']}: {h['measure']} {h['mean']:.4f} [bootstrap "
+              f"{h['boot_low']:.4f}, {h['boot_high']:.4f}] over {h['questions']} questions "
+              f"(scored once)")
+        out.holdout.to_csv(folder / "holdout.csv", index=False)
+    print(f"took {out.manifest['seconds']} s ({out.manifest['path']})")
+    print(_measure_on_line(args.measure_on))
+    print(f"wrote {recipe} (use it as --config {recipe}) and cv.csv, folds.csv, trials.csv, "
+          f"held_out.csv, importance.csv, plots/ in {args.out}")
+    return 0
 
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")

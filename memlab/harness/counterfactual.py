@@ -67,6 +67,9 @@ def rescore(result: ReplayResult, weights: Mapping[str, float] | SurfacingConfig
     """
     if result.candidates.empty and not result.decisions.empty:
         raise ValueError("result has no recorded candidates (replay with record_candidates=True)")
+    if result.manifest.get("config", {}).get("reranker") is not None:
+        raise ValueError("result was replayed with a learned reranker, whose scores the "
+                         "composite's weights do not decide (replay instead)")
     new_weights = weights_of(result, weights)
     measures = parse_measures(measures if measures is not None else result.manifest["measures"])
     measure_on = check_measure_on(result.manifest.get("measure_on", "surfaced")

@@ -29,8 +29,11 @@ Recipes
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 from memlab.graph.ppr import PPRConfig
@@ -41,7 +44,8 @@ from memlab.surfacing.router import ENTITY_DETECTORS, ROUTER_RULES
 from memlab.surfacing.strategies import STRATEGIES
 from memlab.text import ANALYZERS
 
-__all__ = ["SurfacingConfig", "SEED_COMPAT", "DEFAULT", "BM25_ONLY", "RECIPES", "get_recipe"]
+__all__ = ["SurfacingConfig", "SEED_COMPAT", "DEFAULT", "BM25_ONLY", "RECIPES", "get_recipe",
+           "load_recipe_file", "recipe_search_path", "RECIPE_FORMAT"]
 
 _STRATEGY_NAMES = ("fast:recency", "deep:multi-hop", "factual:point-query", "procedural:lookup",
                    "temporal:windowed")
@@ -161,12 +165,24 @@ def _check_nested(cfg: "SurfacingConfig", name: str, value: Any) -> None:
                          f"got {value!r}")
 
 
+def _check_reranker(cfg: "SurfacingConfig", name: str, value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"reranker must be None, a registered reranker or a ranker file "
+                         f"(*.json), got {value!r}")
+    if not value.endswith(".json"):
+        from memlab.surfacing.rerank import RERANKERS
+        _registered(name, value, RERANKERS, " (and is not a *.json ranker file)")
+
+
 _FIELD_CHECKS = {
     "name": _check_name, "analyzer": _check_analyzer,
     "activation_model": _check_activation_model, "entity_detector": _check_entity_detector,
     "router_rules": _check_router_rules, "strategies": _check_strategies,
     "spread_relevance": _check_spread_relevance, "temporal_restrict": _check_bool,
     "spreading": _check_nested, "ppr": _check_nested, "dense": _check_nested,
+    "reranker": _check_reranker,
 }
 
 
@@ -258,6 +274,10 @@ class SurfacingConfig:
     # router mode: items whose title (metadata title/label/name, parenthetical suffix optional)
     # the query names join the candidates, and relevance = (1 - w) * relevance + w * named
     title_match_weight: float = 0.0
+    # router mode: a learned re-ranking stage (memlab.surfacing.rerank) whose score replaces
+    # the composite's before the budget: a ranker file (*.json, memlab.learn writes them) or
+    # a name registered with register_reranker; None: no such stage
+    reranker: str | None = None
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -356,9 +376,80 @@ RECIPES: dict[str, SurfacingConfig] = {"seed_compat": SEED_COMPAT, "default": DE
                                        "bm25": BM25_ONLY}
 
 
-def get_recipe(name: str) -> SurfacingConfig:
-    """The named recipe (``"seed_compat"``, ``"default"``, ``"bm25"``), else ValueError."""
+RECIPE_FORMAT = "memlab-recipe/1"
+_RECIPE_DIR = Path(__file__).resolve().parent.parent / "recipes"  # recipes shipped with memlab
+
+
+def recipe_search_path() -> list[Path]:
+    """Folders searched for ``<name>.json`` recipe files: those in ``$MEMLAB_RECIPE_PATH``
+    (``os.pathsep``-separated), then the ``memlab/recipes`` folder shipped with memlab."""
+    extra = [Path(p) for p in os.environ.get("MEMLAB_RECIPE_PATH", "").split(os.pathsep) if p]
+    return [*extra, _RECIPE_DIR]
+
+
+def load_recipe_file(path: str | Path) -> SurfacingConfig:
+    """The configuration in a recipe file: ``{"format": "memlab-recipe/1", "config": {...},
+    ...provenance}`` (what ``memlab tune`` writes) or bare :meth:`SurfacingConfig.to_dict`
+    output. ValueError naming ``path`` for anything else.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> file = Path(folder) / "mine.json"
+    >>> _ = file.write_text(json.dumps({"format": RECIPE_FORMAT,
+    ...                                 "config": DEFAULT.replace(name="mine").to_dict()}))
+    >>> load_recipe_file(file) == DEFAULT.replace(name="mine")
+    True
+    """
+    path = Path(path)
     try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"path {str(path)!r} is not valid JSON: {exc.msg} at line "
+                         f"{exc.lineno}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"path {str(path)!r} cannot be read: {exc}") from None
+    if isinstance(data, dict) and "format" in data:
+        if data["format"] != RECIPE_FORMAT or not isinstance(data.get("config"), dict):
+            raise ValueError(f"path {str(path)!r} must hold a {RECIPE_FORMAT!r} recipe with a "
+                             f"'config' object, got format {data.get('format')!r}")
+        data = data["config"]
+    if not isinstance(data, dict):
+        raise ValueError(f"path {str(path)!r} must hold a JSON object (a recipe or "
+                         f"SurfacingConfig.to_dict() output), got {type(data).__name__}")
+    try:
+        return SurfacingConfig.from_dict(data)
+    except TypeError as exc:
+        raise ValueError(f"path {str(path)!r} is not a valid configuration: {exc}") from None
+
+
+def get_recipe(name: str) -> SurfacingConfig:
+    """A recipe by name or by path, else ValueError.
+
+    ``name`` is a built-in recipe (``"seed_compat"``, ``"default"``, ``"bm25"``), a path to a
+    recipe file (``*.json``, see :func:`load_recipe_file`), or the name of a recipe file
+    ``<name>.json`` in one of :func:`recipe_search_path`'s folders.
+
+    Examples
+    --------
+    >>> get_recipe("bm25").name
+    'bm25'
+    >>> get_recipe("nope")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: recipe must be one of ['bm25', 'default', 'seed_compat'], a recipe file ...
+    """
+    if isinstance(name, str) and name in RECIPES:
         return RECIPES[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"recipe must be one of {sorted(RECIPES)}, got {name!r}") from None
+    if isinstance(name, (str, Path)) and str(name).strip():
+        path = Path(name)
+        if path.suffix == ".json" and path.is_file():
+            return load_recipe_file(path)
+        if path.suffix != ".json" and path.name == str(name):  # a bare name: search the path
+            for folder in recipe_search_path():
+                candidate = folder / f"{name}.json"
+                if candidate.is_file():
+                    return load_recipe_file(candidate)
+    raise ValueError(f"recipe must be one of {sorted(RECIPES)}, a recipe file (*.json) or the "
+                     f"name of one in {[str(p) for p in recipe_search_path()]}, got {name!r}")

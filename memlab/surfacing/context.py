@@ -33,6 +33,7 @@ from memlab.store import MemoryStore, Workspace
 from memlab.surfacing.composite import (TERM_COLUMNS, CompositeWeights, composite,
                                         order_candidates, select)
 from memlab.surfacing.config import SurfacingConfig
+from memlab.surfacing.rerank import rerank_scores
 from memlab.surfacing.router import ENTITY_DETECTORS, route
 from memlab.surfacing.strategies import STRATEGIES
 
@@ -397,6 +398,12 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     table.freshness_boost = terms["term_freshness"]
     n = len(idx)
     lap("composite")
+    if not legacy and config.reranker is not None:  # a learned stage re-scores the candidates
+        score = rerank_scores(config.reranker, {
+            **{name: getattr(table, name) for name in SIGNAL_COLUMNS}, "score": score,
+            "source": table.sources}, decision.strategy.value, query)
+        run.notes["reranker"] = config.reranker
+        lap("rerank")
 
     # 8. order and budget ------------------------------------------------------------------
     item_ids = ws.ids_of(idx)

@@ -1,0 +1,9 @@
+"""Learned surfacing stages (issue 17 item 2): a ranking model trained on replay frames, saved
+with its features and training manifest, used as a recipe's ``reranker`` stage and evaluated
+only by grouped cross-validation. Needs the ``learn`` extra (scikit-learn, lightgbm)."""
+
+from memlab.learn.ranker import KINDS, RankerCV, cv_ranker, fit_ranker, frame_features
+from memlab.surfacing.rerank import FEATURES, RankerModel, load_ranker, register_reranker
+
+__all__ = ["fit_ranker", "cv_ranker", "RankerCV", "frame_features", "KINDS", "FEATURES",
+           "RankerModel", "load_ranker", "register_reranker"]

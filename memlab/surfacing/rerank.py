@@ -1,0 +1,219 @@
+"""A learned re-ranking stage: candidate features, saved ranking models, and the hook that
+replaces the composite score by a model's score before the budgeted selection.
+
+A recipe names its model with ``SurfacingConfig.reranker``: the path of a ranker file (JSON,
+written by :mod:`memlab.learn`) or a name registered with :func:`register_reranker`. In router
+mode, after the composite (SPEC §3 step 4), every candidate's features are computed from the
+same columns the record holds (:func:`candidate_features`), and the model's score becomes the
+candidate's ``score``; ordering (mandatory first, filtered last) and the budget are unchanged.
+The composite's score is itself a feature, so a model can only re-weigh what is there.
+
+The features are computed the same way from a replay's recorded candidate frame (training,
+cross-validation) and from a live candidate table (this stage); a test checks that a replay
+under a recipe with a reranker ranks exactly as the model ranks the recorded frame.
+
+Not recorded per candidate, so not a feature: the number of hops a spread candidate travelled
+(only its spread score is: the relevance of a ``spread``-sourced candidate).
+
+This module needs only numpy and pandas for logistic models; LightGBM models need the
+``learn`` extra (``lightgbm``) at prediction time.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["FEATURES", "SOURCES", "STRATEGY_NAMES", "RANKED_SIGNALS", "RANKER_FORMAT",
+           "candidate_features", "RankerModel", "load_ranker", "register_reranker",
+           "RERANKERS", "rerank_scores"]
+
+RANKER_FORMAT = "memlab-ranker/1"
+SOURCES = ("relevance", "spread", "dense", "title", "window", "recent", "procedural", "pin",
+           "anchor")
+STRATEGY_NAMES = ("fast:recency", "deep:multi-hop", "factual:point-query", "procedural:lookup",
+                  "temporal:windowed")
+# signals whose rank among the query's candidates is a feature (rank 1 = the largest)
+RANKED_SIGNALS = ("bm25", "dense", "relevance", "centrality", "recency", "activation", "score")
+_NUMERIC = ("bm25", "dense", "relevance", "relevance_term", "recency", "activation",
+            "centrality_raw", "centrality", "freshness", "multiplier", "score")
+_FLAGS = ("title_match", "exact_match")
+
+FEATURES: tuple[str, ...] = (
+    *_NUMERIC, "bm25_share", *_FLAGS, "spread_score",
+    *(f"source_{s}" for s in SOURCES),
+    *(f"strategy_{s}" for s in STRATEGY_NAMES),
+    *(f"rank_{s}" for s in RANKED_SIGNALS),
+    "query_words", "candidates",
+)
+
+
+def candidate_features(columns: Mapping[str, Any], strategy: Sequence[str] | str,
+                       query_words: Sequence[int] | int,
+                       group: Sequence[int] | None = None) -> pd.DataFrame:
+    """The feature matrix (one row per candidate, columns :data:`FEATURES`).
+
+    ``columns`` holds the candidate columns a record has (``bm25``, ``dense``, ``relevance``,
+    ``relevance_term``, ``recency``, ``activation``, ``centrality_raw``, ``centrality``,
+    ``freshness``, ``multiplier``, ``score`` = the composite, ``title_match``, ``exact_match``,
+    ``source``); ``strategy`` and ``query_words`` (the number of whitespace-separated words of
+    the query) per candidate or one for all; ``group`` numbers each row's query (ranks and
+    shares are within a query; None: one query).
+
+    Examples
+    --------
+    >>> cols = {name: [1.0, 3.0] for name in _NUMERIC}
+    >>> cols.update(title_match=[False, True], exact_match=[False, False],
+    ...             source=["relevance", "spread"])
+    >>> f = candidate_features(cols, "deep:multi-hop", 3)
+    >>> f[["rank_bm25", "bm25_share", "spread_score", "source_spread",
+    ...    "query_words"]].values.tolist()
+    [[2.0, 0.3333333333333333, 0.0, 0.0, 3.0], [1.0, 1.0, 3.0, 1.0, 3.0]]
+    """
+    source = np.asarray(columns["source"], dtype=object)
+    n = len(source)
+    group = np.zeros(n, dtype=np.int64) if group is None else np.asarray(group, dtype=np.int64)
+    out: dict[str, np.ndarray] = {}
+    for name in _NUMERIC:
+        out[name] = np.nan_to_num(np.asarray(columns[name], dtype=float))
+    by = pd.Series(out["bm25"]).groupby(group)
+    top = by.transform("max").to_numpy()
+    out["bm25_share"] = np.divide(out["bm25"], top, out=np.zeros(n), where=top > 0)
+    for name in _FLAGS:
+        out[name] = np.asarray(columns[name], dtype=bool).astype(float)
+    out["spread_score"] = np.where(source == "spread", out["relevance"], 0.0)
+    for s in SOURCES:
+        out[f"source_{s}"] = (source == s).astype(float)
+    strategy = np.full(n, strategy, dtype=object) if isinstance(strategy, str) \
+        else np.asarray(strategy, dtype=object)
+    for s in STRATEGY_NAMES:
+        out[f"strategy_{s}"] = (strategy == s).astype(float)
+    for s in RANKED_SIGNALS:
+        out[f"rank_{s}"] = pd.Series(out[s]).groupby(group).rank(
+            method="min", ascending=False).to_numpy()
+    out["query_words"] = np.broadcast_to(np.asarray(query_words, dtype=float), (n,)).copy()
+    out["candidates"] = pd.Series(np.ones(n)).groupby(group).transform("sum").to_numpy()
+    return pd.DataFrame(out, columns=list(FEATURES))
+
+
+class RankerModel:
+    """A saved ranking model: its kind (``"logistic"`` or ``"lambdarank"``), the feature names
+    it reads, its parameters, and the manifest of its training (trace, questions, settings).
+
+    ``predict(features)`` scores rows of a :func:`candidate_features` frame (higher ranks
+    first). Logistic models are stored as their standardisation and coefficients and scored
+    in numpy (the decision function); LightGBM models as LightGBM's own model text.
+    """
+
+    def __init__(self, kind: str, features: Sequence[str], params: Mapping[str, Any],
+                 manifest: Mapping[str, Any] | None = None) -> None:
+        if kind not in ("logistic", "lambdarank"):
+            raise ValueError(f"kind must be 'logistic' or 'lambdarank', got {kind!r}")
+        unknown = sorted(set(features) - set(FEATURES))
+        if unknown or not features:
+            raise ValueError(f"features must be among FEATURES, got unknown {unknown}")
+        self.kind, self.features = kind, list(features)
+        self.params, self.manifest = dict(params), dict(manifest or {})
+        self._booster = None
+
+    def predict(self, features: pd.DataFrame) -> np.ndarray:
+        x = features[self.features].to_numpy(dtype=float)
+        if self.kind == "logistic":
+            p = self.params
+            z = (x - np.asarray(p["mean"])) / np.asarray(p["scale"])
+            return z @ np.asarray(p["coef"], dtype=float) + float(p["intercept"])
+        if self._booster is None:
+            try:
+                import lightgbm
+            except ImportError:  # pragma: no cover - depends on the install
+                raise ImportError("a lambdarank ranker needs lightgbm: pip install "
+                                  "'memlab[learn]'") from None
+            self._booster = lightgbm.Booster(model_str=self.params["model"])
+        return np.asarray(self._booster.predict(x, num_threads=1), dtype=float)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": RANKER_FORMAT, "kind": self.kind, "features": self.features,
+                "params": self.params, "manifest": self.manifest}
+
+    def save(self, path: str | Path) -> Path:
+        """Write the model as one JSON file (no pickle)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), sort_keys=True))
+        return path
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "data") -> "RankerModel":
+        if not isinstance(data, Mapping) or data.get("format") != RANKER_FORMAT:
+            raise ValueError(f"{where} must hold a {RANKER_FORMAT!r} ranker, got "
+                             f"{(data.get('format') if isinstance(data, Mapping) else data)!r}")
+        try:
+            return cls(data["kind"], data["features"], data["params"], data.get("manifest"))
+        except KeyError as exc:
+            raise ValueError(f"{where} lacks {exc.args[0]!r}") from None
+
+
+_CACHE: dict[tuple[str, float], RankerModel] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def load_ranker(path: str | Path) -> RankerModel:
+    """A ranker file (cached by path and modification time); ValueError naming ``path``."""
+    path = Path(path)
+    try:
+        key = (str(path.resolve()), path.stat().st_mtime)
+    except OSError as exc:
+        raise ValueError(f"path {str(path)!r} cannot be read: {exc.strerror}") from None
+    with _CACHE_LOCK:
+        model = _CACHE.get(key)
+    if model is None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"path {str(path)!r} is not a ranker file: {exc}") from None
+        model = RankerModel.from_dict(data, f"path {str(path)!r}")
+        with _CACHE_LOCK:
+            _CACHE[key] = model
+    return model
+
+
+# name -> a function (feature frame) -> scores; register before building a recipe naming it
+RERANKERS: dict[str, Callable[[pd.DataFrame], np.ndarray]] = {}
+
+
+def register_reranker(name: str, score: Callable[[pd.DataFrame], np.ndarray] | RankerModel
+                      ) -> None:
+    """Make ``score`` (a :class:`RankerModel` or a function of the feature frame) available as
+    ``SurfacingConfig(reranker=name)``."""
+    if not isinstance(name, str) or not name or name.endswith(".json"):
+        raise ValueError(f"name must be a non-empty string not ending in .json, got {name!r}")
+    if isinstance(score, RankerModel):
+        score = score.predict
+    if not callable(score):
+        raise ValueError(f"score must be a RankerModel or callable, got {score!r}")
+    RERANKERS[name] = score
+
+
+def resolve_reranker(spec: str) -> Callable[[pd.DataFrame], np.ndarray]:
+    """The scoring function a recipe's ``reranker`` names (registered name or file path)."""
+    if spec in RERANKERS:
+        return RERANKERS[spec]
+    if str(spec).endswith(".json"):
+        return load_ranker(spec).predict
+    raise ValueError(f"reranker names {spec!r}, which is neither a registered reranker "
+                     f"({sorted(RERANKERS)}) nor a ranker file (*.json)")
+
+
+def rerank_scores(spec: str, columns: Mapping[str, Any], strategy: str, query: str
+                  ) -> np.ndarray:
+    """The stage: the model's score for one query's candidates."""
+    scorer = resolve_reranker(spec)
+    if not len(columns["source"]):
+        return np.empty(0)
+    features = candidate_features(columns, strategy, len(query.split()))
+    return np.asarray(scorer(features), dtype=float)
