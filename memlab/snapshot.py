@@ -461,7 +461,7 @@ _NOT_STATE = frozenset([
     "_delta_src", "_delta_dst", "_delta_code", "_delta_w", "_delta_out", "_delta_touch",
     "_stale", "rebuilds", "_okapi_cache", "_pending", "_depth", "_applying", "_batch",
     "_replaying", "_compactor", "_compact_lock", "_tail_rows", "last_compaction_error",
-    "compact_after"])
+    "compact_after", "_closing"])
 
 
 def full_state(store: MemoryStore) -> Any:
@@ -491,8 +491,8 @@ def state_digest(store: MemoryStore) -> str:
 def _walk(obj: Any, seen: set[int]) -> Any:
     if obj is None or isinstance(obj, (bool, int, str)):
         return obj
-    if isinstance(obj, float):
-        return repr(obj)
+    if isinstance(obj, float):  # np.float64 too: the same IEEE value, whichever type holds it
+        return repr(float(obj))
     if isinstance(obj, np.generic):
         return [str(obj.dtype), repr(obj.item())]
     if isinstance(obj, np.ndarray):
