@@ -603,9 +603,7 @@ class Journal:
         return seq
 
     def _snapshot_tables(self) -> bool:
-        return bool(self._conn.execute(
-            "SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN "
-            "('snapshots', 'snapshot_parts')").fetchone()[0] == 2)
+        return _snapshot_tables(self._conn)
 
     def snapshot_info(self) -> SnapshotInfo | None:
         """The latest snapshot's header (checked: checksum, shape), or None when there is none.
@@ -617,39 +615,17 @@ class Journal:
         """
         with self._lock:
             try:
-                if not self._snapshot_tables():
-                    return None
-                row = self._conn.execute("SELECT id, upto, CAST(header AS BLOB), crc FROM "
-                                         "snapshots ORDER BY id DESC LIMIT 1").fetchone()
-                if row is None:
-                    return None
-                kept_b = self._conn.execute(
-                    "SELECT data, crc FROM snapshot_parts WHERE snap=? AND part=0",
-                    (row[0],)).fetchone()
+                return read_snapshot_info(self._conn, self.path)
             except sqlite3.DatabaseError as exc:
                 raise _sqlite_failure(self.path, exc) from None
-        return _snapshot_header(self.path, row, kept_b)
 
     def snapshot_parts(self, info: SnapshotInfo) -> list[bytes]:
         """The data parts (1, 2, …) of snapshot ``info``, each checked against its checksum."""
-        where = f"snapshot {info.snap_id} (of rows 1..{info.upto})"
         with self._lock:
             try:
-                rows = self._conn.execute("SELECT part, data, crc FROM snapshot_parts WHERE "
-                                          "snap=? AND part>0 ORDER BY part",
-                                          (info.snap_id,)).fetchall()
+                return read_snapshot_parts(self._conn, self.path, info)
             except sqlite3.DatabaseError as exc:
                 raise _sqlite_failure(self.path, exc) from None
-        if [r[0] for r in rows] != list(range(1, info.parts + 1)):
-            raise JournalCorruptError(self.path, None, f"{where} misses parts (has "
-                                      f"{len(rows)} of {info.parts})")
-        out = []
-        for part, data, crc in rows:
-            if not isinstance(data, bytes) or crc != _part_crc(info.snap_id, part, data):
-                raise JournalCorruptError(self.path, None, f"{where} is damaged: part {part} "
-                                          f"fails its checksum")
-            out.append(data)
-        return out
 
     def last_seq(self) -> int:
         """The sequence number of the last row written (0: none)."""
@@ -669,13 +645,14 @@ class Journal:
                 "SELECT count(*) FROM ops WHERE seq > ? AND op LIKE 'store.%'",
                 (upto,)).fetchone()[0])
 
-    def write_snapshot(self, upto: int, header: dict[str, Any], parts: list[bytes]) -> int:
+    def write_snapshot(self, upto: int, header: dict[str, Any], parts: list[bytes]
+                       ) -> int | None:
         """Store a snapshot of the state after rows ``1..upto`` and remove the store rows it
         covers, in one transaction (a crash leaves either the old file or the new one).
 
         ``header`` is JSON-able; the journal adds the snapshot format, schema version, the
         parts' sizes and the sequence numbers of the covered rows that stay (cache rows). An
-        older snapshot is replaced. Returns the number of journal rows removed (0, and nothing
+        older snapshot is replaced. Returns the number of journal rows removed (None, and nothing
         written, when a snapshot already covers ``upto`` rows or more).
         """
         with self._lock:
@@ -687,11 +664,11 @@ class Journal:
                 self._conn.execute("CREATE TABLE IF NOT EXISTS snapshot_parts (snap INTEGER "
                                    "NOT NULL, part INTEGER NOT NULL, data BLOB NOT NULL, "
                                    "crc INTEGER NOT NULL, PRIMARY KEY (snap, part))")
-                old = self._conn.execute("SELECT coalesce(max(upto), 0), coalesce(max(id), 0) "
+                old = self._conn.execute("SELECT coalesce(max(upto), -1), coalesce(max(id), 0) "
                                          "FROM snapshots").fetchone()
                 if upto <= old[0]:
                     self._conn.execute("ROLLBACK")
-                    return 0
+                    return None
                 snap_id = old[1] + 1
                 kept = np.asarray([r[0] for r in self._conn.execute(
                     "SELECT seq FROM ops WHERE seq <= ? AND op NOT LIKE 'store.%' ORDER BY seq",
@@ -751,6 +728,45 @@ class SnapshotInfo:
     header: dict[str, Any]
 
 
+def _snapshot_tables(conn: sqlite3.Connection) -> bool:
+    return bool(conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table' AND name "
+                             "IN ('snapshots', 'snapshot_parts')").fetchone()[0] == 2)
+
+
+def read_snapshot_info(conn: sqlite3.Connection, path: Path) -> SnapshotInfo | None:
+    """The latest snapshot's checked header in the database of ``conn`` (None: there is none);
+    raises :class:`JournalCorruptError` naming the snapshot when it is damaged."""
+    if not _snapshot_tables(conn):
+        return None
+    row = conn.execute("SELECT id, upto, CAST(header AS BLOB), crc FROM snapshots "
+                       "ORDER BY id DESC LIMIT 1").fetchone()
+    if row is None:
+        return None
+    kept = conn.execute("SELECT data, crc FROM snapshot_parts WHERE snap=? AND part=0",
+                        (row[0],)).fetchone()
+    return _snapshot_header(path, row, kept)
+
+
+def read_snapshot_parts(conn: sqlite3.Connection, path: Path, info: SnapshotInfo
+                        ) -> list[bytes]:
+    """The data parts (1, 2, …) of snapshot ``info``, each checked against its checksum."""
+    where = f"snapshot {info.snap_id} (of rows 1..{info.upto})"
+    rows = conn.execute("SELECT part, data, crc FROM snapshot_parts WHERE snap=? AND part>0 "
+                        "ORDER BY part", (info.snap_id,)).fetchall()
+    if [r[0] for r in rows] != list(range(1, info.parts + 1)):
+        raise JournalCorruptError(path, None, f"{where} is damaged: it misses parts (has "
+                                  f"{len(rows)} of {info.parts})")
+    sizes = info.header["parts"]
+    out = []
+    for part, data, crc in rows:
+        if not isinstance(data, bytes) or len(data) != sizes[part - 1] \
+                or crc != _part_crc(info.snap_id, part, data):
+            raise JournalCorruptError(path, None, f"{where} is damaged: part {part} fails its "
+                                      f"checksum")
+        out.append(data)
+    return out
+
+
 def _header_crc(snap_id: int, upto: int, text: bytes) -> int:
     return zlib.crc32(text, zlib.crc32(b"snapshot\x00%d\x00%d\x00" % (snap_id, upto)))
 
@@ -763,7 +779,7 @@ def _snapshot_header(path: Path, row: Any, kept_row: Any) -> SnapshotInfo:
     """Check a ``snapshots`` row and its kept-rows part (part 0); raise what is wrong."""
     snap_id, upto, text, crc = row
     where = f"snapshot {snap_id!r}"
-    if not isinstance(snap_id, int) or not isinstance(upto, int) or upto < 1 \
+    if not isinstance(snap_id, int) or not isinstance(upto, int) or upto < 0 \
             or not isinstance(text, bytes) or crc != _header_crc(snap_id, upto, text):
         raise JournalCorruptError(path, None, f"{where} is damaged: its header fails its "
                                   f"checksum")

@@ -540,7 +540,7 @@ class MemoryStore:
             except Exception as exc:
                 raise PersistenceError(f"compaction could not be written to "
                                        f"{self._journal.path}: {exc}") from exc
-        if not removed:
+        if removed is None:
             return CompactionReport(0, 0, 0)
         with self.lock:
             self._tail_rows = max(0, self._tail_rows - tail)

@@ -295,5 +295,5 @@ def test_cli_compact(tmp_path, capsys):
     assert main(["compact", str(path)]) == 0
     assert "nothing to compact" in capsys.readouterr().out
     assert main(["check", str(path)]) == 0
-    assert main(["compact", str(tmp_path / "missing.db")]) == 1
+    assert main(["compact", str(tmp_path / "missing.db")]) == 2
     assert "does not exist" in capsys.readouterr().err
