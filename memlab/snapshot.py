@@ -473,10 +473,15 @@ def full_state(store: MemoryStore) -> Any:
 
     Examples
     --------
-    >>> from memlab import Memory
-    >>> a = Memory(); b = Memory(); _ = a.add("x", item_id="i"); _ = b.add("x", item_id="i")
+    >>> from datetime import datetime, timezone
+    >>> from memlab import ManualClock, Memory
+    >>> a, b = (Memory(clock=ManualClock(datetime(2024, 1, 1, tzinfo=timezone.utc)))
+    ...         for _ in range(2))
+    >>> _ = a.add("x", item_id="i"); _ = b.add("x", item_id="i")
     >>> full_state(a.store) == full_state(b.store)
     True
+    >>> _ = b.search("x"); full_state(a.store) == full_state(b.store)
+    False
     """
     with store.lock.shared():
         return _walk(store, set())
