@@ -22,6 +22,20 @@ loses at most the last ``reinforce_batch - 1`` reinforcements and never a write 
 ``reinforce_batch=1`` journals each one as it happens. A failed write that rebuilds the store
 from disk re-applies the buffered reinforcements, so it still changes nothing.
 
+**Compaction into snapshots.** The journal would otherwise only grow, and a reopen replays every
+row. :meth:`MemoryStore.compact <memlab.store.MemoryStore.compact>` (``Memory.compact``,
+``memlab compact DB``) writes a snapshot of the whole store state after rows ``1..upto`` into
+the tables ``snapshots`` (one row: the covered range, a JSON header with the snapshot format
+and schema version, a CRC-32) and ``snapshot_parts`` (the data, one CRC-32 per part; see
+:mod:`memlab.snapshot`), and deletes the ``store.*`` rows it covers, all in one SQLite
+transaction, so a crash (kill -9) at any moment leaves the old file or the compacted one. A
+reopen loads the latest snapshot and replays only the rows after it. Cache rows stay (caches
+replay their own rows); the snapshot lists their numbers, so the gap check still finds a
+deleted row anywhere. A durable store compacts by itself in a background thread once
+``compact_after`` rows (default 100,000) follow its latest snapshot. A damaged snapshot is
+reported like a damaged row, naming the snapshot and the rows it covers; ``memlab recover``
+then keeps the rows that remain.
+
 What a reopen does not restore, because it is not store state or was never written:
 
 - reinforcements still buffered when the process died (see above);
