@@ -39,6 +39,7 @@ import inspect
 import itertools
 import json
 import math
+import threading
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -97,7 +98,13 @@ class _Writer:
         self.parts.append(arr.tobytes())
 
     def data(self, name: str, value: Any) -> None:
-        text = encode({"v": value}).encode("utf-8")
+        try:  # plain JSON needs no tags and no escapes: json.dumps alone (C speed)
+            text = json.dumps({"v": value}, allow_nan=True)
+            if '"__' in text:
+                raise TypeError
+        except TypeError:  # datetimes, arrays, "__" keys: the journal's encoding
+            text = encode({"v": value})
+        text = text.encode("utf-8")
         self.index.append([name, "data", "", len(text)])
         self.parts.append(text)
 
@@ -174,10 +181,26 @@ def capture(store: MemoryStore) -> tuple[dict[str, Any], list[bytes]]:
         items = ws.items
         out.data(p + "item_id", ws.item_ids)
         out.data(p + "content", [it.content for it in items])
-        out.data(p + "memory_type", [it.memory_type for it in items])
+        # memory types and dates as codes into their distinct values (few: a bulk write
+        # shares one date), which keeps millions of strings out of the snapshot
+        type_codes: dict[str, int] = {}
+        out.array(p + "memory_type", [type_codes.setdefault(it.memory_type, len(type_codes))
+                                      for it in items], "i4")
+        out.data(p + "memory_types", list(type_codes))
         out.data(p + "metadata", [it.metadata for it in items])
-        out.data(p + "created_at", [it.created_at.isoformat() for it in items])
-        out.data(p + "updated_at", [it.updated_at.isoformat() for it in items])
+        date_codes: dict[datetime, int] = {}
+        iso: list[str] = []
+        for attr in ("created_at", "updated_at"):
+            codes = []
+            for it in items:
+                when = getattr(it, attr)
+                code = date_codes.get(when)
+                if code is None or iso[code] != when.isoformat():  # equal instants, other zones
+                    code = date_codes[when] = len(iso)
+                    iso.append(when.isoformat())
+                codes.append(code)
+            out.array(p + attr, codes, "i4")
+        out.data(p + "dates", iso)
         out.data(p + "history", [it.history for it in items])
         out.array(p + "salience", [it.salience for it in items], "f8")
         out.array(p + "archived", [it.archived for it in items], "b1")
@@ -328,9 +351,16 @@ def _restore_workspace(r: _Reader, p: str, head: Any, workspace_cls: type) -> An
     ws = workspace_cls(head["workspace_id"], head["analyzer"])
     ids = r.strings(p + "item_id", n)
     contents = r.strings(p + "content", n)
-    types = r.strings(p + "memory_type", n)
-    created = r.strings(p + "created_at", n)
-    updated = r.strings(p + "updated_at", n)
+    type_names = r.data(p + "memory_types")
+    _check(isinstance(type_names, list) and _all_of(type_names, str), r,
+           f"part {p}memory_types is malformed")
+    type_codes = r.array(p + "memory_type", "i4", n)
+    iso = r.data(p + "dates")
+    _check(isinstance(iso, list) and _all_of(iso, str), r, f"part {p}dates is malformed")
+    created = r.array(p + "created_at", "i4", n)
+    updated = r.array(p + "updated_at", "i4", n)
+    _check(_in_range(type_codes, len(type_names)) and _in_range(created, len(iso))
+           and _in_range(updated, len(iso)), r, f"workspace {p[:-1]}'s item codes are malformed")
     metadata = r.data(p + "metadata")
     history = r.data(p + "history")
     _check(isinstance(metadata, list) and len(metadata) == n and _all_of(metadata, dict),
@@ -341,19 +371,19 @@ def _restore_workspace(r: _Reader, p: str, head: Any, workspace_cls: type) -> An
     salience = r.array(p + "salience", "f8", n).tolist()
     archived = r.array(p + "archived", "b1", n).tolist()
     dropped = r.array(p + "history_dropped", "i8", n).tolist()
-    dates: dict[str, datetime] = {}  # one object per distinct time, as a replay shares them
     try:
-        for text in set(created).union(updated):
-            if len(text) > 64:
-                raise ValueError
-            dates[text] = datetime.fromisoformat(text)
+        if any(len(text) > 64 for text in iso):
+            raise ValueError
+        dates = [datetime.fromisoformat(text) for text in iso]
     except ValueError:
         r.fail(f"workspace {p[:-1]} holds a date that is not an ISO date")
+    types = [type_names[c] for c in type_codes.tolist()]
     index_of = dict(zip(ids, range(n)))
     _check(len(index_of) == n, r, f"workspace {p[:-1]} names one item twice")
     wid = ws.workspace_id
     ws.items = list(map(MemoryItem, ids, contents, types, metadata, itertools.repeat(wid),
-                        map(dates.__getitem__, created), map(dates.__getitem__, updated),
+                        map(dates.__getitem__, created.tolist()),
+                        map(dates.__getitem__, updated.tolist()),
                         salience, archived, history, dropped))
     ws.item_ids, ws.index_of = ids, index_of
     for name in ("created_ts", "updated_ts"):
@@ -414,18 +444,66 @@ def _restore_graph(r: _Reader, p: str, n: int, m: int, version: int) -> GraphVie
     table.type_names = list(names)
     table._code_of = {t: c for c, t in enumerate(names)}
     live = np.flatnonzero(weight > 0)
-    keys = (src[live] << _KEY_SHIFT) | dst[live]
-    row_of: list[dict[int, int]] = []
-    live_codes = code[live]
-    for c in range(len(names)):
-        mine = live_codes == c
-        rows = dict(zip(keys[mine].tolist(), live[mine].tolist()))  # in row order, as written
-        _check(len(rows) == int(mine.sum()), r, f"workspace {p[:-1]} holds one live edge twice")
-        row_of.append(rows)
-    table._row_of = row_of
+    keys, codes = (src[live] << _KEY_SHIFT) | dst[live], code[live]
+    order = np.lexsort((codes, keys))
+    keys, codes = keys[order], codes[order]
+    _check(not np.any((keys[1:] == keys[:-1]) & (codes[1:] == codes[:-1])), r,
+           f"workspace {p[:-1]} holds one live edge twice")
+    del keys, codes, order, live
+    n_types = len(names)
+
+    def row_index() -> list[dict[int, int]]:
+        # pair key -> row for each type, in row order (the order a replay inserts them)
+        alive = np.flatnonzero(weight > 0)
+        pairs = ((src[alive] << _KEY_SHIFT) | dst[alive]).tolist()
+        codes, rows = code[alive].tolist(), alive.tolist()
+        out: list[dict[int, int]] = [{} for _ in range(n_types)]
+        for key, c, row in zip(pairs, codes, rows):
+            out[c][key] = row
+        return out
+
+    table._row_of = _RowIndex(row_index)
     view = GraphView(table)
     view.version = version
     return view
+
+
+class _RowIndex(list):
+    """:attr:`EdgeTable._row_of <memlab.graph.csr.EdgeTable>` after a snapshot load, built on
+    first use. The upsert index is only needed by edge writes and ``row_of`` lookups; building
+    it costs ~0.5 us per edge (seconds for millions), so a reopen leaves it to the first edge
+    write (or lookup), which builds it from the table's columns as they were loaded (every
+    change to the table goes through this index first, so they are unchanged then)."""
+
+    __slots__ = ("_build", "_lock")
+
+    def __init__(self, build) -> None:
+        super().__init__()
+        self._build = build
+        self._lock = threading.Lock()
+
+    def _ready(self) -> None:
+        if self._build is not None:
+            with self._lock:
+                if self._build is not None:
+                    list.extend(self, self._build())
+                    self._build = None
+
+    def __getitem__(self, i):
+        self._ready()
+        return list.__getitem__(self, i)
+
+    def __iter__(self):
+        self._ready()
+        return list.__iter__(self)
+
+    def __len__(self) -> int:
+        self._ready()
+        return list.__len__(self)
+
+    def append(self, value) -> None:
+        self._ready()
+        list.append(self, value)
 
 
 def _restore_bm25(r: _Reader, p: str, head: dict) -> BM25Index:
@@ -535,7 +613,8 @@ def _walk(obj: Any, seen: set[int]) -> Any:
     if isinstance(obj, (set, frozenset)):
         return ["set", sorted((_walk(v, seen) for v in obj), key=repr)]
     if isinstance(obj, (list, tuple)):
-        return [type(obj).__name__, [_walk(v, seen) for v in obj]]
+        kind = "list" if isinstance(obj, _RowIndex) else type(obj).__name__
+        return [kind, [_walk(v, seen) for v in obj]]
     if callable(obj) and not hasattr(obj, "__dict__") and not hasattr(obj, "__slots__"):
         return "<function>"
     if id(obj) in seen:
