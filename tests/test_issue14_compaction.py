@@ -93,6 +93,8 @@ def test_oracle_covers_edges_bm25_topics_pins_and_maintenance():
         ("remove_edge", "ws", 0), ("edge", "ws", 0, 1, "RELATED", 1.0),
         ("pin", "ws", "s1", 1, 1.0), ("anchor", "ws", "s2", "checkout owner", None),
         ("flag", "ws", "s2", 0, True), ("compact",),
+        ("edge", "ws", 0, 1, "RELATED", 3.0), ("remove_edge", "ws", 1),  # the lazy upsert index
+        ("edge", "ws", 1, 2, "MENTIONS", 1.0), ("edge", "ws", 2, 0, "CAUSES", 1.0),
         ("update", "ws", 0, "rotation keys", {"node_type": "concept", "label": "Keys"}),
         ("topic", "ws", "auth", {"owner": "jwt"}), ("version", "ws", 0, "deploy"),
         ("search", "ws", "deploy"), ("get", "ws", 2), ("maintain", "ws", 2), ("compact",),
@@ -266,6 +268,17 @@ def test_a_hostile_snapshot_never_allocates_from_its_claims(tmp_path):
             p.__setitem__(names(h, "0.edge.weight"), np.array([1.0], "<f8").tobytes()),
             p.__setitem__(names(h, "0.edge.updated_ts"), np.array([0.0], "<f8").tobytes())),
         "a part missing": lambda h, p: (h["index"].pop(0), p.pop(0)),
+        "a memory type code out of range": lambda h, p: p.__setitem__(
+            names(h, "0.memory_type"), np.array([9], "<i4").tobytes()),
+        "a date code out of range": lambda h, p: p.__setitem__(
+            names(h, "0.created_at"), np.array([-1], "<i4").tobytes()),
+        "a date that is not ISO": lambda h, p: (p.__setitem__(
+            names(h, "0.dates"), b'{"v": ["2024-99-99T00:00:00"]}'),
+            h["index"][names(h, "0.dates")].__setitem__(3, 31)),
+        "an access time for item 3 of 1": lambda h, p: (
+            p.__setitem__(names(h, "0.act.keys"), np.array([3], "<i8").tobytes()),
+            p.__setitem__(names(h, "0.act.counts"), np.array([0], "<i8").tobytes()),
+            [h["index"][names(h, f"0.act.{c}")].__setitem__(3, 1) for c in ("keys", "counts")]),
         "a bool that is 7": lambda h, p: p.__setitem__(names(h, "0.eligible"), b"\x07"),
         "a metadata list of strings": lambda h, p: p.__setitem__(
             names(h, "0.metadata"), b'{"v": ["x"]}') or h["index"][names(h, "0.metadata")]
