@@ -366,6 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
         "opening the store loads the snapshot and replays only the rows written after it. A "
         "durable store also compacts by itself once 100,000 rows follow its latest snapshot."))
     compact.add_argument("db", help="the SQLite file (must exist)")
+    compact.add_argument("--vacuum", action="store_true", help="then rewrite the file without "
+                         "the pages the deleted rows held (SQLite VACUUM), so that it shrinks")
 
     bench = sub.add_parser("bench", help="run the benchmark suite", description=(
         "Run benchmarks/ with pytest-benchmark (the 'bench' extra), save the JSON and print the "
@@ -530,8 +532,13 @@ def _run(args: argparse.Namespace) -> int:
         store = MemoryStore(path=args.db, compact_after=None)
         try:
             report = store.compact()
+            before = Path(args.db).stat().st_size
+            if args.vacuum:
+                store.journal.vacuum()
         finally:
             store.close()
+        if args.vacuum:
+            print(f"{args.db}: vacuumed, {before:,} -> {Path(args.db).stat().st_size:,} bytes")
         if report.upto:
             print(f"{args.db}: compacted rows 1..{report.upto} ({report.rows_removed} journal "
                   f"rows removed; snapshot {report.snapshot_bytes:,} bytes)")

@@ -641,6 +641,16 @@ class Journal:
             except sqlite3.DatabaseError as exc:
                 raise _sqlite_failure(self.path, exc) from None
 
+    def vacuum(self) -> None:
+        """Rewrite the file without its free pages (SQLite ``VACUUM``: atomic, needs free disk
+        space about the file's size). Compaction frees the pages of the rows it deletes, which
+        later writes and snapshots reuse; the file itself only shrinks by a vacuum."""
+        with self._lock:
+            try:
+                self._conn.execute("VACUUM")
+            except sqlite3.DatabaseError as exc:
+                raise _sqlite_failure(self.path, exc) from None
+
     def last_seq(self) -> int:
         """The sequence number of the last row written (0: none)."""
         with self._lock:
