@@ -311,3 +311,22 @@ def test_cli_compact(tmp_path, capsys):
     assert main(["check", str(path)]) == 0
     assert main(["compact", str(tmp_path / "missing.db")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_recover_keeps_an_intact_snapshot_and_the_intact_rows_after_it(tmp_path):
+    path = _compacted(tmp_path)  # snapshot of rows 1..3 (a, b), then row 4 (c)
+    mem = Memory(path=str(path))
+    mem.add("deploy keys", item_id="d")  # row 5
+    mem.store.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE ops SET payload = replace(payload, 'lunch', 'lunc4') WHERE seq = 4")
+    problems = check_journal(path)
+    assert problems == ["row 4: checksum mismatch (the row was changed after it was written)"]
+    report = recover_journal(path, tmp_path / "new.db")
+    assert (report.total, report.kept, report.problems) == (2, 1, problems)
+    salvaged = MemoryStore(path=tmp_path / "new.db")
+    assert salvaged.workspace("default").item_ids[:2] == ["a", "b"]
+    assert "d" in salvaged.workspace("default").index_of and "c" not in \
+        salvaged.workspace("default").index_of
+    assert check_journal(tmp_path / "new.db") == []
+    salvaged.close()
