@@ -5,6 +5,13 @@ format and what counts as damage) without changing it; :func:`recover_journal` w
 intact, applicable row into a new file and reports the rest. Both replay the rows into a scratch
 :class:`~memlab.store.MemoryStore`, so this module sits above the store (the journal itself,
 :mod:`memlab.persist`, never imports it).
+
+A compacted file (see :mod:`memlab.snapshot`) holds a snapshot of the rows it covers: both tools
+check it (header and part checksums, then a full decode into the scratch store), replay the
+rows after it on top, and do not report the rows compaction removed as missing (a covered cache
+row that was kept and is gone still is). A damaged snapshot is one line naming it and the rows
+it covers; ``recover`` then falls back to the rows that remain, and with an intact snapshot it
+writes the snapshot's state into the new file ahead of the rows it keeps.
 """
 
 from __future__ import annotations
@@ -382,7 +389,8 @@ def recover_journal(path: str | Path, out: str | Path) -> RecoveryReport:
     A row is kept when its checksum matches, its payload decodes and its operation applies to
     the store made of the rows kept before it (so ``out`` always opens); every other row is
     reported. ``path`` is only read; ``out`` must not exist. Rows are renumbered 1, 2, … and
-    written in the current schema, in one transaction. A truncated file is read from a temporary
+    written in the current schema, in one transaction; an intact snapshot is written first
+    (the state before the first row kept). A truncated file is read from a temporary
     copy whose header counts only the whole pages present, so every row on a surviving page is
     kept and the rows on the lost pages are reported missing.
 
