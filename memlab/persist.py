@@ -698,8 +698,19 @@ class Journal:
                     "SELECT seq FROM ops WHERE seq <= ? AND op NOT LIKE 'store.%' ORDER BY seq",
                     (upto,))], dtype="<i8")
                 # (an older snapshot's kept rows are still in ops, so ``kept`` includes them)
+                # a part larger than SNAPSHOT_CHUNK is stored as several rows (SQLite refuses
+                # a value over 1 GB); memoryview slices: no copy
+                pieces: list[Any] = []
+                chunks = []
+                for data in parts:
+                    view = memoryview(data)
+                    cut = [view[i:i + SNAPSHOT_CHUNK]
+                           for i in range(0, len(view), SNAPSHOT_CHUNK)] or [view]
+                    chunks.append(len(cut))
+                    pieces += cut
                 full = dict(header, format=SNAPSHOT_FORMAT, schema_version=SCHEMA_VERSION,
-                            upto=upto, parts=[len(p) for p in parts], kept=len(kept))
+                            upto=upto, parts=[len(p) for p in parts], chunks=chunks,
+                            kept=len(kept))
                 text = json.dumps(full, allow_nan=True)
                 kept_b = kept.tobytes()
                 self._conn.execute("INSERT INTO snapshots (id, upto, header, crc) VALUES "
@@ -708,7 +719,7 @@ class Journal:
                 self._conn.executemany(
                     "INSERT INTO snapshot_parts (snap, part, data, crc) VALUES (?, ?, ?, ?)",
                     [(snap_id, i, data, _part_crc(snap_id, i, data))
-                     for i, data in enumerate([kept_b] + list(parts))])
+                     for i, data in enumerate([kept_b] + pieces)])
                 self._conn.execute("DELETE FROM snapshot_parts WHERE snap < ?", (snap_id,))
                 self._conn.execute("DELETE FROM snapshots WHERE id < ?", (snap_id,))
                 removed = self._conn.execute("DELETE FROM ops WHERE seq <= ? AND op LIKE "
@@ -738,6 +749,7 @@ class Journal:
 
 
 SNAPSHOT_FORMAT = 1  # the layout of a snapshot's header and parts (see memlab.snapshot)
+SNAPSHOT_CHUNK = 256 * 2 ** 20  # largest row of a snapshot part (SQLite's limit is 1 GB)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -777,16 +789,23 @@ def read_snapshot_parts(conn: sqlite3.Connection, path: Path, info: SnapshotInfo
     where = f"snapshot {info.snap_id} (of rows 1..{info.upto})"
     rows = conn.execute("SELECT part, data, crc FROM snapshot_parts WHERE snap=? AND part>0 "
                         "ORDER BY part", (info.snap_id,)).fetchall()
-    if [r[0] for r in rows] != list(range(1, info.parts + 1)):
+    sizes, chunks = info.header["parts"], info.header["chunks"]
+    if [r[0] for r in rows] != list(range(1, sum(chunks) + 1)):
         raise JournalCorruptError(path, None, f"{where} is damaged: it misses parts (has "
-                                  f"{len(rows)} of {info.parts})")
-    sizes = info.header["parts"]
-    out = []
-    for part, data, crc in rows:
-        if not isinstance(data, bytes) or len(data) != sizes[part - 1] \
-                or crc != _part_crc(info.snap_id, part, data):
-            raise JournalCorruptError(path, None, f"{where} is damaged: part {part} fails its "
-                                      f"checksum")
+                                  f"{len(rows)} of {sum(chunks)} rows)")
+    out, at = [], 0
+    for number, (size, count) in enumerate(zip(sizes, chunks), start=1):
+        pieces = []
+        for row, data, crc in rows[at:at + count]:
+            if not isinstance(data, bytes) or crc != _part_crc(info.snap_id, row, data):
+                raise JournalCorruptError(path, None, f"{where} is damaged: part {number} "
+                                          f"fails its checksum")
+            pieces.append(data)
+        at += count
+        data = pieces[0] if count == 1 else b"".join(pieces)
+        if len(data) != size:
+            raise JournalCorruptError(path, None, f"{where} is damaged: part {number} does "
+                                      f"not have the length its header gives")
         out.append(data)
     return out
 
@@ -820,9 +839,11 @@ def _snapshot_header(path: Path, row: Any, kept_row: Any) -> SnapshotInfo:
         raise SchemaVersionError(f"path {str(path)!r} holds a snapshot of format {fmt}, schema "
                                  f"version {version}, newer than this memlab reads "
                                  f"({SNAPSHOT_FORMAT}, {SCHEMA_VERSION}); upgrade memlab")
-    sizes, kept_n = header.get("parts"), header.get("kept")
+    sizes, kept_n, chunks = header.get("parts"), header.get("kept"), header.get("chunks")
     if header.get("upto") != upto or not isinstance(sizes, list) or not all(
-            isinstance(n, int) and n >= 0 for n in sizes) or not isinstance(kept_n, int):
+            isinstance(n, int) and n >= 0 for n in sizes) or not isinstance(kept_n, int) \
+            or not isinstance(chunks, list) or len(chunks) != len(sizes) or not all(
+            isinstance(n, int) and n >= 1 for n in chunks):
         raise JournalCorruptError(path, None, f"{where} is damaged: its header is malformed")
     if kept_row is None or not isinstance(kept_row[0], bytes) \
             or kept_row[1] != _part_crc(snap_id, 0, kept_row[0]) \

@@ -330,3 +330,19 @@ def test_recover_keeps_an_intact_snapshot_and_the_intact_rows_after_it(tmp_path)
         salvaged.workspace("default").index_of
     assert check_journal(tmp_path / "new.db") == []
     salvaged.close()
+
+
+def test_large_parts_are_stored_in_chunks(tmp_path, monkeypatch):
+    import memlab.persist
+
+    monkeypatch.setattr(memlab.persist, "SNAPSHOT_CHUNK", 7)
+    path = _compacted(tmp_path)
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT count(*), max(length(data)) FROM snapshot_parts "
+                            "WHERE part > 0").fetchone()
+        header = json.loads(conn.execute("SELECT header FROM snapshots").fetchone()[0])
+    assert rows[1] == 7 and rows[0] == sum(header["chunks"]) > len(header["parts"])
+    store = MemoryStore(path=path)
+    assert store.workspace("default").item_ids == ["a", "b", "c"]
+    store.close()
+    assert check_journal(path) == []
