@@ -52,9 +52,11 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def _kill_at_random(args: list[str], seed: int, window: float) -> tuple[int, int, int]:
-    """Run the child, kill -9 it ``uniform(0, window)`` seconds after it is ready; returns
-    (last acknowledged write, acknowledged reads, compactions begun)."""
+def _kill_at_random(args: list[str], seed: int, window: float, compactions: int = 0
+                    ) -> tuple[int, int, int]:
+    """Run the child, kill -9 it ``uniform(0, window)`` seconds after it is ready (after it
+    began its ``compactions``-th compaction, when given); returns (last acknowledged write,
+    acknowledged reads, compactions begun)."""
     proc = subprocess.Popen([sys.executable, "-c", CHILD, *args], stdout=subprocess.PIPE,
                             text=True)
     state = {"w": -1, "r": 0, "compacting": 0, "ready": False}
@@ -79,7 +81,10 @@ def _kill_at_random(args: list[str], seed: int, window: float) -> tuple[int, int
     while not state["ready"] and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert state["ready"], "the child did not start"
-    time.sleep(random.Random(seed).uniform(0.05, window))
+    while state["compacting"] < compactions and proc.poll() is None \
+            and time.monotonic() < deadline:
+        time.sleep(0.001)
+    time.sleep(random.Random(seed).uniform(0.0 if compactions else 0.05, window))
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     reader.join(timeout=10)
@@ -101,10 +106,12 @@ def _check_after_kill(path, writes: int, reads: int, bulk: int) -> None:
 
 @pytest.mark.parametrize("round_", range(12))
 def test_kill_9_during_explicit_compaction(tmp_path, round_):
-    """Compactions of a 3,000-item store back to back, with writes and reads between."""
+    """Compactions of a 3,000-item store back to back, with writes and reads between; even
+    rounds kill at a random moment, odd ones within 0.3 s of a compaction's start."""
     path, bulk = tmp_path / "m.db", 3000
     writes, reads, compactions = _kill_at_random(
-        [str(path), str(BATCH), "none", "1", "3", str(bulk)], round_, 4.0)
+        [str(path), str(BATCH), "none", "1", "3", str(bulk)], round_,
+        4.0 if round_ % 2 == 0 else 0.3, compactions=0 if round_ % 2 == 0 else 1 + round_ // 4)
     assert compactions >= 1
     _check_after_kill(path, writes, reads, bulk)
 
