@@ -44,7 +44,8 @@ t = time.perf_counter()
 hits = store.workspace("bench").bm25.scores(ws.analyze("term17 term4242"))[0]
 first_query = time.perf_counter() - t
 usage = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"seconds": opened, "cpu_seconds": usage.ru_utime + usage.ru_stime, "items": len(ws), "edges": len(ws.graph.table),
+print(json.dumps({"seconds": opened, "cpu_seconds": usage.ru_utime + usage.ru_stime,
+                  "items": len(ws), "edges": len(ws.graph.table),
                   "tail_rows": store.journal.tail_rows(), "first_bm25_query_s": first_query,
                   "hits": int(len(hits)),
                   "peak_rss_mb": usage.ru_maxrss / 1024}))

@@ -100,7 +100,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-__all__ = ["SCHEMA_VERSION", "SNAPSHOT_FORMAT", "SnapshotInfo", "Journal", "SchemaVersionError", "PersistenceError",
+__all__ = ["SCHEMA_VERSION", "SNAPSHOT_FORMAT", "SnapshotInfo", "Journal", "SchemaVersionError",
+           "PersistenceError",
            "JournalCorruptError", "encode", "decode"]
 
 SCHEMA_VERSION = 3
