@@ -490,6 +490,16 @@ def build_parser() -> argparse.ArgumentParser:
     recover.add_argument("db", help="the damaged SQLite file")
     recover.add_argument("--out", required=True, help="the new file (must not exist)")
 
+    compact = sub.add_parser("compact", help="compact a durable store's journal into a "
+                             "snapshot", description=(
+        "Write a snapshot of the whole store into its file and delete the journal rows it "
+        "covers (one SQLite transaction: a crash leaves the old file or the new one), so that "
+        "opening the store loads the snapshot and replays only the rows written after it. A "
+        "durable store also compacts by itself once 100,000 rows follow its latest snapshot."))
+    compact.add_argument("db", help="the SQLite file (must exist)")
+    compact.add_argument("--vacuum", action="store_true", help="then rewrite the file without "
+                         "the pages the deleted rows held (SQLite VACUUM), so that it shrinks")
+
     bench = sub.add_parser("bench", help="run the benchmark suite", description=(
         "Run benchmarks/ with pytest-benchmark (the 'bench' extra), save the JSON and print the "
         "performance table."))
@@ -730,6 +740,26 @@ def _run(args: argparse.Namespace) -> int:
         if not problems:
             print(f"{args.db}: ok")
         return 1 if problems else 0
+    if args.command == "compact":
+        from memlab.store import MemoryStore
+        if not Path(args.db).is_file():
+            raise _Fail(f"db {args.db!r} does not exist (or is not a file)")
+        store = MemoryStore(path=args.db, compact_after=None)
+        try:
+            report = store.compact()
+            before = Path(args.db).stat().st_size
+            if args.vacuum:
+                store.journal.vacuum()
+        finally:
+            store.close()
+        if args.vacuum:
+            print(f"{args.db}: vacuumed, {before:,} -> {Path(args.db).stat().st_size:,} bytes")
+        if report.upto:
+            print(f"{args.db}: compacted rows 1..{report.upto} ({report.rows_removed} journal "
+                  f"rows removed; snapshot {report.snapshot_bytes:,} bytes)")
+        else:
+            print(f"{args.db}: nothing to compact (no journal rows after the latest snapshot)")
+        return 0
     if args.command == "recover":
         from memlab.journal_repair import recover_journal
         if Path(args.out).exists():

@@ -5,6 +5,13 @@ format and what counts as damage) without changing it; :func:`recover_journal` w
 intact, applicable row into a new file and reports the rest. Both replay the rows into a scratch
 :class:`~memlab.store.MemoryStore`, so this module sits above the store (the journal itself,
 :mod:`memlab.persist`, never imports it).
+
+A compacted file (see :mod:`memlab.snapshot`) holds a snapshot of the rows it covers: both tools
+check it (header and part checksums, then a full decode into the scratch store), replay the
+rows after it on top, and do not report the rows compaction removed as missing (a covered cache
+row that was kept and is gone still is). A damaged snapshot is one line naming it and the rows
+it covers; ``recover`` then falls back to the rows that remain, and with an intact snapshot it
+writes the snapshot's state into the new file ahead of the rows it keeps.
 """
 
 from __future__ import annotations
@@ -17,8 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memlab.persist import (SCHEMA_VERSION, Journal, JournalCorruptError, SchemaVersionError,
-                            _is_cache_op, _last_seq, _missing, _preflight, _row_problem,
-                            _truncation, decode, decode_legacy, encode)
+                            SnapshotInfo, _is_cache_op, _last_seq, _missing, _preflight,
+                            _row_problem, _snapshot_tables, _truncation, decode, decode_legacy,
+                            encode, read_snapshot_info, read_snapshot_parts)
+from memlab.snapshot import capture, restore
 from memlab.store import _CLASSES, JOURNALED_OPS, MemoryStore
 
 __all__ = ["check_journal", "recover_journal", "RecoveryReport"]
@@ -66,6 +75,7 @@ class _Scan:
     total: int  # rows found (readable or not)
     rows: list[tuple[int, str, str]] = field(default_factory=list)  # intact, v3 payloads
     problems: list[tuple[int | None, str]] = field(default_factory=list)
+    snapshot: tuple[SnapshotInfo, list[bytes]] | None = None  # intact, when there is one
 
 
 def _scan(path: Path, what: str) -> _Scan:
@@ -201,9 +211,10 @@ def _read(path: Path, source: Path, what: str, problems: list[tuple[int | None, 
                 break
             raw.extend(chunk)
             after = chunk[-1][0]
+        snapshot, upto, kept_seqs = _read_snapshot(conn, path, problems)
     finally:
         conn.close()
-    scan = _Scan(version, len(raw) + len(unreadable), [], problems)
+    scan = _Scan(version, len(raw) + len(unreadable), [], problems, snapshot)
     for s in sorted(unreadable):
         problems.append((s, "unreadable (SQLite reports its page as damaged)"))
     expected = 1
@@ -211,7 +222,13 @@ def _read(path: Path, source: Path, what: str, problems: list[tuple[int | None, 
         if not isinstance(seq, int) or seq < expected:
             problems.append((seq if isinstance(seq, int) else None, "out of order"))
             continue
-        gap = [s for s in range(expected, seq) if s not in unreadable]
+        if seq <= upto and seq not in kept_seqs:
+            problems.append((seq, "a row that the snapshot covers (and compaction removed) is "
+                                  "present"))
+            expected = seq + 1
+            continue
+        gap = [s for s in range(expected, seq) if s not in unreadable
+               and (s > upto or s in kept_seqs)]
         if gap:
             problems.append((gap[0], _missing(gap[0], gap[-1])))
         expected = seq + 1
@@ -250,24 +267,68 @@ def _read(path: Path, source: Path, what: str, problems: list[tuple[int | None, 
             continue
         scan.rows.append((seq, op, payload))
     ends = max([s for s, *_ in raw] + list(unreadable) + [0]) + 1
+    lost_kept = sorted(s for s in kept_seqs if s >= ends)
+    if lost_kept:
+        problems.append((lost_kept[0], _missing(lost_kept[0], lost_kept[0])))
+    ends = max(ends, upto + 1)
     if last >= ends:
         problems.append((ends, _missing(ends, last, at_end=True)))
     return scan
 
 
-def _applicable(rows: list[tuple[int, str, str]],
-                problems: list[tuple[int | None, str]]) -> list[tuple[int, str, str]]:
-    """The rows of ``rows`` that apply, in order, to a store built from the ones kept before
-    them; each row that does not becomes a problem."""
+def _read_snapshot(conn: sqlite3.Connection, path: Path, problems: list[tuple[int | None, str]]
+                   ) -> tuple[tuple[SnapshotInfo, list[bytes]] | None, int, set[int]]:
+    """``(snapshot, upto, kept)``: the latest snapshot when it is intact (else its problem is
+    added), the rows it covers (``1..upto``; read from its row even when it is damaged, so the
+    rows compaction removed are not reported missing) and the covered rows that remain."""
+    try:
+        if not _snapshot_tables(conn):
+            return None, 0, set()
+    except sqlite3.DatabaseError as exc:
+        problems.append((None, f"SQLite cannot read the snapshot tables ({exc})"))
+        return None, 0, set()
+    try:
+        info = read_snapshot_info(conn, path)
+        if info is None:
+            return None, 0, set()
+        return (info, read_snapshot_parts(conn, path, info)), info.upto, set(info.kept.tolist())
+    except (JournalCorruptError, SchemaVersionError) as exc:
+        problems.append((None, getattr(exc, "problem", str(exc))))
+    except sqlite3.DatabaseError as exc:
+        problems.append((None, f"SQLite cannot read the snapshot ({exc})"))
+    try:
+        upto = conn.execute("SELECT max(upto) FROM snapshots").fetchone()[0]
+    except sqlite3.DatabaseError:
+        upto = None
+    return None, upto if isinstance(upto, int) and upto > 0 else 0, set()
 
-    store, kept = MemoryStore(), []
+
+def _base_store(scan: _Scan) -> MemoryStore:
+    """A scratch store holding the scan's snapshot (empty without one, or when the snapshot
+    does not load: then its problem is added and the scan forgets it)."""
+    store = MemoryStore()
+    if scan.snapshot is not None:
+        try:
+            restore(store, *scan.snapshot)
+        except JournalCorruptError as exc:
+            scan.problems.append((None, exc.problem))
+            scan.snapshot = None
+            store = MemoryStore()
+    return store
+
+
+def _applicable(scan: _Scan) -> list[tuple[int, str, str]]:
+    """The rows of the scan that apply, in order, to a store built from its snapshot and the
+    rows kept before them; each row that does not becomes a problem."""
+    rows, problems = scan.rows, scan.problems
+    store, kept = _base_store(scan), []
     for seq, op, payload in rows:
         if op.startswith("store."):
             try:
                 store._apply(seq, op, payload, path="")
             except JournalCorruptError as exc:
                 problems.append((seq, exc.problem))
-                store = MemoryStore()  # the failed call may have changed part of the store
+                store = _base_store(scan)  # the failed call may have changed part of the store
                 for seq2, op2, payload2 in kept:
                     if op2.startswith("store."):
                         store._apply(seq2, op2, payload2, path="")
@@ -309,7 +370,7 @@ def check_journal(path: str | Path) -> list[str]:
     """
     path = Path(path)
     scan = _scan(path, "path")
-    _applicable(scan.rows, scan.problems)
+    _applicable(scan)
     return _lines(scan.problems)
 
 
@@ -328,7 +389,8 @@ def recover_journal(path: str | Path, out: str | Path) -> RecoveryReport:
     A row is kept when its checksum matches, its payload decodes and its operation applies to
     the store made of the rows kept before it (so ``out`` always opens); every other row is
     reported. ``path`` is only read; ``out`` must not exist. Rows are renumbered 1, 2, … and
-    written in the current schema, in one transaction. A truncated file is read from a temporary
+    written in the current schema, in one transaction; an intact snapshot is written first
+    (the state before the first row kept). A truncated file is read from a temporary
     copy whose header counts only the whole pages present, so every row on a surviving page is
     kept and the rows on the lost pages are reported missing.
 
@@ -356,9 +418,11 @@ def recover_journal(path: str | Path, out: str | Path) -> RecoveryReport:
     if out.exists():
         raise ValueError(f"out {str(out)!r} already exists; recover never overwrites a file")
     scan = _scan(path, "path")
-    kept = _applicable(scan.rows, scan.problems)
+    kept = _applicable(scan)
     journal = Journal(out)
     try:
+        if scan.snapshot is not None:  # the state before the first row kept
+            journal.write_snapshot(0, *capture(_base_store(scan)))
         if kept:
             journal.append_many([(op, payload) for _, op, payload in kept])
     finally:

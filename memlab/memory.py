@@ -555,3 +555,29 @@ class Memory:
         """The anchors of ``session_id`` marked for review, as in the context response."""
         validate_id(session_id, "session_id")
         return self.store.drift_warnings(self.workspace_id, session_id)
+
+    def compact(self):
+        """Compact the durable store's journal into a snapshot (see
+        :meth:`MemoryStore.compact`): a reopen then loads the snapshot and replays only the
+        rows written after it. Covers every workspace of the store, not only this one.
+
+        Returns
+        -------
+        memlab.snapshot.CompactionReport
+
+        Raises
+        ------
+        ValueError
+            The store is in memory (no ``path``).
+
+        Examples
+        --------
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "m.db"
+        >>> mem = Memory(path=str(path)); _ = mem.add("the deploy runs on fridays")
+        >>> mem.compact().rows_removed
+        2
+        >>> mem.store.close(); len(Memory(path=str(path)))
+        1
+        """
+        return self.store.compact()

@@ -22,6 +22,20 @@ loses at most the last ``reinforce_batch - 1`` reinforcements and never a write 
 ``reinforce_batch=1`` journals each one as it happens. A failed write that rebuilds the store
 from disk re-applies the buffered reinforcements, so it still changes nothing.
 
+**Compaction into snapshots.** The journal would otherwise only grow, and a reopen replays every
+row. :meth:`MemoryStore.compact <memlab.store.MemoryStore.compact>` (``Memory.compact``,
+``memlab compact DB``) writes a snapshot of the whole store state after rows ``1..upto`` into
+the tables ``snapshots`` (one row: the covered range, a JSON header with the snapshot format
+and schema version, a CRC-32) and ``snapshot_parts`` (the data, one CRC-32 per part; see
+:mod:`memlab.snapshot`), and deletes the ``store.*`` rows it covers, all in one SQLite
+transaction, so a crash (kill -9) at any moment leaves the old file or the compacted one. A
+reopen loads the latest snapshot and replays only the rows after it. Cache rows stay (caches
+replay their own rows); the snapshot lists their numbers, so the gap check still finds a
+deleted row anywhere. A durable store compacts by itself in a background thread once
+``compact_after`` rows (default 100,000) follow its latest snapshot. A damaged snapshot is
+reported like a damaged row, naming the snapshot and the rows it covers; ``memlab recover``
+then keeps the rows that remain.
+
 What a reopen does not restore, because it is not store state or was never written:
 
 - reinforcements still buffered when the process died (see above);
@@ -86,7 +100,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-__all__ = ["SCHEMA_VERSION", "Journal", "SchemaVersionError", "PersistenceError",
+__all__ = ["SCHEMA_VERSION", "SNAPSHOT_FORMAT", "SnapshotInfo", "Journal", "SchemaVersionError",
+           "PersistenceError",
            "JournalCorruptError", "encode", "decode"]
 
 SCHEMA_VERSION = 3
@@ -555,9 +570,14 @@ class Journal:
                 last = _last_seq(self._conn)
             except sqlite3.DatabaseError as exc:
                 raise _sqlite_failure(self.path, exc) from None
+        upto, kept = self._covered()
         checked = []
         expected = 1
         for seq, op_b, payload_b, crc in rows:
+            if seq <= upto:  # a row a snapshot covers: only the kept (non-store) rows remain
+                expected = self._check_covered(seq, expected, kept, upto)
+            elif expected <= upto:
+                expected = self._check_covered(upto + 1, expected, kept, upto)
             if seq > expected:
                 raise JournalCorruptError(self.path, expected, _missing(expected, seq - 1))
             problem = _row_problem(seq, expected, op_b, payload_b, crc)
@@ -567,9 +587,149 @@ class Journal:
             op = op_b.decode("utf-8")
             if op.startswith(prefix):
                 checked.append((seq, op, payload_b.decode("utf-8")))
+        if expected <= upto:
+            expected = self._check_covered(upto + 1, expected, kept, upto)
         if last >= expected:
             raise JournalCorruptError(self.path, expected, _missing(expected, last, at_end=True))
         yield from checked
+
+    # -------------------------------------------------------------- snapshots
+    def _covered(self) -> tuple[int, np.ndarray]:
+        """``(upto, kept)`` of the latest snapshot (``(0, [])`` without one): rows ``1..upto``
+        are covered by it, and of those only the sequence numbers ``kept`` remain in ``ops``."""
+        info = self.snapshot_info()
+        if info is None:
+            return 0, np.empty(0, np.int64)
+        return info.upto, info.kept
+
+    def _check_covered(self, seq: int, expected: int, kept: np.ndarray, upto: int) -> int:
+        """Check that the rows before ``seq`` in the covered range, from ``expected`` on, are
+        exactly the kept ones; returns the next sequence number expected."""
+        lo = int(np.searchsorted(kept, expected))
+        hi = int(np.searchsorted(kept, min(seq, upto + 1)))
+        if hi > lo:
+            raise JournalCorruptError(self.path, int(kept[lo]),
+                                      _missing(int(kept[lo]), int(kept[lo])))
+        if seq <= upto:
+            pos = int(np.searchsorted(kept, seq))
+            if pos >= len(kept) or kept[pos] != seq:
+                raise JournalCorruptError(self.path, seq, "a row that the snapshot covers "
+                                          "(and compaction removed) is present")
+        return seq
+
+    def _snapshot_tables(self) -> bool:
+        return _snapshot_tables(self._conn)
+
+    def snapshot_info(self) -> SnapshotInfo | None:
+        """The latest snapshot's header (checked: checksum, shape), or None when there is none.
+
+        Raises
+        ------
+        JournalCorruptError
+            The snapshot's header or its list of kept rows is damaged.
+        """
+        with self._lock:
+            try:
+                return read_snapshot_info(self._conn, self.path)
+            except sqlite3.DatabaseError as exc:
+                raise _sqlite_failure(self.path, exc) from None
+
+    def snapshot_parts(self, info: SnapshotInfo) -> list[bytes]:
+        """The data parts (1, 2, …) of snapshot ``info``, each checked against its checksum."""
+        with self._lock:
+            try:
+                return read_snapshot_parts(self._conn, self.path, info)
+            except sqlite3.DatabaseError as exc:
+                raise _sqlite_failure(self.path, exc) from None
+
+    def vacuum(self) -> None:
+        """Rewrite the file without its free pages (SQLite ``VACUUM``: atomic, needs free disk
+        space about the file's size). Compaction frees the pages of the rows it deletes, which
+        later writes and snapshots reuse; the file itself only shrinks by a vacuum."""
+        with self._lock:
+            try:
+                self._conn.execute("VACUUM")
+            except sqlite3.DatabaseError as exc:
+                raise _sqlite_failure(self.path, exc) from None
+
+    def last_seq(self) -> int:
+        """The sequence number of the last row written (0: none)."""
+        with self._lock:
+            return max(_last_seq(self._conn), self._conn.execute(
+                "SELECT coalesce(max(seq), 0) FROM ops").fetchone()[0])
+
+    def tail_rows(self) -> int:
+        """Store rows after the latest snapshot (all of them without one): what a reopen
+        replays."""
+        upto = 0
+        with self._lock:
+            if self._snapshot_tables():
+                row = self._conn.execute("SELECT max(upto) FROM snapshots").fetchone()
+                upto = int(row[0] or 0) if isinstance(row[0], (int, type(None))) else 0
+            return int(self._conn.execute(
+                "SELECT count(*) FROM ops WHERE seq > ? AND op LIKE 'store.%'",
+                (upto,)).fetchone()[0])
+
+    def write_snapshot(self, upto: int, header: dict[str, Any], parts: list[bytes]
+                       ) -> int | None:
+        """Store a snapshot of the state after rows ``1..upto`` and remove the store rows it
+        covers, in one transaction (a crash leaves either the old file or the new one).
+
+        ``header`` is JSON-able; the journal adds the snapshot format, schema version, the
+        parts' sizes and the sequence numbers of the covered rows that stay (cache rows). An
+        older snapshot is replaced. Returns the number of journal rows removed (None, and nothing
+        written, when a snapshot already covers ``upto`` rows or more).
+        """
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.execute("CREATE TABLE IF NOT EXISTS snapshots (id INTEGER PRIMARY "
+                                   "KEY, upto INTEGER NOT NULL, header TEXT NOT NULL, "
+                                   "crc INTEGER NOT NULL)")
+                self._conn.execute("CREATE TABLE IF NOT EXISTS snapshot_parts (snap INTEGER "
+                                   "NOT NULL, part INTEGER NOT NULL, data BLOB NOT NULL, "
+                                   "crc INTEGER NOT NULL, PRIMARY KEY (snap, part))")
+                old = self._conn.execute("SELECT coalesce(max(upto), -1), coalesce(max(id), 0) "
+                                         "FROM snapshots").fetchone()
+                if upto <= old[0]:
+                    self._conn.execute("ROLLBACK")
+                    return None
+                snap_id = old[1] + 1
+                kept = np.asarray([r[0] for r in self._conn.execute(
+                    "SELECT seq FROM ops WHERE seq <= ? AND op NOT LIKE 'store.%' ORDER BY seq",
+                    (upto,))], dtype="<i8")
+                # (an older snapshot's kept rows are still in ops, so ``kept`` includes them)
+                # a part larger than SNAPSHOT_CHUNK is stored as several rows (SQLite refuses
+                # a value over 1 GB); memoryview slices: no copy
+                pieces: list[Any] = []
+                chunks = []
+                for data in parts:
+                    view = memoryview(data)
+                    cut = [view[i:i + SNAPSHOT_CHUNK]
+                           for i in range(0, len(view), SNAPSHOT_CHUNK)] or [view]
+                    chunks.append(len(cut))
+                    pieces += cut
+                full = dict(header, format=SNAPSHOT_FORMAT, schema_version=SCHEMA_VERSION,
+                            upto=upto, parts=[len(p) for p in parts], chunks=chunks,
+                            kept=len(kept))
+                text = json.dumps(full, allow_nan=True)
+                kept_b = kept.tobytes()
+                self._conn.execute("INSERT INTO snapshots (id, upto, header, crc) VALUES "
+                                   "(?, ?, ?, ?)", (snap_id, upto, text,
+                                                    _header_crc(snap_id, upto, text.encode())))
+                self._conn.executemany(
+                    "INSERT INTO snapshot_parts (snap, part, data, crc) VALUES (?, ?, ?, ?)",
+                    [(snap_id, i, data, _part_crc(snap_id, i, data))
+                     for i, data in enumerate([kept_b] + pieces)])
+                self._conn.execute("DELETE FROM snapshot_parts WHERE snap < ?", (snap_id,))
+                self._conn.execute("DELETE FROM snapshots WHERE id < ?", (snap_id,))
+                removed = self._conn.execute("DELETE FROM ops WHERE seq <= ? AND op LIKE "
+                                             "'store.%'", (upto,)).rowcount
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+        return int(removed)
 
     def ops(self, prefix: str = "") -> Iterator[tuple[str, str]]:
         """``(op, payload)`` of the rows whose op starts with ``prefix`` (see :meth:`entries`)."""
@@ -587,6 +747,115 @@ class Journal:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+SNAPSHOT_FORMAT = 1  # the layout of a snapshot's header and parts (see memlab.snapshot)
+SNAPSHOT_CHUNK = 256 * 2 ** 20  # largest row of a snapshot part (SQLite's limit is 1 GB)
+
+
+@dataclasses.dataclass(frozen=True)
+class SnapshotInfo:
+    """A snapshot's checked header: its id, the rows it covers (``1..upto``), the covered rows
+    that remain in ``ops`` (``kept``, ascending), its number of data parts, and the header."""
+
+    snap_id: int
+    upto: int
+    kept: np.ndarray
+    parts: int
+    header: dict[str, Any]
+
+
+def _snapshot_tables(conn: sqlite3.Connection) -> bool:
+    return bool(conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table' AND name "
+                             "IN ('snapshots', 'snapshot_parts')").fetchone()[0] == 2)
+
+
+def read_snapshot_info(conn: sqlite3.Connection, path: Path) -> SnapshotInfo | None:
+    """The latest snapshot's checked header in the database of ``conn`` (None: there is none);
+    raises :class:`JournalCorruptError` naming the snapshot when it is damaged."""
+    if not _snapshot_tables(conn):
+        return None
+    row = conn.execute("SELECT id, upto, CAST(header AS BLOB), crc FROM snapshots "
+                       "ORDER BY id DESC LIMIT 1").fetchone()
+    if row is None:
+        return None
+    kept = conn.execute("SELECT data, crc FROM snapshot_parts WHERE snap=? AND part=0",
+                        (row[0],)).fetchone()
+    return _snapshot_header(path, row, kept)
+
+
+def read_snapshot_parts(conn: sqlite3.Connection, path: Path, info: SnapshotInfo
+                        ) -> list[bytes]:
+    """The data parts (1, 2, …) of snapshot ``info``, each checked against its checksum."""
+    where = f"snapshot {info.snap_id} (of rows 1..{info.upto})"
+    rows = conn.execute("SELECT part, data, crc FROM snapshot_parts WHERE snap=? AND part>0 "
+                        "ORDER BY part", (info.snap_id,)).fetchall()
+    sizes, chunks = info.header["parts"], info.header["chunks"]
+    if [r[0] for r in rows] != list(range(1, sum(chunks) + 1)):
+        raise JournalCorruptError(path, None, f"{where} is damaged: it misses parts (has "
+                                  f"{len(rows)} of {sum(chunks)} rows)")
+    out, at = [], 0
+    for number, (size, count) in enumerate(zip(sizes, chunks), start=1):
+        pieces = []
+        for row, data, crc in rows[at:at + count]:
+            if not isinstance(data, bytes) or crc != _part_crc(info.snap_id, row, data):
+                raise JournalCorruptError(path, None, f"{where} is damaged: part {number} "
+                                          f"fails its checksum")
+            pieces.append(data)
+        at += count
+        data = pieces[0] if count == 1 else b"".join(pieces)
+        if len(data) != size:
+            raise JournalCorruptError(path, None, f"{where} is damaged: part {number} does "
+                                      f"not have the length its header gives")
+        out.append(data)
+    return out
+
+
+def _header_crc(snap_id: int, upto: int, text: bytes) -> int:
+    return zlib.crc32(text, zlib.crc32(b"snapshot\x00%d\x00%d\x00" % (snap_id, upto)))
+
+
+def _part_crc(snap_id: int, part: int, data: bytes) -> int:
+    return zlib.crc32(data, zlib.crc32(b"part\x00%d\x00%d\x00" % (snap_id, part)))
+
+
+def _snapshot_header(path: Path, row: Any, kept_row: Any) -> SnapshotInfo:
+    """Check a ``snapshots`` row and its kept-rows part (part 0); raise what is wrong."""
+    snap_id, upto, text, crc = row
+    where = f"snapshot {snap_id!r}"
+    if not isinstance(snap_id, int) or not isinstance(upto, int) or upto < 0 \
+            or not isinstance(text, bytes) or crc != _header_crc(snap_id, upto, text):
+        raise JournalCorruptError(path, None, f"{where} is damaged: its header fails its "
+                                  f"checksum")
+    where = f"snapshot {snap_id} (of rows 1..{upto})"
+    try:
+        header = _json_object(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise JournalCorruptError(path, None, f"{where} is damaged: its header is not JSON"
+                                  ) from None
+    fmt, version = header.get("format"), header.get("schema_version")
+    if not isinstance(fmt, int) or not isinstance(version, int):
+        raise JournalCorruptError(path, None, f"{where} is damaged: no format in its header")
+    if fmt > SNAPSHOT_FORMAT or version > SCHEMA_VERSION:
+        raise SchemaVersionError(f"path {str(path)!r} holds a snapshot of format {fmt}, schema "
+                                 f"version {version}, newer than this memlab reads "
+                                 f"({SNAPSHOT_FORMAT}, {SCHEMA_VERSION}); upgrade memlab")
+    sizes, kept_n, chunks = header.get("parts"), header.get("kept"), header.get("chunks")
+    if header.get("upto") != upto or not isinstance(sizes, list) or not all(
+            isinstance(n, int) and n >= 0 for n in sizes) or not isinstance(kept_n, int) \
+            or not isinstance(chunks, list) or len(chunks) != len(sizes) or not all(
+            isinstance(n, int) and n >= 1 for n in chunks):
+        raise JournalCorruptError(path, None, f"{where} is damaged: its header is malformed")
+    if kept_row is None or not isinstance(kept_row[0], bytes) \
+            or kept_row[1] != _part_crc(snap_id, 0, kept_row[0]) \
+            or len(kept_row[0]) != 8 * kept_n:
+        raise JournalCorruptError(path, None, f"{where} is damaged: its list of kept rows "
+                                  f"fails its checksum")
+    kept = np.frombuffer(kept_row[0], dtype="<i8").astype(np.int64)
+    if len(kept) and (kept[0] < 1 or kept[-1] > upto or np.any(np.diff(kept) <= 0)):
+        raise JournalCorruptError(path, None, f"{where} is damaged: its list of kept rows is "
+                                  f"not ascending within 1..{upto}")
+    return SnapshotInfo(snap_id, upto, kept, len(sizes), header)
 
 
 def _sqlite_failure(path: Path, exc: sqlite3.DatabaseError) -> ValueError:

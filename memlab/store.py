@@ -14,6 +14,7 @@ import functools
 import inspect
 import json
 import gc
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,6 +232,7 @@ JOURNALED_OPS: set[str] = set()  # the store methods a journal row may name (``s
 # Writes made by reads (activation reinforcement): group-committed, see MemoryStore.flush.
 _GROUP_COMMITTED = frozenset(["record_retrieval"])
 REINFORCE_BATCH = 64  # default number of reinforcements per journal row (``reinforce_batch``)
+COMPACT_AFTER = 100_000  # default journal rows after the latest snapshot that trigger one
 
 
 def journaled(method):
@@ -309,14 +311,25 @@ class MemoryStore:
 
     def __init__(self, memory_types: Iterable[str] = (), *, analyzer: str = "porter",
                  path: str | Path | None = None,
-                 reinforce_batch: int = REINFORCE_BATCH) -> None:
+                 reinforce_batch: int = REINFORCE_BATCH,
+                 compact_after: int | None = COMPACT_AFTER) -> None:
         if analyzer not in ANALYZERS:
             raise ValueError(f"analyzer must be one of {sorted(ANALYZERS)}, got {analyzer!r}")
         if isinstance(reinforce_batch, bool) or not isinstance(reinforce_batch, int) \
                 or not 1 <= reinforce_batch <= 100_000:
             raise ValueError(f"reinforce_batch must be an int in 1..100000, got "
                              f"{reinforce_batch!r}")
+        if compact_after is not None and (isinstance(compact_after, bool) or not isinstance(
+                compact_after, int) or compact_after < 1):
+            raise ValueError(f"compact_after must be a positive int or None, got "
+                             f"{compact_after!r}")
         self.reinforce_batch = reinforce_batch
+        self.compact_after = compact_after  # journal rows after the snapshot that trigger one
+        self._tail_rows = 0  # store rows after the latest snapshot (what a reopen replays)
+        self._compact_lock = threading.Lock()  # one compaction at a time
+        self._compactor: threading.Thread | None = None  # the background compaction, if any
+        self._closing = False
+        self.last_compaction_error: BaseException | None = None  # of a background compaction
         self._pending: list[str] = []  # encoded record_retrieval calls not yet on disk
         self.analyzer = analyzer
         self.lock = RWLock()  # exclusive for writes, .shared() for reads
@@ -364,8 +377,15 @@ class MemoryStore:
             pending, self._pending = self._pending, []
             self._replaying = True
             try:
+                info = self._journal.snapshot_info()
+                if info is not None:  # the state of rows 1..upto, then only the rows after it
+                    from memlab.snapshot import restore
+                    restore(self, info, self._journal.snapshot_parts(info))
+                tail = 0
                 for seq, op, payload in self._journal.entries(prefix="store."):
                     self._apply(seq, op, payload)
+                    tail += 1
+                self._tail_rows = tail
                 for payload in pending:
                     try:  # deterministic and applied once already, so this does not fail
                         self._apply(0, "store.record_retrieval", payload)
@@ -443,6 +463,88 @@ class MemoryStore:
             self._replay()  # back to what is on disk: a failed write changes nothing
             raise PersistenceError(f"{what} could not be written to {self._journal.path}: "
                                    f"{exc}") from exc
+        self._tail_rows += len(ops)
+        if self.compact_after is not None and self._tail_rows >= self.compact_after:
+            self._start_compaction()
+
+    def _start_compaction(self) -> None:
+        """Compact in a background thread (one at a time; not once :meth:`close` began)."""
+        if self._closing or (self._compactor is not None and self._compactor.is_alive()):
+            return
+
+        def run() -> None:
+            try:
+                self.compact()
+            except Exception as exc:  # noqa: BLE001 - kept for the caller; the journal is intact
+                self.last_compaction_error = exc
+
+        self._compactor = threading.Thread(target=run, name="memlab-compact", daemon=True)
+        self._compactor.start()
+
+    def compact(self):
+        """Write a snapshot of the whole store into its file and drop the journal rows it
+        covers, so that a reopen loads the snapshot and replays only the rows after it.
+
+        Buffered reinforcements are written first (see :meth:`flush`). The state is captured
+        under the store's lock (writes wait meanwhile; a 1M-item store takes seconds), then
+        written in one SQLite transaction together with deleting the covered rows: a crash at
+        any moment leaves either the old file or the compacted one, never a partial snapshot.
+        A durable store also compacts by itself, in a background thread, once
+        ``compact_after`` rows (default :data:`COMPACT_AFTER`) follow its latest snapshot;
+        ``compact_after=None`` turns that off. See :mod:`memlab.snapshot` for what a snapshot
+        holds.
+
+        Returns
+        -------
+        memlab.snapshot.CompactionReport
+            The rows covered and removed, and the snapshot's size.
+
+        Raises
+        ------
+        ValueError
+            The store is not durable (no ``path``), or the call is inside :meth:`transaction`.
+        PersistenceError
+            The snapshot could not be written (the file is unchanged).
+
+        Examples
+        --------
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "m.db"
+        >>> store = MemoryStore(path=path)
+        >>> _ = store.add_items("ws", [store.prepare_item("deploy on fridays")],
+        ...                     datetime(2024, 1, 1))
+        >>> report = store.compact(); (report.upto, report.rows_removed)
+        (1, 1)
+        >>> store.close(); len(MemoryStore(path=path).workspace("ws"))
+        1
+        """
+        from memlab.snapshot import CompactionReport, capture
+
+        if self._journal is None:
+            raise ValueError("compact needs a durable store (MemoryStore(path=...)); this one "
+                             "is in memory")
+        with self.lock:
+            if self._batch is not None:
+                raise ValueError("compact cannot run inside MemoryStore.transaction()")
+            self.flush()
+            upto, tail = self._journal.last_seq(), self._tail_rows
+            if tail == 0:
+                return CompactionReport(0, 0, 0)
+            header, parts = capture(self)
+        # written outside the store's lock (reads and writes go on); the store's lock is never
+        # taken while _compact_lock is held, so the two cannot deadlock. Of two compactions the
+        # one covering fewer rows writes nothing (Journal.write_snapshot).
+        with self._compact_lock:
+            try:
+                removed = self._journal.write_snapshot(upto, header, parts)
+            except Exception as exc:
+                raise PersistenceError(f"compaction could not be written to "
+                                       f"{self._journal.path}: {exc}") from exc
+        if removed is None:
+            return CompactionReport(0, 0, 0)
+        with self.lock:
+            self._tail_rows = max(0, self._tail_rows - tail)
+        return CompactionReport(upto, removed, sum(len(p) for p in parts))
 
     @contextlib.contextmanager
     def transaction(self):
@@ -496,6 +598,9 @@ class MemoryStore:
             try:
                 self.flush()
             finally:
+                self._closing = True  # no new background compaction; wait for a running one
+                if self._compactor is not None:
+                    self._compactor.join()
                 self._journal.close()
 
     @property

@@ -1,0 +1,118 @@
+"""Reopening a large durable store: journal replay vs. snapshot + tail (issue 14, item 7).
+
+Builds a store of ``--items`` items (8 words each from a 20,000-word vocabulary) and ``--edges``
+edges (3 types) in one workspace, written in bulk batches through the journal; optionally
+reopens it by replaying the journal; compacts it; then reopens it from the snapshot. Each reopen
+runs in a fresh Python process, which reports its wall time and its peak RSS (``ru_maxrss``),
+so one reopen's memory is not counted in the next.
+
+Run::
+
+    PYTHONPATH=. python benchmarks/reopen.py --items 100000 --edges 500000 --replay
+    PYTHONPATH=. python benchmarks/reopen.py --items 1000000 --edges 5000000
+
+The numbers depend on the machine and its load; compare replay and snapshot reopens of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from memlab.store import MemoryStore
+
+NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
+TYPES = np.array(["RELATED", "MENTIONS", "CAUSES"])
+
+_REOPEN = """
+import json, resource, sys, time
+start = time.perf_counter()
+from memlab.store import MemoryStore
+store = MemoryStore(path=sys.argv[1], compact_after=None)
+opened = time.perf_counter() - start
+ws = store.workspace("bench")
+t = time.perf_counter()
+hits = store.workspace("bench").bm25.scores(ws.analyze("term17 term4242"))[0]
+first_query = time.perf_counter() - t
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"seconds": opened, "cpu_seconds": usage.ru_utime + usage.ru_stime,
+                  "items": len(ws), "edges": len(ws.graph.table),
+                  "tail_rows": store.journal.tail_rows(), "first_bm25_query_s": first_query,
+                  "hits": int(len(hits)),
+                  "peak_rss_mb": usage.ru_maxrss / 1024}))
+store.close()
+"""
+
+
+def build(path: Path, items: int, edges: int, seed: int = 0, batch: int = 50_000) -> float:
+    """Write the store; returns seconds."""
+    rng = np.random.default_rng(seed)
+    vocab = [f"term{i}" for i in range(20_000)]
+    start = time.perf_counter()
+    store = MemoryStore(path=path, compact_after=None)
+    for first in range(0, items, batch):
+        words = rng.integers(0, len(vocab), size=(min(batch, items - first), 8)).tolist()
+        store.add_items("bench", [store.prepare_item(" ".join(vocab[w] for w in row))
+                                  for row in words], NOW)
+    for first in range(0, edges, 1_000_000):
+        n = min(1_000_000, edges - first)
+        src = rng.integers(0, items, size=n)
+        dst = (src + rng.integers(1, items, size=n)) % items
+        store.add_edge_arrays("bench", src, dst, TYPES[rng.integers(0, 3, size=n)].tolist(),
+                              rng.uniform(0.1, 2.0, size=n), NOW)
+    store.close()
+    return time.perf_counter() - start
+
+
+def reopen(path: Path) -> dict:
+    """Open the store in a fresh process: its wall time, peak RSS and what it holds."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", _REOPEN, str(path)], check=True,
+                         capture_output=True, text=True, env=env)
+    return json.loads(out.stdout)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--edges", type=int, default=500_000)
+    parser.add_argument("--replay", action="store_true", help="also time a reopen by replay")
+    parser.add_argument("--dir", default=None, help="where to write the database (a temporary "
+                        "folder by default, removed afterwards)")
+    args = parser.parse_args(argv)
+    if args.items < 2 or args.edges < 0:
+        parser.error("--items must be >= 2 and --edges >= 0")
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        path = Path(tmp) / "reopen.db"
+        report: dict = {"items": args.items, "edges": args.edges}
+        report["build_s"] = build(path, args.items, args.edges)
+        report["journal_file_mb"] = path.stat().st_size / 2 ** 20
+        if args.replay:
+            report["replay_reopen"] = reopen(path)
+        store = MemoryStore(path=path, compact_after=None)
+        start = time.perf_counter()
+        compaction = store.compact()
+        report["compact_s"] = time.perf_counter() - start
+        store.close()
+        report["snapshot_mb"] = compaction.snapshot_bytes / 2 ** 20
+        report["rows_removed"] = compaction.rows_removed
+        report["file_mb_after_compaction"] = path.stat().st_size / 2 ** 20
+        report["snapshot_reopen"] = reopen(path)
+        if args.replay:
+            report["reopen_speedup"] = (report["replay_reopen"]["seconds"]
+                                        / report["snapshot_reopen"]["seconds"])
+    print(json.dumps(report, indent=2))
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,637 @@
+"""Snapshots of a durable store's full state: what compaction writes and a reopen loads.
+
+A reopen of a journal-only store replays every row (SPEC §9, :mod:`memlab.persist`). Compaction
+(:meth:`memlab.store.MemoryStore.compact`, ``memlab compact DB``) captures the state the replay
+of rows ``1..upto`` builds and stores it in the same SQLite file, in one transaction with
+deleting those store rows; a reopen then loads the snapshot and replays only the rows after it.
+
+**What a snapshot holds**, per workspace: the items (ids, content, type, metadata, timestamps,
+salience, archive flag, history and its dropped count), the item columns, activation (stored
+score, decay anchor, last boost, every access time), the edge table row by row (removed rows
+kept with weight 0, so row numbers and the type codes stay; the upsert index is rebuilt from the
+live rows in row order, which is the order a replay inserts them), the BM25 index as it is (term
+slots, postings, lengths, emptied slots: rebuilding it would stem every item again), the
+gazetteer, node keys, topic fields, ``content_changes``, the decay mark, the version counters and
+the id generator; for the store, pins with their expiry, anchors and review marks. Derived,
+lazily built state is not stored and is rebuilt on use exactly as after a replay: the CSR view
+(a replay also leaves it to be built by the first query), indexes of another analyzer, dense
+indexes. Short-term caches journal their own rows, which compaction keeps.
+
+**Format.** A JSON header (workspace scalars and a list of parts) and data parts: an array part
+is the raw little-endian bytes of an allow-listed numeric dtype, a data part is the version-3
+journal encoding (:func:`memlab.persist.encode`) of a JSON value. Every part has a CRC-32
+(checked by :meth:`memlab.persist.Journal.snapshot_parts`), and the header carries the snapshot
+format and the schema version. Decoding never allocates from a size the file claims: an array
+is a view of the bytes actually stored, its length is checked against the header and against the
+workspace's item and edge counts, and every value is checked (types, ranges, uniqueness) before
+the store is touched. :func:`full_state` is the oracle the tests compare a replayed and a
+snapshot-loaded store with: every attribute of every object the store holds, found by walking
+them, so a field added later is compared without anyone listing it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import hashlib
+import inspect
+import itertools
+import json
+import math
+import threading
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memlab._arrays import Growable
+from memlab.graph.csr import _KEY_SHIFT, EdgeTable, GraphView
+from memlab.model import MemoryItem
+from memlab.persist import JournalCorruptError, SnapshotInfo, decode, encode
+from memlab.signals.bm25 import IDF_VARIANTS, BM25Index
+from memlab.text import ANALYZERS
+
+if TYPE_CHECKING:  # the store imports this module; this one only reads the store's objects
+    from memlab.store import MemoryStore
+
+__all__ = ["CompactionReport", "capture", "restore", "full_state", "state_digest"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CompactionReport:
+    """What :meth:`memlab.store.MemoryStore.compact` did.
+
+    Attributes
+    ----------
+    upto : int
+        The snapshot covers journal rows ``1..upto`` (0: nothing was written, the journal had
+        no store rows after the latest snapshot).
+    rows_removed : int
+        Journal rows deleted (the store rows it covers; cache rows stay).
+    snapshot_bytes : int
+        The size of the snapshot's data parts.
+
+    Examples
+    --------
+    >>> CompactionReport(10, 9, 4096).rows_removed
+    9
+    """
+
+    upto: int
+    rows_removed: int
+    snapshot_bytes: int
+
+_DTYPES = {"f8": "<f8", "f4": "<f4", "i8": "<i8", "i4": "<i4", "b1": "|b1"}
+
+
+class _Writer:
+    """Collects parts and their index entries (name, kind, dtype, length)."""
+
+    def __init__(self) -> None:
+        self.index: list[list] = []
+        self.parts: list[bytes] = []
+
+    def array(self, name: str, values: Any, code: str) -> None:
+        arr = np.ascontiguousarray(np.asarray(values), dtype=_DTYPES[code])
+        self.index.append([name, "nd", code, int(arr.shape[0])])
+        self.parts.append(arr.tobytes())
+
+    def data(self, name: str, value: Any) -> None:
+        try:  # plain JSON needs no tags and no escapes: json.dumps alone (C speed)
+            text = json.dumps({"v": value}, allow_nan=True)
+            if '"__' in text:
+                raise TypeError
+        except TypeError:  # datetimes, arrays, "__" keys: the journal's encoding
+            text = encode({"v": value})
+        text = text.encode("utf-8")
+        self.index.append([name, "data", "", len(text)])
+        self.parts.append(text)
+
+
+class _Reader:
+    """Reads parts by name, checking kind, dtype and length before anything uses them."""
+
+    def __init__(self, path: Any, info: SnapshotInfo, parts: list[bytes]) -> None:
+        self.path, self.where = path, f"snapshot {info.snap_id} (of rows 1..{info.upto})"
+        index = info.header.get("index")
+        if not isinstance(index, list) or len(index) != len(parts) or not all(
+                isinstance(e, list) and len(e) == 4 and isinstance(e[0], str)
+                and e[1] in ("nd", "data") and (e[2] in _DTYPES or e[1] == "data")
+                and isinstance(e[3], int) and e[3] >= 0 for e in index):
+            self.fail("its list of parts is malformed")
+        self.parts = {e[0]: (e, data) for e, data in zip(index, parts)}
+        if len(self.parts) != len(parts):
+            self.fail("its list of parts names one part twice")
+
+    def fail(self, problem: str) -> None:
+        raise JournalCorruptError(self.path, None, f"{self.where} is damaged: {problem}")
+
+    def _part(self, name: str, kind: str) -> tuple[list, bytes]:
+        entry = self.parts.get(name)
+        if entry is None or entry[0][1] != kind:
+            self.fail(f"part {name!r} is missing")
+        return entry
+
+    def array(self, name: str, code: str, length: int | None = None) -> np.ndarray:
+        (_, _, dtype, n), data = self._part(name, "nd")
+        itemsize = np.dtype(_DTYPES[code]).itemsize
+        if dtype != code or len(data) != n * itemsize or (length is not None and n != length):
+            self.fail(f"part {name!r} does not have the dtype and length it should")
+        # a copy of bytes that are there: never an allocation from a claimed size
+        arr = np.frombuffer(data, dtype=_DTYPES[code]).astype(_DTYPES[code][1:], copy=True)
+        if code == "b1" and len(data) and np.frombuffer(data, np.uint8).max() > 1:
+            self.fail(f"part {name!r} holds a boolean that is neither 0 nor 1")
+        return arr
+
+    def data(self, name: str) -> Any:
+        (_, _, _, n), text = self._part(name, "data")
+        if len(text) != n:
+            self.fail(f"part {name!r} does not have the length it should")
+        try:
+            if b'"__' not in text:  # no tag and no escaped key: plain JSON (C speed, no hook)
+                return json.loads(text)["v"]
+            return decode(text.decode("utf-8"))["v"]
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError):
+            self.fail(f"part {name!r} does not decode")
+
+    def strings(self, name: str, length: int) -> list[str]:
+        value = self.data(name)
+        if not isinstance(value, list) or len(value) != length or not _all_of(value, str):
+            self.fail(f"part {name!r} is not a list of {length} strings")
+        return value
+
+
+# ---------------------------------------------------------------------------- capture
+def capture(store: MemoryStore) -> tuple[dict[str, Any], list[bytes]]:
+    """The store's full state as ``(header, parts)`` (call under the store's lock).
+
+    Examples
+    --------
+    >>> from memlab import Memory
+    >>> mem = Memory(); _ = mem.add("the deploy runs on fridays")
+    >>> header, parts = capture(mem.store)
+    >>> [w["items"] for w in header["workspaces"]], len(parts) > 10
+    ([1], True)
+    """
+    out = _Writer()
+    workspaces = []
+    for w, ws in enumerate(store._workspaces.values()):
+        p = f"{w}."
+        items = ws.items
+        out.data(p + "item_id", ws.item_ids)
+        out.data(p + "content", [it.content for it in items])
+        # memory types and dates as codes into their distinct values (few: a bulk write
+        # shares one date), which keeps millions of strings out of the snapshot
+        type_codes: dict[str, int] = {}
+        out.array(p + "memory_type", [type_codes.setdefault(it.memory_type, len(type_codes))
+                                      for it in items], "i4")
+        out.data(p + "memory_types", list(type_codes))
+        out.data(p + "metadata", [it.metadata for it in items])
+        date_codes: dict[datetime, int] = {}
+        iso: list[str] = []
+        for attr in ("created_at", "updated_at"):
+            codes = []
+            for it in items:
+                when = getattr(it, attr)
+                code = date_codes.get(when)
+                if code is None or iso[code] != when.isoformat():  # equal instants, other zones
+                    code = date_codes[when] = len(iso)
+                    iso.append(when.isoformat())
+                codes.append(code)
+            out.array(p + attr, codes, "i4")
+        out.data(p + "dates", iso)
+        out.data(p + "history", [it.history for it in items])
+        out.array(p + "salience", [it.salience for it in items], "f8")
+        out.array(p + "archived", [it.archived for it in items], "b1")
+        out.array(p + "history_dropped", [it.history_dropped for it in items], "i8")
+        for name in ("created_ts", "updated_ts"):
+            out.array(p + name, getattr(ws, name).view(), "f8")
+        for name in ("eligible", "procedural", "longterm"):
+            out.array(p + name, getattr(ws, name).view(), "b1")
+        out.array(p + "tokens", ws.tokens.view(), "i8")
+        act = ws.activation
+        for name in ("stored", "anchor_ts", "last_boost_ts"):
+            out.array(p + "act." + name, getattr(act, name).view(), "f8")
+        out.array(p + "act.keys", list(act.access_times), "i8")
+        out.array(p + "act.counts", [len(v) for v in act.access_times.values()], "i8")
+        out.array(p + "act.times", [t for v in act.access_times.values() for t in v], "f8")
+        table = ws.graph.table
+        for name, code in (("src", "i8"), ("dst", "i8"), ("code", "i4"), ("weight", "f8"),
+                           ("updated_ts", "f8")):
+            out.array(p + "edge." + name, getattr(table, name).view(), code)
+        out.data(p + "edge.types", table.type_names)
+        bm = ws.bm25
+        out.data(p + "bm25.terms", list(bm._vocab))
+        out.array(p + "bm25.tids", list(bm._vocab.values()), "i8")
+        out.array(p + "bm25.counts", [g.size for g in bm._post_docs], "i8")
+        out.array(p + "bm25.docs", np.concatenate([g.view() for g in bm._post_docs])
+                  if bm._post_docs else [], "i4")
+        out.array(p + "bm25.tfs", np.concatenate([g.view() for g in bm._post_tfs])
+                  if bm._post_tfs else [], "f4")
+        out.array(p + "bm25.free", bm._free, "i8")
+        out.array(p + "bm25.doc_len", bm._doc_len.view(), "f8")
+        out.array(p + "bm25.removed", sorted(bm._removed), "i8")
+        gaz = ws.gazetteer
+        out.data(p + "gaz.phrases", list(gaz._items))
+        out.array(p + "gaz.counts", [len(v) for v in gaz._items.values()], "i8")
+        out.array(p + "gaz.items", [i for v in gaz._items.values() for i in sorted(v)], "i8")
+        out.data(p + "node_index", [[k[0], k[1], v] for k, v in ws.node_index.items()])
+        out.data(p + "topic_fields", [[k, v] for k, v in ws.topic_fields.items()])
+        out.array(p + "content_changes", ws.content_changes, "i8")
+        workspaces.append({
+            "workspace_id": ws.workspace_id, "analyzer": ws.analyzer, "items": len(items),
+            "edges": len(table), "version": ws.version, "graph_version": ws.graph.version,
+            "next_generated": ws._next_generated, "last_decay_ts": ws.last_decay_ts,
+            "bm25": {"idf": bm.idf_variant, "epsilon": bm.epsilon, "total_len": bm._total_len,
+                     "slots": len(bm._post_docs)},
+            "gazetteer": {"longest": gaz._longest, "max_words": gaz._max_words}})
+    out.data("pins", [[sid, s.workspace_id, list(s.pins.items()), s.expires_ts]
+                      for sid, s in store._pins.items()])
+    out.data("anchors", [[w, s, rows] for (w, s), rows in store._anchors.items()])
+    out.data("reviews", [[w, s, list(r.items())] for (w, s), r in store._anchor_reviews.items()])
+    return {"workspaces": workspaces, "index": out.index}, out.parts
+
+
+# ---------------------------------------------------------------------------- restore
+def _growable(values: np.ndarray) -> Growable:
+    g = Growable(values.dtype, 0)
+    g.data, g.size = values, len(values)
+    return g
+
+
+def _all_of(values: Any, kind: type) -> bool:
+    """Whether every value is exactly of type ``kind`` (at C speed: a set of their types)."""
+    return set(map(type, values)) <= {kind}
+
+
+def _check(cond: bool, reader: _Reader, problem: str) -> None:
+    if not cond:
+        reader.fail(problem)
+
+
+def _is_int(v: Any, lo: int = 0) -> bool:
+    return type(v) is int and v >= lo
+
+
+def _is_float(v: Any) -> bool:
+    return type(v) in (int, float)
+
+
+def _in_range(arr: np.ndarray, bound: int) -> bool:
+    return not len(arr) or (int(arr.min()) >= 0 and int(arr.max()) < bound)
+
+
+def restore(store: MemoryStore, info: SnapshotInfo, parts: list[bytes]) -> None:
+    """Replace ``store``'s state with the snapshot's (call under the store's lock, on a store
+    whose state was just reset). Everything is decoded and checked first; a damaged snapshot
+    raises :class:`~memlab.persist.JournalCorruptError` naming it and leaves the store as it
+    was."""
+    with _no_gc():  # millions of acyclic objects: the collector would rescan them repeatedly
+        _restore(store, info, parts)
+
+
+@contextlib.contextmanager
+def _no_gc():
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _restore(store: MemoryStore, info: SnapshotInfo, parts: list[bytes]) -> None:
+    from memlab.store import Workspace, _PinSession
+
+    r = _Reader(store._journal.path if store._journal is not None else "", info, parts)
+    heads = info.header.get("workspaces")
+    _check(isinstance(heads, list), r, "its header lists no workspaces")
+    built: dict[str, Workspace] = {}
+    for w, head in enumerate(heads):
+        ws = _restore_workspace(r, f"{w}.", head, Workspace)
+        _check(ws.workspace_id not in built, r, "it names one workspace twice")
+        built[ws.workspace_id] = ws
+    pins = r.data("pins")
+    anchors = r.data("anchors")
+    reviews = r.data("reviews")
+    _check(isinstance(pins, list) and all(
+        isinstance(p, list) and len(p) == 4 and type(p[0]) is str and p[1] in built
+        and isinstance(p[2], list) and all(isinstance(x, list) and len(x) == 2
+                                           and type(x[0]) is str and _is_float(x[1])
+                                           for x in p[2]) and _is_float(p[3]) for p in pins),
+           r, "its pins are malformed")
+    _check(isinstance(anchors, list) and all(
+        isinstance(a, list) and len(a) == 3 and a[0] in built and type(a[1]) is str
+        and isinstance(a[2], list) and all(_is_int(i) and i < len(built[a[0]]) for i in a[2])
+        for a in anchors), r, "its anchors are malformed")
+    _check(isinstance(reviews, list) and all(
+        isinstance(v, list) and len(v) == 3 and type(v[0]) is str and type(v[1]) is str
+        and isinstance(v[2], list) and all(isinstance(x, list) and len(x) == 2 and all(
+            type(y) is str for y in x) for x in v[2]) for v in reviews),
+           r, "its review marks are malformed")
+    # ---- checked: from here on the store changes
+    store._workspaces = built
+    store._pins = {sid: _PinSession(wid, {k: float(v) for k, v in items}, float(expires))
+                   for sid, wid, items, expires in pins}
+    store._anchors = {(w, s): list(rows) for w, s, rows in anchors}
+    store._anchor_reviews = {(w, s): dict(pairs) for w, s, pairs in reviews}
+
+
+def _restore_workspace(r: _Reader, p: str, head: Any, workspace_cls: type) -> Any:
+    ok = isinstance(head, dict) and type(head.get("workspace_id")) is str \
+        and head.get("analyzer") in ANALYZERS and all(
+            _is_int(head.get(k)) for k in ("items", "edges", "version", "graph_version",
+                                           "next_generated")) \
+        and (head.get("last_decay_ts") is None or _is_float(head.get("last_decay_ts"))) \
+        and isinstance(head.get("bm25"), dict) and isinstance(head.get("gazetteer"), dict)
+    _check(ok, r, f"workspace {p[:-1]}'s header is malformed")
+    n, m = head["items"], head["edges"]
+    ws = workspace_cls(head["workspace_id"], head["analyzer"])
+    ids = r.strings(p + "item_id", n)
+    contents = r.strings(p + "content", n)
+    type_names = r.data(p + "memory_types")
+    _check(isinstance(type_names, list) and _all_of(type_names, str), r,
+           f"part {p}memory_types is malformed")
+    type_codes = r.array(p + "memory_type", "i4", n)
+    iso = r.data(p + "dates")
+    _check(isinstance(iso, list) and _all_of(iso, str), r, f"part {p}dates is malformed")
+    created = r.array(p + "created_at", "i4", n)
+    updated = r.array(p + "updated_at", "i4", n)
+    _check(_in_range(type_codes, len(type_names)) and _in_range(created, len(iso))
+           and _in_range(updated, len(iso)), r, f"workspace {p[:-1]}'s item codes are malformed")
+    metadata = r.data(p + "metadata")
+    history = r.data(p + "history")
+    _check(isinstance(metadata, list) and len(metadata) == n and _all_of(metadata, dict),
+           r, f"part {p}metadata is malformed")
+    _check(isinstance(history, list) and len(history) == n and _all_of(history, list)
+           and _all_of(itertools.chain.from_iterable(history), dict),
+           r, f"part {p}history is malformed")
+    salience = r.array(p + "salience", "f8", n).tolist()
+    archived = r.array(p + "archived", "b1", n).tolist()
+    dropped = r.array(p + "history_dropped", "i8", n).tolist()
+    try:
+        if any(len(text) > 64 for text in iso):
+            raise ValueError
+        dates = [datetime.fromisoformat(text) for text in iso]
+    except ValueError:
+        r.fail(f"workspace {p[:-1]} holds a date that is not an ISO date")
+    types = [type_names[c] for c in type_codes.tolist()]
+    index_of = dict(zip(ids, range(n)))
+    _check(len(index_of) == n, r, f"workspace {p[:-1]} names one item twice")
+    wid = ws.workspace_id
+    ws.items = list(map(MemoryItem, ids, contents, types, metadata, itertools.repeat(wid),
+                        map(dates.__getitem__, created.tolist()),
+                        map(dates.__getitem__, updated.tolist()),
+                        salience, archived, history, dropped))
+    ws.item_ids, ws.index_of = ids, index_of
+    for name in ("created_ts", "updated_ts"):
+        setattr(ws, name, _growable(r.array(p + name, "f8", n)))
+    for name in ("eligible", "procedural", "longterm"):
+        setattr(ws, name, _growable(r.array(p + name, "b1", n)))
+    ws.tokens = _growable(r.array(p + "tokens", "i8", n))
+    act = ws.activation
+    for name in ("stored", "anchor_ts", "last_boost_ts"):
+        setattr(act, name, _growable(r.array(p + "act." + name, "f8", n)))
+    keys = r.array(p + "act.keys", "i8")
+    counts = r.array(p + "act.counts", "i8", len(keys))
+    times = r.array(p + "act.times", "f8")
+    _check(_in_range(keys, n) and len(set(keys.tolist())) == len(keys)
+           and bool(np.all(counts >= 0)) and int(counts.sum()) == len(times),
+           r, f"workspace {p[:-1]}'s access times are malformed")
+    starts = np.concatenate(([0], np.cumsum(counts)))
+    flat = times.tolist()
+    act.access_times = {k: flat[s:e] for k, s, e in
+                        zip(keys.tolist(), starts[:-1].tolist(), starts[1:].tolist())}
+    ws.graph = _restore_graph(r, p, n, m, head["graph_version"])
+    ws.bm25 = _restore_bm25(r, p, head["bm25"])
+    _check(len(ws.bm25) == n, r, f"workspace {p[:-1]}'s BM25 index does not have one "
+           f"document per item")
+    _restore_gazetteer(r, p, ws.gazetteer, head["gazetteer"], n)
+    nodes = r.data(p + "node_index")
+    _check(isinstance(nodes, list) and all(
+        isinstance(x, list) and len(x) == 3 and type(x[0]) is str and type(x[1]) is str
+        and _is_int(x[2]) and x[2] < n for x in nodes), r, f"part {p}node_index is malformed")
+    ws.node_index = {(a, b): i for a, b, i in nodes}
+    topics = r.data(p + "topic_fields")
+    _check(isinstance(topics, list) and all(
+        isinstance(x, list) and len(x) == 2 and _is_int(x[0]) and x[0] < n
+        and isinstance(x[1], dict) for x in topics), r, f"part {p}topic_fields is malformed")
+    ws.topic_fields = {k: v for k, v in topics}
+    changes = r.array(p + "content_changes", "i8")
+    _check(_in_range(changes, n), r, f"part {p}content_changes is malformed")
+    ws.content_changes = changes.tolist()
+    ws.version, ws._next_generated = head["version"], head["next_generated"]
+    ws.last_decay_ts = None if head["last_decay_ts"] is None else float(head["last_decay_ts"])
+    return ws
+
+
+def _restore_graph(r: _Reader, p: str, n: int, m: int, version: int) -> GraphView:
+    src, dst = r.array(p + "edge.src", "i8", m), r.array(p + "edge.dst", "i8", m)
+    code = r.array(p + "edge.code", "i4", m)
+    weight = r.array(p + "edge.weight", "f8", m)
+    ts = r.array(p + "edge.updated_ts", "f8", m)
+    names = r.data(p + "edge.types")
+    _check(isinstance(names, list) and all(type(t) is str for t in names)
+           and len(set(names)) == len(names), r, f"part {p}edge.types is malformed")
+    _check(_in_range(src, n) and _in_range(dst, n) and _in_range(code, len(names))
+           and bool(np.all(np.isfinite(weight) & (weight >= 0))),
+           r, f"workspace {p[:-1]}'s edges are malformed")
+    table = EdgeTable()
+    table.src, table.dst, table.code = _growable(src), _growable(dst), _growable(code)
+    table.weight, table.updated_ts = _growable(weight), _growable(ts)
+    table.type_names = list(names)
+    table._code_of = {t: c for c, t in enumerate(names)}
+    live = np.flatnonzero(weight > 0)
+    keys, codes = (src[live] << _KEY_SHIFT) | dst[live], code[live]
+    order = np.lexsort((codes, keys))
+    keys, codes = keys[order], codes[order]
+    _check(not np.any((keys[1:] == keys[:-1]) & (codes[1:] == codes[:-1])), r,
+           f"workspace {p[:-1]} holds one live edge twice")
+    del keys, codes, order, live
+    n_types = len(names)
+
+    def row_index() -> list[dict[int, int]]:
+        # pair key -> row for each type, in row order (the order a replay inserts them)
+        alive = np.flatnonzero(weight > 0)
+        pairs = ((src[alive] << _KEY_SHIFT) | dst[alive]).tolist()
+        codes, rows = code[alive].tolist(), alive.tolist()
+        out: list[dict[int, int]] = [{} for _ in range(n_types)]
+        for key, c, row in zip(pairs, codes, rows):
+            out[c][key] = row
+        return out
+
+    table._row_of = _RowIndex(row_index)
+    view = GraphView(table)
+    view.version = version
+    return view
+
+
+class _RowIndex(list):
+    """:attr:`EdgeTable._row_of <memlab.graph.csr.EdgeTable>` after a snapshot load, built on
+    first use. The upsert index is only needed by edge writes and ``row_of`` lookups; building
+    it costs ~0.5 us per edge (seconds for millions), so a reopen leaves it to the first edge
+    write (or lookup), which builds it from the table's columns as they were loaded (every
+    change to the table goes through this index first, so they are unchanged then)."""
+
+    __slots__ = ("_build", "_lock")
+
+    def __init__(self, build) -> None:
+        super().__init__()
+        self._build = build
+        self._lock = threading.Lock()
+
+    def _ready(self) -> None:
+        if self._build is not None:
+            with self._lock:
+                if self._build is not None:
+                    list.extend(self, self._build())
+                    self._build = None
+
+    def __getitem__(self, i):
+        self._ready()
+        return list.__getitem__(self, i)
+
+    def __iter__(self):
+        self._ready()
+        return list.__iter__(self)
+
+    def __len__(self) -> int:
+        self._ready()
+        return list.__len__(self)
+
+    def append(self, value) -> None:
+        self._ready()
+        list.append(self, value)
+
+
+def _restore_bm25(r: _Reader, p: str, head: dict) -> BM25Index:
+    ok = head.get("idf") in IDF_VARIANTS and _is_float(head.get("epsilon")) \
+        and _is_float(head.get("total_len")) and _is_int(head.get("slots"))
+    _check(ok, r, f"part {p}bm25's header is malformed")
+    slots = head["slots"]
+    terms = r.strings(p + "bm25.terms", len(r.array(p + "bm25.tids", "i8")))
+    tids = r.array(p + "bm25.tids", "i8", len(terms))
+    counts = r.array(p + "bm25.counts", "i8", slots)
+    docs = r.array(p + "bm25.docs", "i4")
+    tfs = r.array(p + "bm25.tfs", "f4", len(docs))
+    free = r.array(p + "bm25.free", "i8")
+    doc_len = r.array(p + "bm25.doc_len", "f8")
+    removed = r.array(p + "bm25.removed", "i8")
+    n_docs = len(doc_len)
+    _check(len(tfs) == len(docs) and bool(np.all(counts >= 0))
+           and int(counts.sum()) == len(docs) and _in_range(docs, n_docs)
+           and _in_range(tids, slots) and _in_range(free, slots)
+           and len(set(tids.tolist()) | set(free.tolist())) == len(tids) + len(free)
+           and len(set(terms)) == len(terms) and _in_range(removed, n_docs)
+           and math.isfinite(float(head["total_len"])), r, f"part {p}bm25 is malformed")
+    index = BM25Index(head["idf"], head["epsilon"])
+    index._vocab = dict(zip(terms, tids.tolist()))
+    ends = np.cumsum(counts).tolist()
+    starts = [0] + ends[:-1]
+    index._post_docs = [_growable(docs[s:e]) for s, e in zip(starts, ends)]
+    index._post_tfs = [_growable(tfs[s:e]) for s, e in zip(starts, ends)]
+    index._free = free.tolist()
+    index._doc_len = _growable(doc_len)
+    index._total_len = float(head["total_len"])
+    index._removed = set(removed.tolist())
+    return index
+
+
+def _restore_gazetteer(r: _Reader, p: str, gaz: Any, head: dict, n: int) -> None:
+    _check(_is_int(head.get("longest")) and _is_int(head.get("max_words"), 1), r,
+           f"part {p}gaz's header is malformed")
+    phrases = r.strings(p + "gaz.phrases", len(r.array(p + "gaz.counts", "i8")))
+    counts = r.array(p + "gaz.counts", "i8", len(phrases))
+    items = r.array(p + "gaz.items", "i8")
+    _check(bool(np.all(counts >= 0)) and int(counts.sum()) == len(items)
+           and (not len(items) or (int(items.min()) >= -1 and int(items.max()) < n))
+           and len(set(phrases)) == len(phrases), r, f"part {p}gaz is malformed")
+    flat = items.tolist()
+    ends = np.cumsum(counts).tolist()
+    gaz._items = {ph: set(flat[s:e]) for ph, s, e in zip(phrases, [0] + ends[:-1], ends)}
+    gaz._longest, gaz._max_words = head["longest"], head["max_words"]
+
+
+# ---------------------------------------------------------------------------- the oracle
+# Attributes that are not store state: locks, the journal, functions, lazily built or derived
+# views (rebuilt on use exactly as after a replay), and transient write bookkeeping.
+_NOT_STATE = frozenset([
+    "lock", "_lock", "_journal", "path", "analyze", "dense", "other_bm25", "cache", "_base",
+    "_delta_src", "_delta_dst", "_delta_code", "_delta_w", "_delta_out", "_delta_touch",
+    "_stale", "rebuilds", "_okapi_cache", "_pending", "_depth", "_applying", "_batch",
+    "_replaying", "_compactor", "_compact_lock", "_tail_rows", "last_compaction_error",
+    "compact_after", "_closing"])
+
+
+def full_state(store: MemoryStore) -> Any:
+    """Every attribute of every object ``store`` holds, as comparable data (arrays by their
+    dtype, shape and a hash of their bytes; dicts with their key order; sets sorted).
+
+    Walks the objects rather than listing fields, so state added later is compared too. Only
+    :data:`_NOT_STATE` (locks, the journal, lazily built indexes and views) is skipped.
+
+    Examples
+    --------
+    >>> from datetime import datetime, timezone
+    >>> from memlab import ManualClock, Memory
+    >>> a, b = (Memory(clock=ManualClock(datetime(2024, 1, 1, tzinfo=timezone.utc)))
+    ...         for _ in range(2))
+    >>> _ = a.add("x", item_id="i"); _ = b.add("x", item_id="i")
+    >>> full_state(a.store) == full_state(b.store)
+    True
+    >>> _ = b.search("x"); full_state(a.store) == full_state(b.store)
+    False
+    """
+    with store.lock.shared():
+        return _walk(store, set())
+
+
+def state_digest(store: MemoryStore) -> str:
+    """A SHA-256 of :func:`full_state` (equal digests: equal states)."""
+    text = json.dumps(full_state(store), sort_keys=False, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _walk(obj: Any, seen: set[int]) -> Any:
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return obj
+    if isinstance(obj, float):  # np.float64 too: the same IEEE value, whichever type holds it
+        return repr(float(obj))
+    if isinstance(obj, np.generic):
+        return [str(obj.dtype), repr(obj.item())]
+    if isinstance(obj, np.ndarray):
+        return ["nd", str(obj.dtype), list(obj.shape),
+                hashlib.sha256(np.ascontiguousarray(obj).tobytes()).hexdigest()]
+    if isinstance(obj, Growable):
+        return _walk(obj.view(), seen)
+    if isinstance(obj, datetime):
+        return ["dt", obj.isoformat(), repr(obj.tzinfo)]
+    if isinstance(obj, dict):
+        return ["dict", [[_walk(k, seen), _walk(v, seen)] for k, v in obj.items()]]
+    if isinstance(obj, (set, frozenset)):
+        return ["set", sorted((_walk(v, seen) for v in obj), key=repr)]
+    if isinstance(obj, (list, tuple)):
+        kind = "list" if isinstance(obj, _RowIndex) else type(obj).__name__
+        return [kind, [_walk(v, seen) for v in obj]]
+    if callable(obj) and not hasattr(obj, "__dict__") and not hasattr(obj, "__slots__"):
+        return "<function>"
+    if id(obj) in seen:
+        return "<cycle>"
+    seen = seen | {id(obj)}
+    names: list[str] = []
+    if dataclasses.is_dataclass(obj):
+        names = [f.name for f in dataclasses.fields(obj)]
+    else:
+        for cls in type(obj).__mro__:
+            names += [n for n in getattr(cls, "__slots__", ()) if n not in names]
+        names += [n for n in getattr(obj, "__dict__", {}) if n not in names]
+    out = {}
+    for n in sorted(names):
+        if n in _NOT_STATE or not hasattr(obj, n):
+            continue
+        value = getattr(obj, n)
+        if not inspect.isroutine(value):
+            out[n] = _walk(value, seen)
+    return [type(obj).__name__, out]
