@@ -831,6 +831,10 @@ class MemoryStore:
             item = ws.items[idx]
             new_content = item.content if content is None else content
             new_metadata = item.metadata if metadata is None else metadata
+            if item.memory_type == "topic" and metadata is not None:
+                # a topic is named by its metadata title (memlab.topics): keep one, or every
+                # later read of the topic would fail
+                validate_text(metadata.get("title"), "metadata['title'] of a topic")
             old_text = index_text(item.content, item.metadata)
             new_text = index_text(new_content, new_metadata)
             content_changed = new_content != item.content

@@ -8,6 +8,7 @@ import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -118,8 +119,19 @@ def run(store: MemoryStore, clock: ManualClock, operations: list[tuple]) -> None
             elif kind == "update" and len(mem):
                 idx = args[1] % len(mem)
                 new = store.prepare_item(args[2] or "placeholder", metadata=args[3])
-                store.update_item(mem.workspace_id, idx, clock.now(), content=args[2],
-                                  metadata=new.metadata if args[3] is not None else None)
+                metadata = new.metadata if args[3] is not None else None
+                title = (metadata or {}).get("title")
+                if (ws.items[idx].memory_type == "topic" and metadata is not None
+                        and not (isinstance(title, str) and title.strip())):
+                    # a topic keeps its title: the write is refused and changes nothing
+                    before = json.dumps(store.serialize(), sort_keys=True)
+                    with pytest.raises(ValueError, match="title"):
+                        store.update_item(mem.workspace_id, idx, clock.now(), content=args[2],
+                                          metadata=metadata)
+                    assert json.dumps(store.serialize(), sort_keys=True) == before
+                else:
+                    store.update_item(mem.workspace_id, idx, clock.now(), content=args[2],
+                                      metadata=metadata)
             elif kind == "archive" and len(mem):
                 store.archive(mem.workspace_id, [args[1] % len(mem)], clock.now(), "superseded",
                               {"zz": 1, "aa": [2, {"y": 3, "b": 4}]})

@@ -87,6 +87,21 @@ def test_a_failed_ingest_writes_nothing(mem):
         assert frozen(mem) == before, kwargs
 
 
+def test_review14_a_topic_keeps_its_title_through_a_metadata_update(mem):
+    # found by hypothesis: update(metadata={}) on a topic, then every read of it raised KeyError
+    t = ingest("new_topic", title="Payments", fields={"owner": "Ana"}, memory=mem)["topic_id"]
+    idx = mem.store.workspace(mem.workspace_id).index_of[t]
+    before = frozen(mem)
+    for metadata in ({}, {"title": ""}, {"title": 7}):
+        with pytest.raises(ValueError, match="title"):
+            mem.store.update_item(mem.workspace_id, idx, mem.clock.now(), metadata=metadata)
+        assert frozen(mem) == before
+    mem.store.update_item(mem.workspace_id, idx, mem.clock.now(),
+                          metadata={"title": "Payments v2"})
+    assert get_topic(t, memory=mem)["title"] == "Payments v2"
+    assert query("Payments", memory=mem)["topics"][0]["topic_id"] == t
+
+
 def test_field_history_is_capped_at_500_newest_first(mem):
     t = ingest("new_topic", title="Counter", fields={"n": {"value": 0, "type": "number"}},
                memory=mem)["topic_id"]
