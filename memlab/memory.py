@@ -32,7 +32,8 @@ def _check_config(config: Any) -> SurfacingConfig:
     checks = [("activation_model", config.activation_model, ACTIVATION_MODELS),
               ("entity_detector", config.entity_detector, ENTITY_DETECTORS)]
     checks += [("router_rules", rule, ROUTER_RULES) for rule in config.router_rules]
-    checks += [("strategies", impl, STRATEGIES) for _, impl in config.strategies]
+    checks += [("strategies", impl, STRATEGIES) for _, impl in config.strategies
+               if isinstance(impl, str)]  # a Pipeline value is the implementation itself
     for name, value, registry in checks:
         if value is not None and value not in registry:
             raise ValueError(f"{name} names {value!r}, which is not registered; "
