@@ -159,7 +159,7 @@ class _LegacyTable:
         self.filtered = self.filtered | mask
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class LegacyExpand(Stage):
     name: ClassVar[str] = "strategy_object_expand"
     phase: ClassVar[str] = "expand"
@@ -172,7 +172,7 @@ class LegacyExpand(Stage):
         return shim._table.with_attrs(legacy_strategy=(obj, shim))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class LegacyAdjust(Stage):
     name: ClassVar[str] = "strategy_object_adjust"
     phase: ClassVar[str] = "adjust"

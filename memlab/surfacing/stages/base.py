@@ -133,6 +133,8 @@ def _jsonable(value: Any) -> Any:
     to_dict = getattr(value, "to_dict", None)
     if callable(to_dict):
         return to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
     if isinstance(value, tuple):
         return [_jsonable(v) for v in value]
     return value

@@ -17,7 +17,7 @@ __all__ = ["Dense", "dense"]
 
 
 @register_stage
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Dense(Stage):
     """The ``config.candidates`` items nearest the query join (source ``dense``), and the hybrid
     scale (BM25 and similarity → relevance) is fitted to this query. ``config=None``: the

@@ -38,7 +38,7 @@ def _pick(value, default):
 
 
 @register_stage
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Recent(Stage):
     """The workspace's ``n`` most recently touched eligible items join (source ``recent``);
     ``n=None``: the recipe's ``recent_candidates``."""
@@ -64,7 +64,7 @@ class Recent(Stage):
 
 
 @register_stage
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class RecencyCue(Stage):
     """A query that asks for recency ("latest", "today", ...: a ``recency_signal`` reason of the
     router) gets recency term ``floor + (1 - floor) * recency``; other queries keep the recipe's
@@ -86,7 +86,7 @@ class RecencyCue(Stage):
 
 
 @register_stage
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ExactMatch(Stage):
     """``factual:point-query``: exact-match boost on title/label/leading text; recency
     de-emphasised.
@@ -127,7 +127,7 @@ class ExactMatch(Stage):
 
 
 @register_stage
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ProceduralItems(Stage):
     """``procedural:lookup``: the best ``n`` BM25 matches among ``procedural`` items join
     (source ``procedural``); ``n=None``: ``k``."""
@@ -149,7 +149,7 @@ class ProceduralItems(Stage):
 
 
 @register_stage
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ProceduralBoost(Stage):
     """``procedural`` items get the multiplier ``1 + boost`` (None: the recipe's
     ``procedural_type_boost``)."""
@@ -169,7 +169,7 @@ class ProceduralBoost(Stage):
 
 
 @register_stage
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Window(Stage):
     """``temporal:windowed``: items created inside the query's time window join (source
     ``window``), most relevant first, then newest, at most ``n`` (None: the recipe's
@@ -214,7 +214,7 @@ class Window(Stage):
 
 
 @register_stage
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class WindowBoost(Stage):
     """In-window items (the :class:`Window` stage's window): being in the window is evidence of
     relevance, so their relevance term is ``floor + (1 - floor) * relevance``; recency is

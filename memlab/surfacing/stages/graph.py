@@ -41,7 +41,7 @@ def _merge_lift(table: CandidateTable, nodes: np.ndarray, values: np.ndarray) ->
 
 
 @register_stage
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Spread(Stage):
     """Spreading activation from the seeds; the items reached join (source ``spread``).
 
@@ -110,7 +110,7 @@ class Spread(Stage):
 
 
 @register_stage
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PPR(Stage):
     """Personalized PageRank from the seeds: every candidate's ``centrality_raw`` is its mass,
     ``centrality`` that over the largest among candidates. None: the recipe's ``ppr`` and

@@ -68,7 +68,7 @@ def normalised_relevance(table: CandidateTable, idx: np.ndarray,
 
 
 @register_stage
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class BM25(Stage):
     """The query's BM25 matches among eligible items; the best ``n`` join (source
     ``relevance``). ``n=None``: the recipe's ``overfetch * k``.
@@ -99,7 +99,7 @@ class BM25(Stage):
 
 
 @register_stage
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Fuse(Stage):
     """Re-rank the over-fetch by the full relevance (:func:`normalised_relevance`) over BM25's
     matches, the dense stage's nearest items and the items the query names; the new best join

@@ -27,7 +27,7 @@ COMPOSITE_INPUTS = ("activation", "relevance_term", "recency_term", "centrality"
 
 
 @register_stage
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Mandatory(Stage):
     """The session's anchors, then its pins the query did not retrieve, join as mandatory rows
     before the retrieved ones; every item enters once. An anchor that is also pinned stays an
@@ -70,7 +70,7 @@ class Mandatory(Stage):
 
 
 @register_stage
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Signals(Stage):
     """Every candidate's signals (SPEC §2): BM25, relevance (fetched pins get 0; a stage's
     relevance override and lifts apply), dense similarity, title match, recency and its term,
@@ -127,7 +127,7 @@ class Signals(Stage):
 
 
 @register_stage
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Composite(Stage):
     """The composite score and its additive terms (:func:`memlab.surfacing.composite.composite`)
     from the :data:`COMPOSITE_INPUTS` columns. ``weights=None``: the recipe's."""
@@ -155,7 +155,7 @@ class Composite(Stage):
 
 
 @register_stage
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Budget(Stage):
     """Order the candidates (mandatory first, filtered last; then score, relevance, item id)
     and surface within ``k`` items and ``max_tokens`` tokens (SPEC §3 steps 5-6). Returns the

@@ -13,7 +13,7 @@ __all__ = ["TitleMatch", "title_match"]
 
 
 @register_stage
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class TitleMatch(Stage):
     """Eligible items whose title (metadata title/label/name, parenthetical suffix optional) the
     query names join (source ``title``), and relevance becomes ``(1 - weight) * relevance +
