@@ -16,7 +16,7 @@ from memlab._arrays import find_sorted, sorted_unique
 from memlab.signals.bm25 import lookup_scores
 from memlab.surfacing.stages.base import CandidateTable, QueryRun, Stage, register_stage
 
-__all__ = ["BM25", "Fuse", "bm25", "fuse", "normalised_relevance", "bm25_of", "top_by_score"]
+__all__ = ["BM25", "Fuse", "bm25", "bm25_hits", "fuse", "normalised_relevance", "bm25_of", "top_by_score"]
 
 _NO_DOCS = np.empty(0, np.int64)
 _NO_SCORES = np.empty(0)
@@ -74,20 +74,27 @@ class BM25(Stage):
     ``relevance``). ``n=None``: the recipe's ``overfetch * k``.
 
     Leaves ``matched_docs``/``matched_bm25`` (every eligible match, sorted by item number) and
-    ``ranked_docs`` (the over-fetch, best first) in ``attrs``.
+    ``ranked_docs`` (the over-fetch, best first) in ``attrs``. ``analyzer``: the text analyzer
+    (a name in :data:`memlab.text.ANALYZERS`; None: the recipe's, whose terms are ``run.terms``).
     """
 
     name: ClassVar[str] = "bm25"
     phase: ClassVar[str] = "retrieve"
     n: int | None = None
+    analyzer: str | None = None
 
     def __post_init__(self) -> None:
         _check_count("bm25", "n", self.n, 1)
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
         config = run.config
-        _, index = run.ws.bm25_for(config.analyzer)
-        docs, scores = index.scores(run.terms, k1=config.bm25_k1, b=config.bm25_b)
+        if self.analyzer is None:
+            _, index = run.ws.bm25_for(config.analyzer)
+            terms = run.terms
+        else:
+            analyze, index = run.ws.bm25_for(self.analyzer)
+            terms = analyze(run.query)
+        docs, scores = index.scores(terms, k1=config.bm25_k1, b=config.bm25_b)
         eligible = run.ws.eligible.view()
         if len(docs):
             live = eligible[docs]
@@ -136,9 +143,28 @@ def _check_count(stage: str, name: str, value, minimum: int = 0) -> None:
                          f"got {value!r}")
 
 
-def bm25(n: int | None = None) -> BM25:
+def bm25(n: int | None = None, analyzer: str | None = None) -> BM25:
     """The BM25 relevance over-fetch stage (``n`` candidates; None: ``overfetch * k``)."""
-    return BM25(n)
+    return BM25(n, analyzer)
+
+
+def bm25_hits(ws, config, query: str, n: int, analyzer: str | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """The best ``n`` eligible BM25 matches of ``query`` and their raw BM25, best first: the
+    :class:`BM25` stage alone (what ``Memory.search`` runs).
+
+    Examples
+    --------
+    >>> from memlab import Memory
+    >>> mem = Memory(); _ = mem.add("deploys run on fridays"); _ = mem.add("lunch is pizza")
+    >>> docs, scores = bm25_hits(mem.store.workspace("default"), mem.config, "friday deploys", 5)
+    >>> docs.tolist()
+    [0]
+    """
+    run = QueryRun(ws, config, query, [], n, None)
+    table = BM25(n, analyzer or ws.analyzer)(run, CandidateTable.empty())
+    ranked = table.attrs["ranked_docs"]
+    return ranked, bm25_of(table, ranked)
 
 
 def fuse() -> Fuse:
