@@ -111,4 +111,4 @@ def test_personalized_pagerank_answers_fully_or_says_why_not():
         personalized_pagerank(mem, ["n0"], method="exact", budget_rounds=1, budget_ms=None)
     assert sorted(err.value.partial[0].tolist()) == [0, 1]
     full = personalized_pagerank(mem, ["n0"], method="exact", budget_ms=None, tol=1e-12)
-    assert list(full) == ["n2", "n1", "n0"]
+    assert list(full) == ["n0", "n1", "n2"] and sum(full.values()) == pytest.approx(1.0)
