@@ -372,8 +372,9 @@ class Memory:
         ``reinforce=False`` searches without side effects (no activation change, no history
         event, no journal row); the hits are the same.
 
-        Each hit is ``{"item_id", "content", "memory_type", "metadata", "score"}`` with ``score`` the
-        raw BM25. Anchors and archived items are not searched.
+        Each hit is ``{"item_id", "content", "memory_type", "metadata", "bm25", "score"}`` with
+        ``bm25`` the raw BM25 (``score``, the same number, is its deprecated name: "score" means
+        the composite in a context record). Anchors and archived items are not searched.
 
         Examples
         --------
@@ -403,7 +404,7 @@ class Memory:
                 item = ws.items[i]
                 out.append({"item_id": item.item_id, "content": item.content,
                             "memory_type": item.memory_type, "metadata": copy_json(item.metadata),
-                            "score": score})
+                            "bm25": score, "score": score})
             return out
 
     # ------------------------------------------------------------------ surfacing
