@@ -28,7 +28,7 @@ import numpy as np
 from memlab.clock import as_utc
 from memlab.graph.spreading import SpreadConfig, run_spread
 from memlab.model import HISTORY_CAP, check_text, validate_json, validate_text
-from memlab.session.longterm import resolve_memory
+from memlab.session.default import resolve_memory
 
 __all__ = ["PLACEMENTS", "FIELD_TYPES", "QUERY_STAGES", "REFERENCE_EDGE", "SALIENCE_BUMP",
            "ingest", "query", "get_topic"]

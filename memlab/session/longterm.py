@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from memlab.graph.spreading import SpreadConfig, run_spread
+from memlab.session.default import resolve_memory
 from memlab.model import (validate_edge_type, validate_id, validate_metadata, validate_text,
                           validate_weight)
 from memlab.text import normalise_title
@@ -43,16 +44,6 @@ def register_node_type(node_type: str, memory_type: str = "concept") -> None:
     validate_id(node_type, "node_type")
     validate_id(memory_type, "memory_type")
     NODE_TYPES[node_type] = memory_type
-
-
-def resolve_memory(memory: Any):
-    """``memory`` itself, or the process-wide default memory when it is None."""
-    if memory is None:
-        from memlab.session.engine import default_memory
-        return default_memory()
-    if not all(hasattr(memory, attr) for attr in ("store", "workspace_id", "clock")):
-        raise ValueError(f"memory must be a memlab Memory or None, got {memory!r}")
-    return memory
 
 
 def _check_node_type(node_type: Any) -> str:
