@@ -180,6 +180,84 @@ class Workspace:
                                    f"{self.workspace_id!r}")
         return idx
 
+    # -- the read interface of the layers above the store (surfacing, graph, topics,
+    # session): methods and read-only views, so that they never touch a field directly
+    @staticmethod
+    def _frozen_view(column: Growable) -> np.ndarray:
+        view = column.view()[:]
+        view.flags.writeable = False
+        return view
+
+    def eligible_mask(self) -> np.ndarray:
+        """Read-only: True where an item may surface as an ordinary candidate (not archived,
+        not an anchor)."""
+        return self._frozen_view(self.eligible)
+
+    def created_column(self) -> np.ndarray:
+        """Read-only: every item's creation time (epoch seconds)."""
+        return self._frozen_view(self.created_ts)
+
+    def procedural_mask(self) -> np.ndarray:
+        """Read-only: True where an item's memory type is ``procedural``."""
+        return self._frozen_view(self.procedural)
+
+    def longterm_mask(self) -> np.ndarray:
+        """Read-only: True where an item is a long-term graph node."""
+        return self._frozen_view(self.longterm)
+
+    def token_estimates(self) -> np.ndarray:
+        """Read-only: every item's LLM token estimate (what budgets count; not BM25 terms)."""
+        return self._frozen_view(self.tokens)
+
+    def item(self, i: int) -> MemoryItem:
+        """Item number ``i`` (the stored object: treat it as read-only)."""
+        return self.items[i]
+
+    def item_id_of(self, i: int) -> str:
+        """The item id of item number ``i``."""
+        return self.item_ids[i]
+
+    def row_of(self, item_id: str) -> int | None:
+        """The item number of ``item_id``, None when it is not an item here."""
+        return self.index_of.get(item_id)
+
+    def activation_state(self):
+        """The activation columns (:class:`~memlab.signals.activation.ActivationState`) the
+        activation models read."""
+        return self.activation
+
+    def graph_view(self) -> GraphView:
+        """The workspace's edges and their CSR view (snapshots, caches)."""
+        return self.graph
+
+    def titles(self) -> Gazetteer:
+        """The gazetteer: which items a text names by title."""
+        return self.gazetteer
+
+    def node_of(self, node_type: str, key: str) -> int | None:
+        """The long-term node item with this type and normalised label, if any."""
+        return self.node_index.get((node_type, key))
+
+    def topic_fields_of(self, i: int) -> dict[str, dict] | None:
+        """A topic item's versioned fields (None for other items)."""
+        return self.topic_fields.get(i)
+
+    def archived_mask(self) -> np.ndarray:
+        """True where an item is archived (a new array)."""
+        return np.fromiter((item.archived for item in self.items), bool, len(self.items))
+
+    def node_rows(self) -> list[int]:
+        """The item numbers of every long-term node, ascending."""
+        return sorted(self.node_index.values())
+
+    def is_topic(self, i: int) -> bool:
+        """Whether item number ``i`` is a topic (has versioned fields)."""
+        return i in self.topic_fields
+
+    def analyzer_name(self) -> str:
+        """The workspace's own text analyzer (a name in :data:`memlab.text.ANALYZERS`)."""
+        return self.analyzer
+
     def generate_id(self, taken: set[str]) -> str:
         """The next free generated id (``item-000000``, …); advances the counter."""
         (item_id,), self._next_generated = self.generate_ids([None], taken)

@@ -458,12 +458,12 @@ def run_ppr(ws, seeds: np.ndarray, config: PPRConfig, *, lock, cache=None,
         result.skipped = "node_cap"
         return done(result)
     if cache is None:
-        cache = ws.graph.cache
+        cache = ws.graph_view().cache
     use_cache = config.use_cache and cache is not False
     # networkx's stopping rule (tol * n) depends on the number of items, which adding an item
     # changes without changing the graph's version: then the item count is part of the key
     sized = (len(ws),) if config.tol_scaled_by_n else ()
-    key = cache_scope + (ws.graph.version, tuple(seeds.tolist()), config.cache_key()) + sized
+    key = cache_scope + (ws.graph_view().version, tuple(seeds.tolist()), config.cache_key()) + sized
     if use_cache:
         hit = cache.get(key)
         if hit is not None:
@@ -474,9 +474,9 @@ def run_ppr(ws, seeds: np.ndarray, config: PPRConfig, *, lock, cache=None,
     try:
         with lock:
             sized = (len(ws),) if config.tol_scaled_by_n else ()
-            key = cache_scope + (ws.graph.version, tuple(seeds.tolist()),
+            key = cache_scope + (ws.graph_view().version, tuple(seeds.tolist()),
                                  config.cache_key()) + sized
-            snapshot = ws.graph.snapshot(len(ws))
+            snapshot = ws.graph_view().snapshot(len(ws))
             fn = config.method if callable(config.method) else PPR_METHODS[config.method]
             deadline = math.inf if config.budget_ms is None else started + config.budget_ms / 1e3
             nodes, mass, info = fn(snapshot, seeds, config, deadline)
@@ -525,12 +525,11 @@ def ppr_result(memory, seed_item_ids, *, alpha: float = 0.85, top_k: int | None 
         raise ValueError(f"cache must be a PPRCache, None or False, got {cache!r}")
     seed_ids = list(dict.fromkeys(seed_list(seed_item_ids)))
     ws = memory.store.workspace(memory.workspace_id)
-    index_of = ws.index_of
-    known = [index_of[s] for s in seed_ids if s in index_of]
+    known = [ws.row_of(s) for s in seed_ids if ws.row_of(s) is not None]
     scope = () if cache is None or cache is False else ("workspace", memory.workspace_id)
     result = run_ppr(ws, np.array(known, dtype=np.int64), config, lock=memory.store.lock.shared(),
                      cache=cache, cache_scope=scope)
-    result.unknown_seeds = [s for s in seed_ids if s not in index_of]
+    result.unknown_seeds = [s for s in seed_ids if ws.row_of(s) is None]
     return result
 
 

@@ -164,12 +164,12 @@ def get_memory_status(session_id: str, store: PMMemoryStore, *, memory=None) -> 
     mem = resolve_memory(memory)
     with mem.store.lock:
         ws = mem.store.workspace(mem.workspace_id)
-        nodes = sorted(ws.node_index.values())
+        nodes = ws.node_rows()
         node_types: dict[str, int] = {}
         for i in nodes:
-            t = ws.items[i].metadata["node_type"]
+            t = ws.item(i).metadata["node_type"]
             node_types[t] = node_types.get(t, 0) + 1
-        table = ws.graph.table
+        table = ws.graph_view().table
         is_node = np.zeros(len(ws), dtype=bool)
         is_node[nodes] = True
         src, dst = table.src.view(), table.dst.view()

@@ -114,7 +114,7 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     timings: dict[str, float] = {}
     legacy = mode == "legacy"
     anchors = store.anchors(ws.workspace_id, session_id)
-    tok = ws.tokens.view()
+    tok = ws.token_estimates()
     if max_tokens is not None and anchors:
         smallest = int(tok[anchors].min())
         if smallest > max_tokens:
@@ -129,15 +129,16 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     else:
         decision = route(query, config.router_rules, now=now,
                          detector=ENTITY_DETECTORS[config.entity_detector],
-                         gazetteer=ws.gazetteer)
+                         gazetteer=ws.titles())
     decision, impl_name, pipeline = _strategy(config, decision, legacy)
     notes: dict[str, Any] = {}
     pins = store.pins(ws.workspace_id, session_id, now)
-    pin_idx = {ws.index_of[item_id]: w for item_id, w in pins.items() if item_id in ws.index_of}
-    archived_pins = sorted(ws.item_ids[i] for i in pin_idx if ws.items[i].archived)
+    pin_idx = {ws.row_of(item_id): w for item_id, w in pins.items()
+               if ws.row_of(item_id) is not None}
+    archived_pins = sorted(ws.item_id_of(i) for i in pin_idx if ws.item(i).archived)
     if archived_pins:  # archived items never surface, pinned or not
         notes["archived_pins_skipped"] = archived_pins
-        pin_idx = {i: w for i, w in pin_idx.items() if not ws.items[i].archived}
+        pin_idx = {i: w for i, w in pin_idx.items() if not ws.item(i).archived}
     analyze, _ = ws.bm25_for(config.analyzer)  # the recipe's analyzer (None: the store's)
     run = QueryRun(ws, config, query, analyze(query), k, now, max_tokens=max_tokens,
                    legacy=legacy, decision=decision, anchors=tuple(anchors), pins=pin_idx,
@@ -160,7 +161,7 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     for pos in range(n):
         if not surfaced[pos]:
             continue
-        item = ws.items[int(idx[pos])]
+        item = ws.item(int(idx[pos]))
         items.append({
             "item_id": item.item_id, "content": item.content, "memory_type": item.memory_type,
             "metadata": copy_json(item.metadata),

@@ -117,7 +117,7 @@ class _LegacyRun:
         return self.now.timestamp()
 
     def add_candidates(self, idx, source, relevance=None) -> None:
-        self._table = self._table.add(idx, source, relevance, allowed=self.ws.eligible.view())
+        self._table = self._table.add(idx, source, relevance, allowed=self.ws.eligible_mask())
 
     def lift_relevance(self, idx, values) -> None:
         from memlab.surfacing.stages.graph import _merge_lift

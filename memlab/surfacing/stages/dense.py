@@ -53,7 +53,7 @@ class Dense(Stage):
         run.notes["dense"] = {"embedder": config.embedder, "weight": config.weight,
                               "normalise": config.normalise, "nearest": len(nearest)}
         extra = tuple(table.attrs.get("extra_candidates", ())) + (nearest,)
-        return table.add(nearest, "dense", allowed=run.ws.eligible.view()).with_attrs(
+        return table.add(nearest, "dense", allowed=run.ws.eligible_mask()).with_attrs(
             dense_sims=sims, hybrid=hybrid, extra_candidates=extra)
 
 

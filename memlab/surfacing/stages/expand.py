@@ -52,7 +52,7 @@ class Recent(Stage):
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
         n = _pick(self.n, run.config.recent_candidates)
-        eligible = np.flatnonzero(run.ws.eligible.view())
+        eligible = np.flatnonzero(run.ws.eligible_mask())
         if n == 0 or not len(eligible):
             return table
         ref = run.ws.recency_reference_ts(eligible)
@@ -60,7 +60,7 @@ class Recent(Stage):
             top = np.argpartition(-ref, n - 1)[:n]
             eligible, ref = eligible[top], ref[top]
         order = np.lexsort((eligible, -ref))
-        return table.add(eligible[order], "recent", allowed=run.ws.eligible.view())
+        return table.add(eligible[order], "recent", allowed=run.ws.eligible_mask())
 
 
 @register_stage
@@ -114,9 +114,9 @@ class ExactMatch(Stage):
         q = normalise_title(run.query)
         multiplier, exact = table.multiplier.copy(), table.exact_match.copy()
         if q:
-            items = run.ws.items
+            ws = run.ws
             for pos, i in enumerate(table.idx.tolist()):
-                item = items[i]
+                item = ws.item(i)
                 if any(isinstance(item.metadata.get(key), str)
                        and normalise_title(item.metadata[key]) == q for key in TITLE_KEYS) or \
                         normalise_title(leading_segment(item.content)) == q:
@@ -142,10 +142,10 @@ class ProceduralItems(Stage):
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
         docs = table.attrs.get("matched_docs", np.empty(0, np.int64))
         scores = table.attrs.get("matched_bm25", np.empty(0))
-        mask = run.ws.procedural.view()[docs]
+        mask = run.ws.procedural_mask()[docs]
         docs, scores = docs[mask], scores[mask]
         order = np.lexsort((docs, -scores))[:_pick(self.n, run.k)]
-        return table.add(docs[order], "procedural", allowed=run.ws.eligible.view())
+        return table.add(docs[order], "procedural", allowed=run.ws.eligible_mask())
 
 
 @register_stage
@@ -164,7 +164,7 @@ class ProceduralBoost(Stage):
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
         boost = _pick(self.boost, run.config.procedural_type_boost)
         multiplier = table.multiplier.copy()
-        multiplier[run.ws.procedural.view()[table.idx]] *= 1.0 + boost
+        multiplier[run.ws.procedural_mask()[table.idx]] *= 1.0 + boost
         return table.with_columns(multiplier=multiplier)
 
 
@@ -195,8 +195,8 @@ class Window(Stage):
             run.notes["temporal"] = "no_time_window"
             return Recent()(run, table)
         table = table.with_attrs(window=window)
-        created = run.ws.created_ts.view()
-        eligible = run.ws.eligible.view()
+        created = run.ws.created_column()
+        eligible = run.ws.eligible_mask()
         inside = np.flatnonzero(window.contains_ts(created) & eligible)
         if not len(inside):
             return table
@@ -241,7 +241,7 @@ class WindowBoost(Stage):
             return table
         config = run.config
         idx = table.idx
-        inside = window.contains_ts(run.ws.created_ts.view()[idx])
+        inside = window.contains_ts(run.ws.created_column()[idx])
         end_ts = min(window.end.timestamp(), run.now_ts)
         rec, rec_term = table.recency.copy(), table.recency_term.copy()
         rec[inside] = recency(run.ws.recency_reference_ts(idx[inside]), end_ts,

@@ -77,7 +77,7 @@ class Spread(Stage):
         if config is None:
             run.notes["spreading"] = "not_configured"
             return table
-        eligible = run.ws.eligible.view()
+        eligible = run.ws.eligible_mask()
         mode = self.relevance if self.relevance is not None else run.config.spread_relevance
         if mode == "seed":
             result = run_spread(run.ws, seeds, config)

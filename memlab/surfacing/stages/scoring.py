@@ -100,11 +100,11 @@ class Signals(Stage):
         named = attrs.get("named")
         rec = recency(ws.recency_reference_ts(idx), now_ts, config.recency_tau_h)
         floor = config.recency_floor
-        created = ws.created_ts.view()[idx]
+        created = ws.created_column()[idx]
         zeros = np.zeros(n)
         return table.with_columns(
             item_id=np.array(ws.ids_of(idx), dtype=object),
-            tokens=ws.tokens.view()[idx],
+            tokens=ws.token_estimates()[idx],
             bm25=bm25,
             dense=zeros if dense_sims is None else
             np.where(pinned_only, 0.0, np.maximum(dense_sims[idx], 0.0)),
@@ -113,7 +113,7 @@ class Signals(Stage):
             recency=rec,
             recency_term=rec.copy() if run.legacy else floor + (1.0 - floor) * rec,
             activation=ACTIVATION_MODELS[config.activation_model](config)(
-                ws.activation, idx, now_ts, created),
+                ws.activation_state(), idx, now_ts, created),
             centrality_raw=zeros, centrality=zeros,
             freshness=zeros if run.legacy else  # the unweighted factor (composite weighs it)
             freshness_boost(created, now_ts, weight=1.0, window_h=config.freshness_window_h),

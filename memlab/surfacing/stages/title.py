@@ -38,11 +38,11 @@ class TitleMatch(Stage):
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
         ws = run.ws
-        named = np.asarray(ws.gazetteer.items_named(run.query), dtype=np.int64)
-        named = named[ws.eligible.view()[named]] if len(named) else named
+        named = np.asarray(ws.titles().items_named(run.query), dtype=np.int64)
+        named = named[ws.eligible_mask()[named]] if len(named) else named
         run.notes["title_match"] = ws.ids_of(named)
         extra = tuple(table.attrs.get("extra_candidates", ())) + (named,)
-        return table.add(named, "title", allowed=ws.eligible.view()).with_attrs(
+        return table.add(named, "title", allowed=ws.eligible_mask()).with_attrs(
             named=named, title_weight=self._weight(run), extra_candidates=extra)
 
 
