@@ -128,7 +128,7 @@ def test_stages_never_change_the_table_they_are_given(router):
         for name, values in before.items():
             assert np.array_equal(table[name], values, equal_nan=values.dtype.kind == "f")
         table = new
-    assert table.rank.tolist() == list(range(len(table)))
+    assert table.ranked().rank.tolist() == list(range(len(table)))
     assert set(table.item_id) == {"i0", "i1", "i2"} and table.source[table.item_id == "i2"] == \
         ["spread"]
 
@@ -192,7 +192,7 @@ def test_the_tail_reproduces_the_live_order_from_the_recorded_frame(router):
                             "idx": np.arange(len(frame)),
                             "filter_reason": np.full(len(frame), None, dtype=object)})
     run = QueryRun(None, DEFAULT, record.query, [], record.k, None, max_tokens=200)
-    out = TAIL(run, table)
+    out = TAIL(run, table).ranked()
     assert out.item_id.tolist() == record.candidates["item_id"]
     assert out.score.tolist() == record.candidates["score"]
     assert out.surfaced.tolist() == record.candidates["surfaced"]

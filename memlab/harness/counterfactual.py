@@ -100,9 +100,10 @@ def rescore(result: ReplayResult, weights: Mapping[str, float] | SurfacingConfig
         table = tail(run, table)
         used = table.attrs["tokens_used"]
         surfaced = table.surfaced
-        out = cand.iloc[table.idx].reset_index(drop=True)  # idx: the recorded row, rank order
+        order = table.attrs["order"]  # row positions of the recorded frame, in rank order
+        out = cand.iloc[order].reset_index(drop=True)
         for name in _RESCORED:
-            out[name] = np.array(table[name])  # a writable copy
+            out[name] = table[name][order]  # fancy indexing: a new, writable array
         frames.append(out)
         decisions.iat[row_pos, decisions.columns.get_loc("tokens_used")] = used
         decisions.iat[row_pos, decisions.columns.get_loc("n_surfaced")] = int(surfaced.sum())

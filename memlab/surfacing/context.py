@@ -41,6 +41,9 @@ SIGNAL_COLUMNS = ("bm25", "dense", "relevance", "relevance_term", "recency", "re
                   "centrality_raw", "centrality", "freshness", "freshness_boost",
                   "session_pin_boost", "pin_weight", "anchor_forced", "exact_match", "title_match",
                   "multiplier", "filtered")
+# the record's candidate columns after item_id and rank, in this order
+_RECORD_COLUMNS = ("source", "mandatory", "tokens") + SIGNAL_COLUMNS + TERM_COLUMNS + (
+    "score", "surfaced", "drop_reason")
 # deprecated timing keys of records before stages were named (kept for one release): key ->
 # the stage whose timing it repeats
 TIMING_ALIASES = {"relevance": "bm25", "select": "budget"}
@@ -157,8 +160,9 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     # 9. response and record ---------------------------------------------------------------
     decision_id = uuid.UUID(int=rng.getrandbits(128), version=4).hex
     items = []
+    order = table.attrs["order"]
     idx, surfaced = table.idx, table.surfaced
-    for pos in range(n):
+    for pos in order.tolist():
         if not surfaced[pos]:
             continue
         item = ws.item(int(idx[pos]))
@@ -182,14 +186,12 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
         "deprecation": None,
     }
     columns: dict[str, list] = {
-        "item_id": table.item_id.tolist(),
+        "item_id": table.item_id[order].tolist(),
         "rank": list(range(n)),
-        "source": table.source.tolist(),
-        "mandatory": table.mandatory.tolist(),
-        "tokens": table.tokens.tolist(),
     }
-    for name in SIGNAL_COLUMNS + TERM_COLUMNS + ("score", "surfaced", "drop_reason"):
-        columns[name] = table[name].tolist()
+    table_columns = table.column_map()
+    for name in _RECORD_COLUMNS:
+        columns[name] = table_columns[name][order].tolist()
     timings["respond"] = (time.perf_counter() - t_respond) * 1e3
     timings["total"] = (time.perf_counter() - t_start) * 1e3
     record = ContextRecord(

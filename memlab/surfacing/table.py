@@ -26,16 +26,15 @@ _EMPTY_INT = np.empty(0, np.int64)
 
 
 def _frozen(values: Any, n: int | None, name: str) -> np.ndarray:
-    arr = values if isinstance(values, np.ndarray) else np.asarray(
+    """``values`` as a read-only 1-d array of ``n`` rows. An array is frozen in place: a view
+    frozen this way leaves its base writable, and a stage hands over the arrays it made."""
+    arr = values if values.__class__ is np.ndarray else np.asarray(
         values, dtype=object if _is_text(values) else None)
     if arr.ndim != 1:
         raise ValueError(f"column {name!r} must be one-dimensional, got shape {arr.shape}")
-    if n is not None and len(arr) != n:
+    if n is not None and arr.shape[0] != n:
         raise ValueError(f"column {name!r} must have {n} rows, got {len(arr)}")
-    if arr.flags.writeable:
-        if arr.base is not None:  # a view of someone's array: freeze a copy, not theirs
-            arr = arr.copy()
-        arr.flags.writeable = False
+    arr.flags.writeable = False
     return arr
 
 
@@ -68,8 +67,6 @@ class CandidateTable:
     ValueError: assignment destination is read-only
     """
 
-    __slots__ = ("_columns", "_attrs", "_n")
-
     def __init__(self, columns: Mapping[str, Any], attrs: Mapping[str, Any] | None = None) -> None:
         if "idx" not in columns:
             raise ValueError(f"columns must include 'idx', got {sorted(columns)}")
@@ -79,9 +76,15 @@ class CandidateTable:
         for name, values in columns.items():
             if name != "idx":
                 cols[name] = _frozen(values, n, name)
-        object.__setattr__(self, "_columns", cols)
-        object.__setattr__(self, "_attrs", dict(attrs or {}))
-        object.__setattr__(self, "_n", n)
+        self._set(cols, dict(attrs or {}))
+
+    def _set(self, columns: dict[str, np.ndarray], attrs: dict[str, Any]) -> None:
+        # columns are also plain instance attributes (a dict lookup, where __getattr__ would
+        # cost an exception per access), except names the class itself uses
+        d = self.__dict__
+        d.update(columns if _RESERVED.isdisjoint(columns) else
+                 {k: v for k, v in columns.items() if k not in _RESERVED})
+        d["_columns"], d["_attrs"], d["_n"] = columns, attrs, len(columns["idx"])
 
     # construction ---------------------------------------------------------------------------
     @classmethod
@@ -132,6 +135,10 @@ class CandidateTable:
         """Query-level facts (read-only mapping)."""
         return MappingProxyType(self._attrs)
 
+    def column_map(self) -> Mapping[str, np.ndarray]:
+        """Every column by name (read-only mapping of read-only arrays)."""
+        return MappingProxyType(self._columns)
+
     def get(self, name: str, default: Any = None) -> Any:
         return self._columns.get(name, default)
 
@@ -145,29 +152,56 @@ class CandidateTable:
     def _derive(self, columns: dict[str, np.ndarray], attrs: dict[str, Any] | None = None
                 ) -> "CandidateTable":
         out = object.__new__(CandidateTable)
-        object.__setattr__(out, "_columns", columns)
-        object.__setattr__(out, "_attrs", self._attrs if attrs is None else attrs)
-        object.__setattr__(out, "_n", len(columns["idx"]))
+        out._set(columns, self._attrs if attrs is None else attrs)
         return out
 
     def with_columns(self, **columns: Any) -> "CandidateTable":
         """A table with ``columns`` added or replaced (same rows)."""
         if "idx" in columns:
             raise ValueError("idx cannot be replaced; use take() or add()")
-        new = dict(self._columns)
+        n = self._n
         for name, values in columns.items():
-            new[name] = _frozen(values, self._n, name)
-        return self._derive(new)
+            if values.__class__ is np.ndarray and values.ndim == 1 and values.shape[0] == n:
+                values.flags.writeable = False  # the common case, inline: a stage's new array
+            else:
+                columns[name] = _frozen(values, n, name)
+        # the per-call cost matters (a stage boundary per stage per query): copy, then update
+        out = object.__new__(CandidateTable)
+        d = out.__dict__
+        d.update(self.__dict__)
+        d.update(columns if _RESERVED.isdisjoint(columns) else
+                 {k: v for k, v in columns.items() if k not in _RESERVED})
+        d["_columns"] = {**self._columns, **columns}
+        return out
 
     def with_attrs(self, **attrs: Any) -> "CandidateTable":
         """A table whose ``attrs`` has these entries added or replaced."""
-        return self._derive(self._columns, {**self._attrs, **attrs})
+        out = object.__new__(CandidateTable)
+        d = out.__dict__
+        d.update(self.__dict__)
+        d["_attrs"] = {**self._attrs, **attrs}
+        return out
 
-    def take(self, positions: Iterable[int] | np.ndarray) -> "CandidateTable":
-        """The rows at ``positions``, in that order."""
+    def take(self, positions: Iterable[int] | np.ndarray, *, attrs: Mapping[str, Any] | None = None,
+             **columns: Any) -> "CandidateTable":
+        """The rows at ``positions``, in that order; ``columns`` (aligned with the current
+        rows) are added or replaced on the way, and ``attrs`` entries added."""
         pos = np.asarray(positions, dtype=np.int64)
-        return self._derive({name: _frozen(col[pos], None, name)
-                             for name, col in self._columns.items()})
+        out = {}
+        extra = {name: _frozen(values, self._n, name) for name, values in columns.items()}
+        if "idx" in extra:
+            raise ValueError("idx cannot be replaced; use take() or add()")
+        for name, col in (self._columns | extra).items():
+            taken = col[pos]  # fancy indexing: a new array, ours to freeze
+            taken.flags.writeable = False
+            out[name] = taken
+        return self._derive(out, None if attrs is None else {**self._attrs, **attrs})
+
+    def ranked(self) -> "CandidateTable":
+        """The table in rank order (after a ``budget`` stage: ``attrs["order"]``)."""
+        if "order" not in self._attrs:
+            raise ValueError("the table has no rank order yet (run a budget stage)")
+        return self.take(self._attrs["order"])
 
     def add(self, idx: np.ndarray, source: str, relevance: np.ndarray | None = None,
             *, allowed: np.ndarray | None = None) -> "CandidateTable":
@@ -178,31 +212,33 @@ class CandidateTable:
         Other columns of the new rows get their type's blank (0, False, NaN, None).
         """
         new = np.asarray(idx, dtype=np.int64).reshape(-1)
-        rel = None if relevance is None else np.asarray(relevance, dtype=float).reshape(-1)
         if not len(new):
             return self
-        keep = np.ones(len(new), dtype=bool)
-        if allowed is not None:
-            keep &= allowed[new]
-        if self._n:
-            keep &= ~np.isin(new, self._columns["idx"])
-        _, first = np.unique(new, return_index=True)  # within the call, first occurrence wins
-        once = np.zeros(len(new), dtype=bool)
-        once[first] = True
-        keep &= once
-        if not keep.any():
+        # pools hold tens to hundreds of items: a set beats np.isin/np.unique at this size
+        present = set(self._columns["idx"].tolist()) if self._n else set()
+        ok = allowed[new].tolist() if allowed is not None else None
+        keep = []
+        for pos, i in enumerate(new.tolist()):
+            if i not in present and (ok is None or ok[pos]):
+                present.add(i)
+                keep.append(pos)
+        if not keep:
             return self
-        new_idx = new[keep]
+        keep_arr = np.array(keep, dtype=np.int64)
+        new_idx = new[keep_arr]
         m = len(new_idx)
         added = {"idx": new_idx, "source": np.full(m, source, dtype=object),
-                 "relevance_override": rel[keep] if rel is not None else np.full(m, np.nan)}
+                 "relevance_override": np.full(m, np.nan) if relevance is None else
+                 np.asarray(relevance, dtype=float).reshape(-1)[keep_arr]}
         columns = {}
         for name, col in self._columns.items():
             extra = added.get(name)
             if extra is None:
                 extra = _blank(col, m)
-            columns[name] = _frozen(np.concatenate([col, extra.astype(col.dtype, copy=False)]),
-                                    None, name)
+            merged = np.concatenate([col, extra]) if self._n else \
+                extra.astype(col.dtype, copy=False)
+            merged.flags.writeable = False
+            columns[name] = merged
         for name, extra in added.items():  # a column the table did not have yet
             if name not in columns:
                 columns[name] = _frozen(np.concatenate([_blank(extra, self._n), extra]), None,
@@ -218,6 +254,9 @@ class CandidateTable:
         fresh = np.asarray(mask, dtype=bool) & ~filtered
         reasons[fresh] = reason
         return self.with_columns(filtered=filtered | fresh, filter_reason=reasons)
+
+
+_RESERVED = frozenset(name for name in dir(CandidateTable) if not name.startswith("__"))
 
 
 def _blank(like: np.ndarray, m: int) -> np.ndarray:

@@ -171,7 +171,7 @@ class Pipeline:
     composite() >> budget()
     """
 
-    __slots__ = ("stages", "name")
+    __slots__ = ("stages", "name", "_cached_plan")
 
     def __init__(self, stages: Iterable[Stage], name: str | None = None) -> None:
         stages = tuple(stages)
@@ -180,6 +180,7 @@ class Pipeline:
                 raise ValueError(f"a pipeline's stages must be Stage objects, got {s!r}")
         self.stages = stages
         self.name = name
+        self._cached_plan = None
 
     def __rshift__(self, other: "Stage | Pipeline") -> "Pipeline":
         if isinstance(other, Stage):
@@ -227,20 +228,28 @@ class Pipeline:
         """Run every enabled stage, timing each under its name in ``run.timings`` (ms)."""
         table = CandidateTable.empty() if table is None else table
         timings = run.timings
-        clock: Callable[[], float] = time.perf_counter
-        for stage in self.stages:
-            if not stage.enabled(run, table):
-                continue
-            t0 = clock()
-            table = stage(run, table)
-            ms = (clock() - t0) * 1e3
-            timings[stage.name] = timings.get(stage.name, 0.0) + ms
-            phase_key = PHASE_TIMINGS.get(stage.phase)
-            if phase_key is not None:
-                timings[phase_key] = timings.get(phase_key, 0.0) + ms
         for key in PHASE_TIMINGS.values():
             timings.setdefault(key, 0.0)
+        clock: Callable[[], float] = time.perf_counter
+        t0 = clock()
+        for stage, name, phase_key in self._plan():
+            if not stage.enabled(run, table):
+                continue
+            table = stage(run, table)
+            t1 = clock()
+            ms = (t1 - t0) * 1e3
+            t0 = t1
+            timings[name] = timings.get(name, 0.0) + ms
+            if phase_key is not None:
+                timings[phase_key] += ms
         return table
+
+    def _plan(self) -> list:
+        plan = self._cached_plan
+        if plan is None:
+            plan = self._cached_plan = [(s, s.name, PHASE_TIMINGS.get(s.phase))
+                                        for s in self.stages]
+        return plan
 
 
 def as_array(values: Any, dtype=np.int64) -> np.ndarray:

@@ -158,9 +158,10 @@ class Composite(Stage):
 @dataclass(frozen=True, repr=False)
 class Budget(Stage):
     """Order the candidates (mandatory first, filtered last; then score, relevance, item id)
-    and surface within ``k`` items and ``max_tokens`` tokens (SPEC §3 steps 5-6). Returns the
-    table in rank order with ``rank``, ``surfaced`` and ``drop_reason``; ``attrs["tokens_used"]``
-    is the tokens surfaced. None: the call's ``k`` and ``max_tokens``."""
+    and surface within ``k`` items and ``max_tokens`` tokens (SPEC §3 steps 5-6). Adds ``rank``,
+    ``surfaced`` and ``drop_reason``; ``attrs["order"]`` holds the row positions in rank order
+    (:meth:`CandidateTable.ranked` is the table in that order) and ``attrs["tokens_used"]`` the
+    tokens surfaced. None: the call's ``k`` and ``max_tokens``."""
 
     name: ClassVar[str] = "budget"
     phase: ClassVar[str] = "select"
@@ -184,9 +185,12 @@ class Budget(Stage):
         surfaced, drop, used = select(order, table.tokens, mandatory, filtered,
                                       table.filter_reason, k=k, max_tokens=max_tokens,
                                       legacy=run.legacy)
-        out = table.with_columns(surfaced=surfaced, drop_reason=np.array(drop, dtype=object))
-        out = out.take(order)
-        return out.with_columns(rank=np.arange(len(order))).with_attrs(tokens_used=int(used))
+        drop_col = np.empty(len(drop), dtype=object)
+        drop_col[:] = drop
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        return table.with_columns(surfaced=surfaced, drop_reason=drop_col, rank=rank) \
+            .with_attrs(order=order, tokens_used=int(used))
 
 
 def mandatory() -> Mandatory:
