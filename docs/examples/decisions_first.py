@@ -44,8 +44,7 @@ class MetadataBoost(Stage):
             raise ValueError(f"metadata_boost: boost must be a number >= 0, got {self.boost!r}")
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
-        items = run.ws.items
-        hit = np.array([items[i].metadata.get(self.key) == self.value
+        hit = np.array([run.ws.item(i).metadata.get(self.key) == self.value
                         for i in table.idx.tolist()], dtype=bool)
         return table.with_columns(multiplier=np.where(hit, table.multiplier * (1.0 + self.boost),
                                                       table.multiplier))
