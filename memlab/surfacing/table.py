@@ -90,6 +90,8 @@ class CandidateTable:
     @classmethod
     def empty(cls, attrs: Mapping[str, Any] | None = None) -> "CandidateTable":
         """A table without candidates (``idx``, ``source``, ``relevance_override`` columns)."""
+        if not attrs:
+            return _EMPTY_TABLE  # immutable, so one serves every pipeline
         return cls({"idx": _EMPTY_INT, "source": np.empty(0, object),
                     "relevance_override": np.empty(0)}, attrs)
 
@@ -172,6 +174,21 @@ class CandidateTable:
         d.update(columns if _RESERVED.isdisjoint(columns) else
                  {k: v for k, v in columns.items() if k not in _RESERVED})
         d["_columns"] = {**self._columns, **columns}
+        return out
+
+    def _with(self, columns: dict[str, np.ndarray], attrs: Mapping[str, Any] | None = None
+              ) -> "CandidateTable":
+        """with_columns for a stage's own fresh arrays (frozen here, not checked) and attrs."""
+        for values in columns.values():
+            values.flags.writeable = False
+        out = object.__new__(CandidateTable)
+        d = out.__dict__
+        d.update(self.__dict__)
+        d.update(columns if _RESERVED.isdisjoint(columns) else
+                 {k: v for k, v in columns.items() if k not in _RESERVED})
+        d["_columns"] = {**self._columns, **columns}
+        if attrs:
+            d["_attrs"] = {**self._attrs, **attrs}
         return out
 
     def with_attrs(self, **attrs: Any) -> "CandidateTable":
@@ -257,6 +274,8 @@ class CandidateTable:
 
 
 _RESERVED = frozenset(name for name in dir(CandidateTable) if not name.startswith("__"))
+_EMPTY_TABLE = CandidateTable({"idx": _EMPTY_INT, "source": np.empty(0, object),
+                               "relevance_override": np.empty(0)})
 
 
 def _blank(like: np.ndarray, m: int) -> np.ndarray:

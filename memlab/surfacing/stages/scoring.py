@@ -39,6 +39,11 @@ class Mandatory(Stage):
     phase: ClassVar[str] = "mandatory"
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
+        n = len(table)
+        if not run.anchors and not run.pins:  # the common case: the rows stay as they are
+            return table._with({"mandatory": np.zeros(n, dtype=bool),
+                                "anchor_forced": np.zeros(n, dtype=bool),
+                                "pin_weight": np.full(n, np.nan)})
         anchors = list(dict.fromkeys(run.anchors))
         anchor_set = set(anchors)
         pool = table.idx.tolist()
@@ -56,10 +61,11 @@ class Mandatory(Stage):
         keep = [pos for pos, i in enumerate(pool) if i not in anchor_set]
         head = anchors + fetched_pins
         idx = np.array(head + [pool[p] for p in keep], dtype=np.int64)
-        source = np.array(["anchor"] * len(anchors) + ["pin"] * len(fetched_pins)
-                          + [table.source[p] for p in keep], dtype=object)
+        keep_arr = np.array(keep, dtype=np.int64)
+        source = np.concatenate([np.array(["anchor"] * len(anchors) + ["pin"] * len(fetched_pins),
+                                          dtype=object), table.source[keep_arr]])
         override = np.concatenate([np.full(len(head), np.nan),
-                                   table.relevance_override[keep]])
+                                   table.relevance_override[keep_arr]])
         idx_list = idx.tolist()
         return CandidateTable({
             "idx": idx, "source": source, "relevance_override": override,
@@ -102,6 +108,7 @@ class Signals(Stage):
         floor = config.recency_floor
         created = ws.created_column()[idx]
         zeros = np.zeros(n)
+        zeros.flags.writeable = False  # shared by the columns that start at 0
         return table.with_columns(
             item_id=np.array(ws.ids_of(idx), dtype=object),
             tokens=ws.token_estimates()[idx],
@@ -147,11 +154,12 @@ class Composite(Stage):
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
         weights = self.weights if self.weights is not None else \
             CompositeWeights.from_config(run.config)
-        score, terms = composite({name: table[name] for name in COMPOSITE_INPUTS}, weights,
+        columns = table.column_map()
+        score, terms = composite({name: columns[name] for name in COMPOSITE_INPUTS}, weights,
                                  run.legacy)
-        return table.with_columns(score=score, session_pin_boost=terms["term_pin"],
-                                  freshness_boost=terms["term_freshness"],
-                                  **{name: terms[name] for name in TERM_COLUMNS})
+        return table._with({"score": score, "session_pin_boost": terms["term_pin"],
+                            "freshness_boost": terms["term_freshness"],
+                            **{name: terms[name] for name in TERM_COLUMNS}})
 
 
 @register_stage
@@ -189,8 +197,8 @@ class Budget(Stage):
         drop_col[:] = drop
         rank = np.empty(len(order), dtype=np.int64)
         rank[order] = np.arange(len(order))
-        return table.with_columns(surfaced=surfaced, drop_reason=drop_col, rank=rank) \
-            .with_attrs(order=order, tokens_used=int(used))
+        return table._with({"surfaced": surfaced, "drop_reason": drop_col, "rank": rank},
+                           {"order": order, "tokens_used": int(used)})
 
 
 def mandatory() -> Mandatory:
