@@ -109,7 +109,7 @@ class Signals(Stage):
         created = ws.created_column()[idx]
         zeros = np.zeros(n)
         zeros.flags.writeable = False  # shared by the columns that start at 0
-        return table.with_columns(
+        return table._with(dict(  # every array here is new: frozen unchecked
             item_id=np.array(ws.ids_of(idx), dtype=object),
             tokens=ws.token_estimates()[idx],
             bm25=bm25,
@@ -119,8 +119,9 @@ class Signals(Stage):
             relevance_term=relevance.copy(),
             recency=rec,
             recency_term=rec.copy() if run.legacy else floor + (1.0 - floor) * rec,
-            activation=ACTIVATION_MODELS[config.activation_model](config)(
-                ws.activation_state(), idx, now_ts, created),
+            activation=np.array(  # a copy: a registered model may hand back its own array
+                ACTIVATION_MODELS[config.activation_model](config)(
+                    ws.activation_state(), idx, now_ts, created), dtype=float),
             centrality_raw=zeros, centrality=zeros,
             freshness=zeros if run.legacy else  # the unweighted factor (composite weighs it)
             freshness_boost(created, now_ts, weight=1.0, window_h=config.freshness_window_h),
@@ -130,7 +131,7 @@ class Signals(Stage):
             multiplier=np.ones(n),
             filtered=np.zeros(n, dtype=bool),
             filter_reason=np.full(n, None, dtype=object),
-        )
+        ))
 
 
 @register_stage
