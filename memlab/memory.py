@@ -6,17 +6,15 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, Iterable, Mapping
 
-import numpy as np
-
 from memlab.clock import Clock, SystemClock
 from memlab.model import (Edge, SurfacingDecision, SurfacingStrategy, check_text, copy_json,
-                          validate_edge_type, validate_id, validate_metadata, validate_text,
-                          validate_weight)
+                          validate_id, validate_metadata, validate_text)
 from memlab.signals.activation import ACTIVATION_MODELS
 from memlab.store import MemoryStore, NewItem, paused_gc
 from memlab.surfacing.config import DEFAULT, SEED_COMPAT, SurfacingConfig, get_recipe
 from memlab.surfacing.context import ContextRecord, assemble
 from memlab.surfacing.router import ENTITY_DETECTORS, ROUTER_RULES
+from memlab.surfacing.stages.retrieval import bm25_hits
 from memlab.surfacing.strategies import STRATEGIES
 
 __all__ = ["Memory", "SURFACING_MODES"]
@@ -32,7 +30,8 @@ def _check_config(config: Any) -> SurfacingConfig:
     checks = [("activation_model", config.activation_model, ACTIVATION_MODELS),
               ("entity_detector", config.entity_detector, ENTITY_DETECTORS)]
     checks += [("router_rules", rule, ROUTER_RULES) for rule in config.router_rules]
-    checks += [("strategies", impl, STRATEGIES) for _, impl in config.strategies]
+    checks += [("strategies", impl, STRATEGIES) for _, impl in config.strategies
+               if isinstance(impl, str)]  # a Pipeline value is the implementation itself
     for name, value, registry in checks:
         if value is not None and value not in registry:
             raise ValueError(f"{name} names {value!r}, which is not registered; "
@@ -331,46 +330,12 @@ class Memory:
             raise ValueError(f"edges frame must have columns src, dst and optionally edge_type, "
                              f"weight; missing {sorted(missing)}, unexpected {sorted(extra)}")
 
-        def check(row: int, validate, *args) -> None:
-            try:
-                validate(*args)
-            except ValueError as exc:
-                raise type(exc)(f"edges row {row}: {exc}") from None
-
         with self.store.lock:
-            ws = self._ws
-            ends = {}
-            for name in ("src", "dst"):
-                values = frame[name].tolist()
-                idx = [ws.index_of.get(v) if v.__class__ is str else None for v in values]
-                if None in idx:
-                    row = idx.index(None)
-                    check(row, ws.require, values[row], name)
-                ends[name] = np.array(idx, dtype=np.int64)
-            loops = np.flatnonzero(ends["src"] == ends["dst"])
-            if len(loops):
-                raise ValueError(f"edges row {int(loops[0])}: dst must differ from src "
-                                 f"(self-loops are not stored), got {frame['dst'].iloc[loops[0]]!r}")
-            types: list[str] | str = "RELATED"
-            if "edge_type" in columns:
-                types = frame["edge_type"].tolist()
-                valid: set[str] = set()
-                for row, t in enumerate(types):
-                    if t.__class__ is not str or t not in valid:
-                        check(row, validate_edge_type, t)
-                        valid.add(t)
-            weights = np.ones(len(frame))
-            if "weight" in columns:
-                raw = frame["weight"].to_numpy()
-                numeric = raw.dtype.kind in "iuf"
-                weights = raw.astype(np.float64) if numeric else np.full(len(raw), np.nan)
-                bad = np.flatnonzero(~np.isfinite(weights) | (weights <= 0))
-                if len(bad):
-                    for row in bad.tolist():  # object columns: check entry by entry
-                        check(row, lambda w: validate_weight(w, "weight", allow_zero=False),
-                              raw[row])
-                        weights[row] = float(raw[row])
-            self.store.add_edge_arrays(self.workspace_id, ends["src"], ends["dst"], types, weights,
+            src, dst, types, weights = self.store.prepare_edge_columns(
+                self.workspace_id, frame["src"].tolist(), frame["dst"].tolist(),
+                frame["edge_type"].tolist() if "edge_type" in columns else "RELATED",
+                frame["weight"].to_numpy() if "weight" in columns else None)
+            self.store.add_edge_arrays(self.workspace_id, src, dst, types, weights,
                                        self.clock.now())
         return len(frame)
 
@@ -407,8 +372,9 @@ class Memory:
         ``reinforce=False`` searches without side effects (no activation change, no history
         event, no journal row); the hits are the same.
 
-        Each hit is ``{"item_id", "content", "memory_type", "metadata", "score"}`` with ``score`` the
-        raw BM25. Anchors and archived items are not searched.
+        Each hit is ``{"item_id", "content", "memory_type", "metadata", "bm25", "score"}`` with
+        ``bm25`` the raw BM25 (``score``, the same number, is its deprecated name: "score" means
+        the composite in a context record). Anchors and archived items are not searched.
 
         Examples
         --------
@@ -424,12 +390,9 @@ class Memory:
         _check_reinforce(reinforce)
         with self.store.lock:
             ws = self._ws
-            docs, scores = ws.bm25.scores(ws.analyze(query), k1=self.config.bm25_k1,
-                                          b=self.config.bm25_b)
-            live = ws.eligible.view()[docs] if len(docs) else np.empty(0, bool)
-            docs, scores = docs[live], scores[live]
-            order = np.lexsort((docs, -scores))[:top_k]
-            hits = [(int(docs[p]), float(scores[p])) for p in order]
+            # the relevance stage surfacing runs, with the store's own analyzer
+            docs, scores = bm25_hits(ws, self.config, query, top_k)
+            hits = list(zip(docs.tolist(), scores.tolist()))
             if reinforce:
                 self.store.record_retrieval(self.workspace_id, [i for i, _ in hits],
                                             self.clock.now(),
@@ -441,7 +404,7 @@ class Memory:
                 item = ws.items[i]
                 out.append({"item_id": item.item_id, "content": item.content,
                             "memory_type": item.memory_type, "metadata": copy_json(item.metadata),
-                            "score": score})
+                            "bm25": score, "score": score})
             return out
 
     # ------------------------------------------------------------------ surfacing

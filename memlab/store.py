@@ -181,6 +181,84 @@ class Workspace:
                                    f"{self.workspace_id!r}")
         return idx
 
+    # -- the read interface of the layers above the store (surfacing, graph, topics,
+    # session): methods and read-only views, so that they never touch a field directly
+    @staticmethod
+    def _frozen_view(column: Growable) -> np.ndarray:
+        view = column.view()[:]
+        view.flags.writeable = False
+        return view
+
+    def eligible_mask(self) -> np.ndarray:
+        """Read-only: True where an item may surface as an ordinary candidate (not archived,
+        not an anchor)."""
+        return self._frozen_view(self.eligible)
+
+    def created_column(self) -> np.ndarray:
+        """Read-only: every item's creation time (epoch seconds)."""
+        return self._frozen_view(self.created_ts)
+
+    def procedural_mask(self) -> np.ndarray:
+        """Read-only: True where an item's memory type is ``procedural``."""
+        return self._frozen_view(self.procedural)
+
+    def longterm_mask(self) -> np.ndarray:
+        """Read-only: True where an item is a long-term graph node."""
+        return self._frozen_view(self.longterm)
+
+    def token_estimates(self) -> np.ndarray:
+        """Read-only: every item's LLM token estimate (what budgets count; not BM25 terms)."""
+        return self._frozen_view(self.tokens)
+
+    def item(self, i: int) -> MemoryItem:
+        """Item number ``i`` (the stored object: treat it as read-only)."""
+        return self.items[i]
+
+    def item_id_of(self, i: int) -> str:
+        """The item id of item number ``i``."""
+        return self.item_ids[i]
+
+    def row_of(self, item_id: str) -> int | None:
+        """The item number of ``item_id``, None when it is not an item here."""
+        return self.index_of.get(item_id)
+
+    def activation_state(self):
+        """The activation columns (:class:`~memlab.signals.activation.ActivationState`) the
+        activation models read."""
+        return self.activation
+
+    def graph_view(self) -> GraphView:
+        """The workspace's edges and their CSR view (snapshots, caches)."""
+        return self.graph
+
+    def titles(self) -> Gazetteer:
+        """The gazetteer: which items a text names by title."""
+        return self.gazetteer
+
+    def node_of(self, node_type: str, key: str) -> int | None:
+        """The long-term node item with this type and normalised label, if any."""
+        return self.node_index.get((node_type, key))
+
+    def topic_fields_of(self, i: int) -> dict[str, dict] | None:
+        """A topic item's versioned fields (None for other items)."""
+        return self.topic_fields.get(i)
+
+    def archived_mask(self) -> np.ndarray:
+        """True where an item is archived (a new array)."""
+        return np.fromiter((item.archived for item in self.items), bool, len(self.items))
+
+    def node_rows(self) -> list[int]:
+        """The item numbers of every long-term node, ascending."""
+        return sorted(self.node_index.values())
+
+    def is_topic(self, i: int) -> bool:
+        """Whether item number ``i`` is a topic (has versioned fields)."""
+        return i in self.topic_fields
+
+    def analyzer_name(self) -> str:
+        """The workspace's own text analyzer (a name in :data:`memlab.text.ANALYZERS`)."""
+        return self.analyzer
+
     def generate_id(self, taken: set[str]) -> str:
         """The next free generated id (``item-000000``, …); advances the counter."""
         (item_id,), self._next_generated = self.generate_ids([None], taken)
@@ -966,6 +1044,58 @@ class MemoryStore:
             raise ValueError(f"dst must differ from src (self-loops are not stored), got {dst!r}")
         return s, d, validate_edge_type(edge_type), validate_weight(weight, "weight",
                                                                     allow_zero=False)
+
+    def prepare_edge_columns(self, workspace_id: str, src: Sequence[Any], dst: Sequence[Any],
+                             edge_types: Sequence[Any] | str = "RELATED",
+                             weights: np.ndarray | None = None
+                             ) -> tuple[np.ndarray, np.ndarray, Sequence[str] | str, np.ndarray]:
+        """:meth:`prepare_edge` for columns of edges (the bulk path), checked column by column.
+
+        Returns ``(src rows, dst rows, edge types, weights)`` for :meth:`add_edge_arrays`. The
+        first row that fails is re-checked by :meth:`prepare_edge`, whose error is raised with
+        ``edges row <n>: `` in front, so both paths say the same thing.
+        """
+        ws = self.workspace(workspace_id)
+        n = len(src)
+        bad = np.zeros(n, dtype=bool)
+        ends = []
+        for values in (list(src), list(dst)):
+            idx = [ws.index_of.get(v) if v.__class__ is str else None for v in values]
+            missing = np.fromiter((i is None for i in idx), bool, n)
+            bad |= missing
+            ends.append(np.array([-1 if i is None else i for i in idx], dtype=np.int64))
+        bad |= ends[0] == ends[1]  # self-loops
+        if not isinstance(edge_types, str):
+            edge_types = list(edge_types)
+            valid: set[str] = set()
+            for row, t in enumerate(edge_types):
+                if t.__class__ is not str or t not in valid:
+                    try:
+                        validate_edge_type(t)
+                        valid.add(t)
+                    except ValueError:
+                        bad[row] = True
+        raw = None if weights is None else np.asarray(weights)
+        if raw is None:
+            weights = np.ones(n)
+        else:
+            numeric = raw.dtype.kind in "iuf"
+            weights = raw.astype(np.float64) if numeric else np.full(n, np.nan)
+            for row in np.flatnonzero(~np.isfinite(weights) | (weights <= 0)).tolist():
+                try:  # object columns: entry by entry
+                    weights[row] = validate_weight(raw[row], "weight", allow_zero=False)
+                except ValueError:
+                    bad[row] = True
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            edge_type = edge_types if isinstance(edge_types, str) else edge_types[row]
+            try:
+                self.prepare_edge(workspace_id, list(src)[row], list(dst)[row], edge_type,
+                                  1.0 if raw is None else raw[row])
+            except ValueError as exc:
+                raise type(exc)(f"edges row {row}: {exc}") from None
+            raise AssertionError(f"edges row {row} failed a column check only")  # pragma: no cover
+        return ends[0], ends[1], edge_types, weights
 
     @journaled
     def add_edges(self, workspace_id: str, edges: Sequence[tuple[int, int, str, float]],

@@ -28,7 +28,7 @@ import numpy as np
 from memlab.clock import as_utc
 from memlab.graph.spreading import SpreadConfig, run_spread
 from memlab.model import HISTORY_CAP, check_text, validate_json, validate_text
-from memlab.session.longterm import resolve_memory
+from memlab.session.default import resolve_memory
 
 __all__ = ["PLACEMENTS", "FIELD_TYPES", "QUERY_STAGES", "REFERENCE_EDGE", "SALIENCE_BUMP",
            "ingest", "query", "get_topic"]
@@ -73,7 +73,7 @@ def _check_value(value: Any, field_type: str, name: str) -> Any:
 
 def _topic_index(ws, topic_id: Any, name: str = "topic_id") -> int:
     idx = ws.require(topic_id, name)
-    if idx not in ws.topic_fields or ws.items[idx].archived:
+    if not ws.is_topic(idx) or ws.item(idx).archived:
         raise ValueError(f"{name} {topic_id!r} is not a live topic")
     return idx
 
@@ -209,7 +209,7 @@ def ingest(placement: str, *, topic_id: str | None = None, title: str | None = N
         if placement == "new_topic":
             validate_text(title, "title")
             new = store.prepare_item(title, "topic", {"title": title}, item_id=topic_id)
-            if topic_id is not None and topic_id in ws.index_of:
+            if topic_id is not None and ws.row_of(topic_id) is not None:
                 raise ValueError(f"topic_id {topic_id!r} already exists")
             plans = [_prepare_field(ws, n, s, now, "fields", topic_id)
                      for n, s in _field_items(fields, required=False)]
@@ -220,13 +220,13 @@ def ingest(placement: str, *, topic_id: str | None = None, title: str | None = N
             plans = [_prepare_field(ws, n, s, now, "fields", topic_id)
                      for n, s in _field_items(fields, required=True)]
             for name, _ in plans:
-                if name in ws.topic_fields[idx]:
+                if name in ws.topic_fields_of(idx):
                     raise ValueError(f"fields: field {name!r} already exists on topic "
                                      f"{topic_id!r}; use placement='version_field'")
         else:
             idx = _topic_index(ws, topic_id)
             validate_text(field, "field")
-            current = ws.topic_fields[idx].get(field)
+            current = ws.topic_fields_of(idx).get(field)
             if current is None:
                 raise ValueError(f"field {field!r} does not exist on topic {topic_id!r}; "
                                  f"use placement='extend_topic'")
@@ -239,7 +239,7 @@ def ingest(placement: str, *, topic_id: str | None = None, title: str | None = N
             if idx is None:
                 (topic_id,) = store.add_items(mem.workspace_id, [new], now,
                                               mem.config.activation_initial)
-                idx = ws.index_of[topic_id]
+                idx = ws.row_of(topic_id)
                 store.set_topic_fields(mem.workspace_id, idx, {})
             topic, version_ids = _write_fields(store, mem.workspace_id, ws, idx, plans,
                                                placement, now, changes)
@@ -249,8 +249,8 @@ def ingest(placement: str, *, topic_id: str | None = None, title: str | None = N
 
 def _write_fields(store, workspace_id: str, ws, idx: int, plans: list, placement: str, now,
                   changes: list) -> tuple[Any, list[str]]:
-    topic = ws.items[idx]
-    topic_fields = json.loads(json.dumps(ws.topic_fields[idx]))  # changed as a copy, then stored
+    topic = ws.item(idx)
+    topic_fields = json.loads(json.dumps(ws.topic_fields_of(idx)))  # changed as a copy, then stored
     version_ids = []
     edges = []
     for name, plan in plans:
@@ -262,7 +262,7 @@ def _write_fields(store, workspace_id: str, ws, idx: int, plans: list, placement
         changes.append({"op": "version_field" if placement == "version_field"
                         else "add_field", "field": name, "version_id": version_id})
         if plan["ref"] is not None:
-            edges.append((idx, ws.index_of[plan["ref"]], REFERENCE_EDGE, 1.0))
+            edges.append((idx, ws.row_of(plan["ref"]), REFERENCE_EDGE, 1.0))
     store.set_topic_fields(workspace_id, idx, topic_fields)
     if edges:
         store.add_edges(workspace_id, edges, now)
@@ -290,9 +290,9 @@ def _after(mem, event: str) -> None:
 
 # ---------------------------------------------------------------------------- read
 def _topic_view(ws, idx: int, explain: bool) -> dict[str, Any]:
-    item = ws.items[idx]
+    item = ws.item(idx)
     fields = {}
-    for name, entry in sorted(ws.topic_fields[idx].items()):
+    for name, entry in sorted(ws.topic_fields_of(idx).items()):
         current = entry["history"][0]
         view = {"value": current["value"], "type": entry["type"], "ref": entry["ref"],
                 "salience": entry["salience"], "valid_from": current["valid_from"],
@@ -350,12 +350,13 @@ def query(q: str, stages=QUERY_STAGES, explain: bool = False, top_k: int = 8, *,
     with store.lock:
         ws = store.workspace(mem.workspace_id)
         now = mem.clock.now()
-        tokens = ws.analyze(q)
-        docs, cover = ws.bm25.coverage(tokens)
-        is_topic = np.array([i in ws.topic_fields and not ws.items[i].archived
+        analyze, index = ws.bm25_for(None)
+        tokens = analyze(q)
+        docs, cover = index.coverage(tokens)
+        is_topic = np.array([ws.is_topic(i) and not ws.item(i).archived
                              for i in docs.tolist()], dtype=bool)
         docs, cover = docs[is_topic], cover[is_topic]
-        bm25 = ws.bm25.score_docs(tokens, docs, k1=mem.config.bm25_k1, b=mem.config.bm25_b)
+        bm25 = index.score_docs(tokens, docs, k1=mem.config.bm25_k1, b=mem.config.bm25_b)
         order = np.lexsort((docs, -bm25, -cover))[:top_k]
         picked: dict[int, tuple[float, str]] = {int(docs[p]): (float(cover[p]), "semantic")
                                                 for p in order}
@@ -364,14 +365,14 @@ def query(q: str, stages=QUERY_STAGES, explain: bool = False, top_k: int = 8, *,
             for i, (score, _) in list(picked.items()):
                 neighbours = run_spread(ws, np.array([i]), config).indices.tolist()
                 for j in neighbours:
-                    if j in ws.topic_fields and not ws.items[j].archived and j not in picked:
+                    if ws.is_topic(j) and not ws.item(j).archived and j not in picked:
                         picked[j] = (score * 0.5, "structural")
         explain_history = explain and "temporal" in stages
-        ranked = sorted(picked.items(), key=lambda kv: (-kv[1][0], ws.item_ids[kv[0]]))
+        ranked = sorted(picked.items(), key=lambda kv: (-kv[1][0], ws.item_id_of(kv[0])))
         if reinforce:
             with store.transaction():  # the bumps and events reach the disk together
                 store.set_salience(mem.workspace_id, [i for i, _ in ranked],
-                                   [ws.items[i].salience + SALIENCE_BUMP for i, _ in ranked])
+                                   [ws.item(i).salience + SALIENCE_BUMP for i, _ in ranked])
                 for i, (score, stage) in ranked:
                     store.record_event(mem.workspace_id, i, now, "queried",
                                        {"query": q, "stage": stage})

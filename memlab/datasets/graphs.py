@@ -14,6 +14,7 @@ import re
 from collections import defaultdict
 from typing import Callable, Iterable, Sequence
 
+from memlab._registry import register
 from memlab.text import STOPWORDS, strip_parenthetical, words as _words
 
 __all__ = ["GRAPH_BUILDERS", "register_graph_builder", "build_edges", "turn_adjacency",
@@ -132,9 +133,7 @@ GRAPH_BUILDERS: dict[str, Callable[[Sequence[dict]], list[Edge]]] = {
 
 def register_graph_builder(name: str, fn: Callable[[Sequence[dict]], list[Edge]]) -> None:
     """Make ``fn`` selectable by ``name`` in the loaders' ``graph=`` argument."""
-    if not isinstance(name, str) or not name or not callable(fn):
-        raise ValueError(f"name must be a non-empty string and fn callable, got {name!r}")
-    GRAPH_BUILDERS[name] = fn
+    register(GRAPH_BUILDERS, name, fn, what="graph builder")
 
 
 def build_edges(records: Sequence[dict], graph: Iterable[str | Callable] | None) -> list[Edge]:

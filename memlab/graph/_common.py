@@ -9,6 +9,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from memlab._registry import register as _register
 from memlab.model import validate_edge_type
 
 
@@ -56,9 +57,8 @@ def method_name(method: str | Callable, registry: Mapping[str, Callable]) -> str
 
 
 def register(registry: dict[str, Callable], name: str, fn: Callable) -> None:
-    if not isinstance(name, str) or not name or not callable(fn):
-        raise ValueError(f"name must be a non-empty string and fn callable, got {name!r}")
-    registry[name] = fn
+    """The graph methods' registration: :func:`memlab._registry.register`."""
+    _register(registry, name, fn, what="method")
 
 
 def from_dict(cls, data: Mapping[str, Any], tuple_fields: tuple[str, ...] = ()):

@@ -61,6 +61,7 @@ from memlab.graph._common import (
     register,
     seed_list,
 )
+from memlab.errors import PPRConvergenceError, PPRUnavailable
 from memlab.graph.csr import GraphSnapshot
 
 __all__ = [
@@ -70,7 +71,10 @@ __all__ = [
     "PPRConfig",
     "PPRConvergenceError",
     "PPRResult",
+    "PPRUnavailable",
     "exact_ppr",
+    "power_iteration",
+    "push_rounds",
     "networkx_ppr",
     "personalized_pagerank",
     "ppr_result",
@@ -81,16 +85,6 @@ __all__ = [
 
 MAX_IN_FLIGHT = 2
 _IN_FLIGHT = threading.BoundedSemaphore(MAX_IN_FLIGHT)
-
-
-class PPRConvergenceError(RuntimeError):
-    """Power iteration did not meet its stopping rule within ``max_iter`` iterations."""
-
-    def __init__(self, iterations: int, change: float, threshold: float) -> None:
-        super().__init__(f"personalized PageRank did not converge in {iterations} iterations "
-                         f"(last L1 change {change:.3g}, needed < {threshold:.3g}); raise "
-                         f"max_iter or tol")
-        self.iterations, self.change, self.threshold = iterations, change, threshold
 
 
 @dataclass(frozen=True)
@@ -242,24 +236,49 @@ def _personalization(n: int, seeds: np.ndarray) -> np.ndarray:
     return p
 
 
-def exact_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
-              deadline: float) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """Power iteration on the CSR view (see the module notes for the stopping rule)."""
+def power_iteration(snapshot: GraphSnapshot, seeds: np.ndarray, *, alpha: float = 0.85,
+                    tol: float = 1e-6, max_iter: int = 1000, tol_scaled_by_n: bool = False,
+                    max_rounds: int | None = None,
+                    should_stop: Callable[[], bool] | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Personalized PageRank by power iteration on a graph snapshot; deterministic.
+
+    Stops after the first iteration whose L1 change is below ``tol`` (``tol * n`` with
+    ``tol_scaled_by_n``) and returns ``(item numbers with mass, mass, info)``. Raises
+    :class:`~memlab.errors.PPRConvergenceError` after ``max_iter`` iterations without meeting
+    it, and also when stopped early, by ``max_rounds`` iterations or by ``should_stop()``
+    (asked before each iteration), with the iterate reached as the error's ``partial``: it never
+    returns a truncated answer. Without ``should_stop`` nothing reads a clock.
+
+    Examples
+    --------
+    >>> from memlab.graph.csr import EdgeTable, GraphView
+    >>> view = GraphView(EdgeTable())
+    >>> view.write(np.array([0, 1]), np.array([1, 2]), "RELATED", np.ones(2), 0.0)
+    >>> nodes, mass, info = power_iteration(view.snapshot(3), np.array([0]), tol=1e-12)
+    >>> nodes.tolist(), np.round(mass, 4).tolist(), info["converged"]
+    ([0, 1, 2], [0.3887, 0.3304, 0.2809], True)
+    >>> power_iteration(view.snapshot(3), np.array([0]), max_rounds=1)
+    Traceback (most recent call last):
+    ...
+    memlab.errors.PPRConvergenceError: personalized PageRank was stopped by its rounds budget after 1 iterations (last change 1.7, needed < 1e-06)
+    """
     n = snapshot.n
     seeds = sorted_unique(seeds)
     share = 1.0 / len(seeds)
     inverse, dangling = snapshot.inverse_out_weight()
-    threshold = config.tol * n if config.tol_scaled_by_n else config.tol
-    alpha = config.alpha
+    threshold = tol * n if tol_scaled_by_n else tol
     x = _personalization(n, seeds)
     change = np.inf
-    exhausted = converged = False
     iterations = 0
-    rounds = config.budget_rounds
-    while iterations < config.max_iter:
-        if (rounds is not None and iterations >= rounds) or time.perf_counter() > deadline:
-            exhausted = True
-            break
+    while iterations < max_iter:
+        stopped = "rounds budget" if max_rounds is not None and iterations >= max_rounds else \
+            "time budget" if should_stop is not None and should_stop() else None
+        if stopped is not None:
+            nodes = np.flatnonzero(x > 0)
+            raise PPRConvergenceError(iterations, change, threshold, reason=stopped, partial=(
+                nodes, x[nodes], {"iterations": iterations, "converged": False,
+                                  "residual": change, "budget_exhausted": True}))
         y = snapshot.transpose_matvec(x * inverse)
         y *= alpha
         # teleport and dangling mass both return to the seeds: a sparse update, not a dense one
@@ -268,21 +287,48 @@ def exact_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
         x = y
         iterations += 1
         if change < threshold:
-            converged = True
-            break
-    if not converged and not exhausted:
-        raise PPRConvergenceError(iterations, change, threshold)
-    nodes = np.flatnonzero(x > 0)
-    return nodes, x[nodes], {"iterations": iterations, "converged": converged,
-                             "residual": change, "budget_exhausted": exhausted}
+            nodes = np.flatnonzero(x > 0)
+            return nodes, x[nodes], {"iterations": iterations, "converged": True,
+                                     "residual": change, "budget_exhausted": False}
+    raise PPRConvergenceError(iterations, change, threshold)
 
 
-def push_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
-             deadline: float) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """Andersen–Chung–Lang local push in vectorised synchronous rounds."""
+def _deadline_check(deadline: float) -> Callable[[], bool]:
+    return lambda: time.perf_counter() > deadline
+
+
+def _budgeted(algorithm: Callable, *args: Any, **kwargs: Any):
+    """A registered method's answer: a budget's stop is an answer flagged ``budget_exhausted``
+    (run_ppr and the surfacing stage report it); a failure to converge stays an error."""
+    try:
+        return algorithm(*args, **kwargs)
+    except PPRConvergenceError as exc:
+        if exc.partial is None:
+            raise
+        return exc.partial
+
+
+def exact_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
+              deadline: float) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """The ``exact`` method: :func:`power_iteration` under the configuration's budgets."""
+    return _budgeted(power_iteration, snapshot, seeds, alpha=config.alpha, tol=config.tol,
+                     max_iter=config.max_iter, tol_scaled_by_n=config.tol_scaled_by_n,
+                     max_rounds=config.budget_rounds, should_stop=_deadline_check(deadline))
+
+
+def push_rounds(snapshot: GraphSnapshot, seeds: np.ndarray, *, alpha: float = 0.85,
+                epsilon: float = 1e-4, max_rounds: int | None = None,
+                should_stop: Callable[[], bool] | None = None
+                ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Andersen–Chung–Lang local push in vectorised synchronous rounds; deterministic.
+
+    Runs until no node's residual exceeds ``epsilon`` times its out-degree. Stopped early by
+    ``max_rounds`` rounds or ``should_stop()`` (asked before each round), it raises
+    :class:`~memlab.errors.PPRConvergenceError` with the estimate reached as ``partial``.
+    """
     n = snapshot.n
     seeds = sorted_unique(seeds)
-    alpha, eps = config.alpha, config.epsilon
+    eps = epsilon
     residual = np.zeros(n)  # calloc'd: only the pages pushes touch are ever written
     estimate = np.zeros(n)
     residual[seeds] = 1.0 / len(seeds)
@@ -290,11 +336,11 @@ def push_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
     active = seeds
     touched = [seeds]
     rounds = 0
-    exhausted = False
+    stopped = None
     while len(active):
-        if (config.budget_rounds is not None and rounds >= config.budget_rounds) \
-                or time.perf_counter() > deadline:
-            exhausted = True
+        stopped = "rounds budget" if max_rounds is not None and rounds >= max_rounds else \
+            "time budget" if should_stop is not None and should_stop() else None
+        if stopped is not None:
             break
         rounds += 1
         mass = residual[active]
@@ -319,9 +365,20 @@ def push_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
     nodes = sorted_unique(np.concatenate(touched))
     values = estimate[nodes]
     keep = values > 0
-    return nodes[keep], values[keep], {"iterations": rounds, "converged": not exhausted,
-                                       "residual": float(residual[nodes].sum()),
-                                       "budget_exhausted": exhausted}
+    left = float(residual[nodes].sum())
+    answer = (nodes[keep], values[keep], {"iterations": rounds, "converged": stopped is None,
+                                          "residual": left,
+                                          "budget_exhausted": stopped is not None})
+    if stopped is not None:
+        raise PPRConvergenceError(rounds, left, eps, reason=stopped, partial=answer)
+    return answer
+
+
+def push_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
+             deadline: float) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """The ``push`` method: :func:`push_rounds` under the configuration's budgets."""
+    return _budgeted(push_rounds, snapshot, seeds, alpha=config.alpha, epsilon=config.epsilon,
+                     max_rounds=config.budget_rounds, should_stop=_deadline_check(deadline))
 
 
 def networkx_ppr(snapshot: GraphSnapshot, seeds: np.ndarray, config: PPRConfig,
@@ -401,12 +458,12 @@ def run_ppr(ws, seeds: np.ndarray, config: PPRConfig, *, lock, cache=None,
         result.skipped = "node_cap"
         return done(result)
     if cache is None:
-        cache = ws.graph.cache
+        cache = ws.graph_view().cache
     use_cache = config.use_cache and cache is not False
     # networkx's stopping rule (tol * n) depends on the number of items, which adding an item
     # changes without changing the graph's version: then the item count is part of the key
     sized = (len(ws),) if config.tol_scaled_by_n else ()
-    key = cache_scope + (ws.graph.version, tuple(seeds.tolist()), config.cache_key()) + sized
+    key = cache_scope + (ws.graph_view().version, tuple(seeds.tolist()), config.cache_key()) + sized
     if use_cache:
         hit = cache.get(key)
         if hit is not None:
@@ -417,9 +474,9 @@ def run_ppr(ws, seeds: np.ndarray, config: PPRConfig, *, lock, cache=None,
     try:
         with lock:
             sized = (len(ws),) if config.tol_scaled_by_n else ()
-            key = cache_scope + (ws.graph.version, tuple(seeds.tolist()),
+            key = cache_scope + (ws.graph_view().version, tuple(seeds.tolist()),
                                  config.cache_key()) + sized
-            snapshot = ws.graph.snapshot(len(ws))
+            snapshot = ws.graph_view().snapshot(len(ws))
             fn = config.method if callable(config.method) else PPR_METHODS[config.method]
             deadline = math.inf if config.budget_ms is None else started + config.budget_ms / 1e3
             nodes, mass, info = fn(snapshot, seeds, config, deadline)
@@ -468,12 +525,11 @@ def ppr_result(memory, seed_item_ids, *, alpha: float = 0.85, top_k: int | None 
         raise ValueError(f"cache must be a PPRCache, None or False, got {cache!r}")
     seed_ids = list(dict.fromkeys(seed_list(seed_item_ids)))
     ws = memory.store.workspace(memory.workspace_id)
-    index_of = ws.index_of
-    known = [index_of[s] for s in seed_ids if s in index_of]
+    known = [ws.row_of(s) for s in seed_ids if ws.row_of(s) is not None]
     scope = () if cache is None or cache is False else ("workspace", memory.workspace_id)
     result = run_ppr(ws, np.array(known, dtype=np.int64), config, lock=memory.store.lock.shared(),
                      cache=cache, cache_scope=scope)
-    result.unknown_seeds = [s for s in seed_ids if s not in index_of]
+    result.unknown_seeds = [s for s in seed_ids if ws.row_of(s) is None]
     return result
 
 
@@ -499,8 +555,17 @@ def personalized_pagerank(memory, seed_item_ids, *, alpha: float = 0.85, top_k: 
     Returns
     -------
     dict
-        ``{item_id: mass}``, highest first (ties by item id); ``{}`` without seeds, and when two
-        computations are already running (see :func:`ppr_result` for why).
+        ``{item_id: mass}``, highest first (ties by item id); ``{}`` when no seed is an item.
+
+    Raises
+    ------
+    PPRConvergenceError
+        ``max_iter`` passed without convergence, or a budget (``budget_ms``,
+        ``budget_rounds``) stopped the computation: this function never returns a truncated
+        answer (:func:`ppr_result` returns it, flagged ``budget_exhausted``).
+    PPRUnavailable
+        Not computed: two computations are already running (``reason="saturated"``), or the
+        workspace has more than ``max_nodes`` items (``"node_cap"``).
 
     Examples
     --------
@@ -512,5 +577,15 @@ def personalized_pagerank(memory, seed_item_ids, *, alpha: float = 0.85, top_k: 
     >>> [(k, round(v, 4)) for k, v in scores.items()]
     [('a', 0.3887), ('b', 0.3304), ('c', 0.2809)]
     """
-    return ppr_result(memory, seed_item_ids, alpha=alpha, top_k=top_k, budget_ms=budget_ms,
-                      cache=cache, workspace_id=workspace_id, method=method, **options).scores
+    result = ppr_result(memory, seed_item_ids, alpha=alpha, top_k=top_k, budget_ms=budget_ms,
+                        cache=cache, workspace_id=workspace_id, method=method, **options)
+    if result.saturated:
+        raise PPRUnavailable("saturated")
+    if result.skipped == "node_cap":
+        raise PPRUnavailable("node_cap")
+    if result.budget_exhausted:
+        reason = "rounds budget" if options.get("budget_rounds") is not None and \
+            result.iterations >= options["budget_rounds"] else "time budget"
+        raise PPRConvergenceError(result.iterations, result.residual or math.nan, options.get(
+            "tol", 1e-6), reason=reason, partial=(result.indices, result.mass, result.info()))
+    return result.scores

@@ -245,13 +245,13 @@ def run_spread(ws, seeds: np.ndarray, config: SpreadConfig) -> SpreadResult:
     """Spread from item numbers ``seeds`` of workspace ``ws`` (the store's lock held)."""
     started = time.perf_counter()
     deadline = math.inf if config.budget_ms is None else started + config.budget_ms / 1e3
-    table = ws.graph.table
+    table = ws.graph_view().table
     types = config.allowed(table.type_names)
     codes = table.codes_for(types)
     fn = config.method if callable(config.method) else SPREAD_METHODS[config.method]
     seeds = np.asarray(seeds, dtype=np.int64)
     if len(seeds) and len(codes):
-        snapshot = ws.graph.snapshot(len(ws), undirected=[codes])
+        snapshot = ws.graph_view().snapshot(len(ws), undirected=[codes])
         nodes, hops, completed, exhausted = fn(snapshot, seeds, config, codes, deadline)
     else:
         nodes, hops, completed, exhausted = np.empty(0, np.int64), np.empty(0, np.int64), 0, False
@@ -287,9 +287,9 @@ def spread_result(memory, seed_item_ids, *, depth: int = 2, max_fan_out: int = 2
     seed_ids = seed_list(seed_item_ids)
     with memory.store.lock.shared():
         ws = memory.store.workspace(memory.workspace_id)
-        known = [s for s in dict.fromkeys(seed_ids) if s in ws.index_of]
-        unknown = [s for s in dict.fromkeys(seed_ids) if s not in ws.index_of]
-        result = run_spread(ws, np.array([ws.index_of[s] for s in known], dtype=np.int64), config)
+        known = [s for s in dict.fromkeys(seed_ids) if ws.row_of(s) is not None]
+        unknown = [s for s in dict.fromkeys(seed_ids) if ws.row_of(s) is None]
+        result = run_spread(ws, np.array([ws.row_of(s) for s in known], dtype=np.int64), config)
     result.unknown_seeds = unknown
     return result
 

@@ -1,8 +1,9 @@
 """Counterfactual re-scoring (SPEC §7): re-rank recorded candidates under new composite weights.
 
 Retrieval, routing and strategies are not re-run: every candidate a replay recorded keeps its
-signals, and only the composite (:mod:`memlab.surfacing.composite`) and the budgeted selection
-are recomputed, with the very functions live assembly uses. With unchanged weights the result is
+signals, and only the tail of the pipeline runs again on the recorded frames: the ``composite``
+and ``budget`` stages (:data:`memlab.surfacing.strategies.TAIL`), the very stage objects live
+surfacing ends with. With unchanged weights the result is
 the live ranking exactly (tested). Only the composite's constants can change this way:
 ``activation_floor``, ``centrality_weight``, ``pin_boost_factor``, ``anchor_boost`` and
 ``freshness_weight``; anything that changes which candidates exist needs a real replay.
@@ -18,13 +19,17 @@ import pandas as pd
 
 from memlab.harness.measures import Measure, check_measure_on, evaluate, parse_measures
 from memlab.harness.replay import ReplayResult, measured_judgements
-from memlab.surfacing.composite import (TERM_COLUMNS, CompositeWeights, composite,
-                                        order_candidates, select)
+from memlab.surfacing.composite import TERM_COLUMNS, CompositeWeights
 from memlab.surfacing.config import SurfacingConfig
+from memlab.surfacing.stages import CandidateTable, Composite, Pipeline, QueryRun
+from memlab.surfacing.strategies import TAIL
 
 __all__ = ["rescore", "weights_of", "RESCORABLE"]
 
 RESCORABLE = CompositeWeights.FIELDS
+# the columns the tail recomputes
+_RESCORED = TERM_COLUMNS + ("session_pin_boost", "freshness_boost", "score", "surfaced",
+                            "drop_reason", "rank")
 
 
 def weights_of(result: ReplayResult, changes: Mapping[str, float] | SurfacingConfig | None
@@ -78,29 +83,30 @@ def rescore(result: ReplayResult, weights: Mapping[str, float] | SurfacingConfig
     legacy = result.manifest["mode"] == "legacy"
     frames, metrics = [], []
     by_qid = dict(tuple(result.candidates.groupby("qid", sort=False)))
+    # the live tail (composite >> budget), with the composite's weights swapped in
+    tail = Pipeline(Composite(new_weights) if isinstance(s, Composite) else s for s in TAIL)
     for row_pos, decision in enumerate(decisions.itertuples(index=False)):
         cand = by_qid.get(decision.qid)
         if cand is None:
             continue
         cand = cand.reset_index(drop=True)
-        score, terms = composite(cand, new_weights, legacy)
         filtered = cand["filtered"].to_numpy(dtype=bool)
-        order = order_candidates(cand["item_id"].tolist(), cand["relevance"].to_numpy(), score,
-                                 cand["mandatory"].to_numpy(dtype=bool), filtered)
         known = [r if f else None for r, f in zip(cand["drop_reason"].tolist(), filtered)]
         max_tokens = decision.max_tokens
         max_tokens = None if max_tokens is None or pd.isna(max_tokens) else int(max_tokens)
-        surfaced, drop, used = select(order, cand["tokens"].to_numpy(),
-                                      cand["mandatory"].to_numpy(dtype=bool), filtered, known,
-                                      k=int(decision.k), max_tokens=max_tokens, legacy=legacy)
-        out = cand.copy()
-        for name in TERM_COLUMNS:
-            out[name] = terms[name]
-        out["session_pin_boost"], out["freshness_boost"] = terms["term_pin"], \
-            terms["term_freshness"]
-        out["score"], out["surfaced"], out["drop_reason"] = score, surfaced, drop
-        out = out.iloc[order].reset_index(drop=True)
-        out["rank"] = np.arange(len(out))
+        table = CandidateTable({**{name: cand[name].to_numpy() for name in cand.columns},
+                                "idx": np.arange(len(cand)), "filtered": filtered,
+                                "mandatory": cand["mandatory"].to_numpy(dtype=bool),
+                                "filter_reason": np.array(known, dtype=object)})
+        run = QueryRun(None, None, decision.query, [], int(decision.k), None,
+                       max_tokens=max_tokens, legacy=legacy)
+        table = tail(run, table)
+        used = table.attrs["tokens_used"]
+        surfaced = table.surfaced
+        order = table.attrs["order"]  # row positions of the recorded frame, in rank order
+        out = cand.iloc[order].reset_index(drop=True)
+        for name in _RESCORED:
+            out[name] = table[name][order]  # fancy indexing: a new, writable array
         frames.append(out)
         decisions.iat[row_pos, decisions.columns.get_loc("tokens_used")] = used
         decisions.iat[row_pos, decisions.columns.get_loc("n_surfaced")] = int(surfaced.sum())

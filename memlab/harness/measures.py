@@ -35,16 +35,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
-__all__ = ["Measure", "parse_measure", "parse_measures", "DEFAULT_MEASURES", "RELEVANCE_MEASURES",
-           "evaluate", "dedupe", "MeasureRangeError", "MEASURE_ON", "check_measure_on"]
+from memlab._registry import register
+
+__all__ = ["Measure", "MeasureDef", "MEASURES", "register_measure", "parse_measure",
+           "parse_measures", "DEFAULT_MEASURES", "RELEVANCE_MEASURES", "evaluate",
+           "evaluate_frame", "dedupe", "MeasureRangeError", "MEASURE_ON", "check_measure_on"]
 
 MEASURE_ON = ("retrieved", "surfaced")
-
-RELEVANCE_MEASURES = ("R", "P", "nDCG", "MRR", "Hit")
-_CUTOFF_REQUIRED = {"R", "P", "nDCG", "Hit"}
-_PATTERN = re.compile(r"^(R|P|nDCG|MRR|Hit|Tokens|Latency)(?:@([1-9][0-9]*))?$")
 
 
 class MeasureRangeError(RuntimeError):
@@ -69,9 +68,94 @@ def dedupe(ranking: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(ranking))
 
 
+# -- the registry ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MeasureDef:
+    """How a measure name is computed.
+
+    ``fn`` gets, for a relevance measure (``needs_gold``), the deduplicated ranking cut at the
+    cutoff, the relevant items' grades (every grade > 0) and the cutoff; for another measure,
+    the query's ``context`` (``{"tokens": ..., "latency_ms": ...}``). ``cutoff`` is
+    ``"required"``, ``"optional"`` or ``"none"``.
+    """
+
+    name: str
+    fn: Callable[..., float]
+    cutoff: str = "required"
+    needs_gold: bool = True
+
+
+MEASURES: dict[str, MeasureDef] = {}
+
+
+def register_measure(name: str, fn: Callable[..., float], *, cutoff: str = "required",
+                     needs_gold: bool = True) -> None:
+    """Make ``name`` (and ``name@k``) parse as a measure computed by ``fn``.
+
+    Examples
+    --------
+    >>> register_measure("First", lambda top, relevant, k: float(top[:1] == list(relevant)[:1]),
+    ...                  cutoff="none")
+    >>> parse_measure("First").compute(["a", "b"], {"a": 1})
+    1.0
+    >>> del MEASURES["First"]
+    """
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name):
+        raise ValueError(f"name must be a word (letters, digits, _), got {name!r}")
+    if cutoff not in ("required", "optional", "none"):
+        raise ValueError(f"cutoff must be 'required', 'optional' or 'none', got {cutoff!r}")
+    register(MEASURES, name, MeasureDef(name, fn, cutoff, bool(needs_gold)), what="measure",
+             check_callable=False)
+    if not callable(fn):
+        del MEASURES[name]
+        raise ValueError(f"fn must be callable, got {fn!r}")
+
+
+def _recall(top, relevant, cutoff):
+    return sum(item in relevant for item in top) / len(relevant)
+
+
+def _precision(top, relevant, cutoff):
+    return sum(item in relevant for item in top) / cutoff
+
+
+def _hit(top, relevant, cutoff):
+    return 1.0 if any(item in relevant for item in top) else 0.0
+
+
+def _reciprocal_rank(top, relevant, cutoff):
+    for rank, item in enumerate(top, start=1):
+        if item in relevant:
+            return 1.0 / rank
+    return 0.0
+
+
+def _ndcg(top, relevant, cutoff):
+    dcg = sum(relevant.get(item, 0.0) / math.log2(rank + 1)
+              for rank, item in enumerate(top, start=1))
+    ideal = sorted(relevant.values(), reverse=True)[:cutoff]
+    idcg = sum(g / math.log2(rank + 1) for rank, g in enumerate(ideal, start=1))
+    return dcg / idcg
+
+
+for _name, _fn, _cut in (("R", _recall, "required"), ("P", _precision, "required"),
+                         ("nDCG", _ndcg, "required"), ("MRR", _reciprocal_rank, "optional"),
+                         ("Hit", _hit, "required")):
+    register_measure(_name, _fn, cutoff=_cut)
+register_measure("Tokens", lambda context: float(context["tokens"]), cutoff="none",
+                 needs_gold=False)
+register_measure("Latency", lambda context: float(context["latency_ms"]), cutoff="none",
+                 needs_gold=False)
+
+RELEVANCE_MEASURES = ("R", "P", "nDCG", "MRR", "Hit")  # the built-in relevance measures
+_PATTERN = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)(?:@([1-9][0-9]*))?$")
+
+
 @dataclass(frozen=True, order=True)
 class Measure:
-    """A parsed measure: ``name`` and ``cutoff`` (None where the measure has none)."""
+    """A parsed measure: ``name`` (a key of :data:`MEASURES`) and ``cutoff`` (None where the
+    measure has none). Hashable; its ``str`` is its name (``"nDCG@10"``)."""
 
     name: str
     cutoff: int | None = None
@@ -83,8 +167,12 @@ class Measure:
         return f"Measure({str(self)!r})"
 
     @property
+    def definition(self) -> MeasureDef:
+        return MEASURES[self.name]
+
+    @property
     def needs_gold(self) -> bool:
-        return self.name in RELEVANCE_MEASURES
+        return MEASURES[self.name].needs_gold
 
     def compute(self, ranking: Sequence[str], gold: Mapping[str, float] | None, *,
                 tokens: float = math.nan, latency_ms: float = math.nan) -> float | None:
@@ -101,10 +189,9 @@ class Measure:
         >>> recall.compute(["a"], {"a": 0}), recall.compute(["a"], {}) is None
         (0.0, True)
         """
-        if self.name == "Tokens":
-            return float(tokens)
-        if self.name == "Latency":
-            return float(latency_ms)
+        definition = MEASURES[self.name]
+        if not definition.needs_gold:
+            return definition.fn({"tokens": tokens, "latency_ms": latency_ms})
         if not gold:
             return None  # not judged: left out, as trec_eval leaves out queries without qrels
         relevant = {k: float(v) for k, v in gold.items() if v > 0}
@@ -112,23 +199,14 @@ class Measure:
             return 0.0  # judged, nothing relevant: 0 on every measure, as trec_eval
         ranking = dedupe(ranking)
         top = ranking if self.cutoff is None else ranking[:self.cutoff]
-        hits = [item for item in top if item in relevant]
-        if self.name == "R":
-            return len(hits) / len(relevant)
-        if self.name == "P":
-            return len(hits) / self.cutoff
-        if self.name == "Hit":
-            return 1.0 if hits else 0.0
-        if self.name == "MRR":
-            for rank, item in enumerate(top, start=1):
-                if item in relevant:
-                    return 1.0 / rank
-            return 0.0
-        dcg = sum(relevant.get(item, 0.0) / math.log2(rank + 1)
-                  for rank, item in enumerate(top, start=1))
-        ideal = sorted(relevant.values(), reverse=True)[:self.cutoff]
-        idcg = sum(g / math.log2(rank + 1) for rank, g in enumerate(ideal, start=1))
-        return dcg / idcg
+        return definition.fn(top, relevant, self.cutoff)
+
+    def calc(self, run, qrels):
+        """The measure per query over a run frame (``qid``, ``item_id``, ``rank``) and a qrels
+        frame (``qid``, ``item_id``, ``grade``): a frame ``qid``, ``value`` (see
+        :func:`evaluate_frame`)."""
+        frame = evaluate_frame([self], run, qrels)
+        return frame[["qid", "value"]].reset_index(drop=True)
 
 
 def parse_measure(text: str | Measure) -> Measure:
@@ -146,13 +224,14 @@ def parse_measure(text: str | Measure) -> Measure:
     if isinstance(text, Measure):
         return text
     match = _PATTERN.match(text) if isinstance(text, str) else None
-    if match is None:
+    definition = MEASURES.get(match.group(1)) if match is not None else None
+    if definition is None:
         raise ValueError(f"measure must look like R@5, P@5, nDCG@10, MRR, MRR@10, Hit@5, Tokens "
-                         f"or Latency, got {text!r}")
+                         f"or Latency (registered: {sorted(MEASURES)}), got {text!r}")
     name, cutoff = match.group(1), match.group(2)
-    if name in _CUTOFF_REQUIRED and cutoff is None:
+    if definition.cutoff == "required" and cutoff is None:
         raise ValueError(f"measure {text!r} needs a cutoff, as in '{name}@10'")
-    if name in ("Tokens", "Latency") and cutoff is not None:
+    if definition.cutoff == "none" and cutoff is not None:
         raise ValueError(f"measure {text!r} takes no cutoff")
     return Measure(name, None if cutoff is None else int(cutoff))
 
@@ -189,3 +268,71 @@ def evaluate(measures: Sequence[Measure], ranking: Sequence[str], gold: Mapping[
                                     f"[0, 1]")
         out[str(m)] = value
     return out
+
+
+def evaluate_frame(measures: Iterable[str | Measure] | str, run, qrels, *, context=None,
+                   check_range: bool = True):
+    """Measures per query, the ir_measures way: a run frame in, a tidy frame out.
+
+    Parameters
+    ----------
+    measures : names or Measure objects
+    run : DataFrame
+        ``qid``, ``item_id``, ``rank`` (0 or 1 first; only the order within a query counts).
+    qrels : DataFrame
+        ``qid``, ``item_id``, ``grade`` (>= 0). A query without rows here is unjudged; a
+        judged query without rows in ``run`` is scored as an empty ranking.
+    context : DataFrame, optional
+        ``qid`` and ``tokens``/``latency_ms`` for the ``Tokens`` and ``Latency`` measures.
+
+    Returns
+    -------
+    DataFrame
+        ``qid``, ``measure``, ``value``: one row per query and defined measure, queries in order
+        of first appearance in ``run`` (then ``qrels``), measures in the order given. The same numbers as
+        :func:`evaluate` per query (it is what this calls).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> run = pd.DataFrame({"qid": ["q1", "q1", "q2"], "item_id": ["a", "b", "c"],
+    ...                     "rank": [1, 2, 1]})
+    >>> qrels = pd.DataFrame({"qid": ["q1", "q2"], "item_id": ["b", "x"], "grade": [1, 1]})
+    >>> evaluate_frame(["R@1", "MRR"], run, qrels)
+      qid measure  value
+    0  q1     R@1    0.0
+    1  q1     MRR    0.5
+    2  q2     R@1    0.0
+    3  q2     MRR    0.0
+    """
+    import pandas as pd
+
+    parsed = parse_measures(measures)
+    for name, frame, cols in (("run", run, ("qid", "item_id", "rank")),
+                              ("qrels", qrels, ("qid", "item_id", "grade"))):
+        missing = [c for c in cols if c not in getattr(frame, "columns", ())]
+        if missing:
+            raise ValueError(f"{name} must be a DataFrame with columns {list(cols)}; "
+                             f"missing {missing}")
+    gold: dict = {}
+    for qid, item, grade in zip(qrels["qid"].tolist(), qrels["item_id"].tolist(),
+                                qrels["grade"].tolist()):
+        gold.setdefault(qid, {})[item] = grade
+    extra = {}
+    if context is not None:
+        for row in context.to_dict("records"):
+            extra[row["qid"]] = row
+    rows = []
+    ordered = run.sort_values(["rank"], kind="stable")
+    by_qid = {qid: group["item_id"].tolist()
+              for qid, group in ordered.groupby("qid", sort=False)}
+    for qid in dict.fromkeys(run["qid"].tolist() + list(gold)):
+        ctx = extra.get(qid, {})
+        by_qid.setdefault(qid, [])
+        values = evaluate(parsed, by_qid[qid], gold.get(qid), qid=qid,
+                          tokens=ctx.get("tokens", math.nan),
+                          latency_ms=ctx.get("latency_ms", math.nan)) if check_range else {
+            str(m): v for m in parsed
+            if (v := m.compute(by_qid[qid], gold.get(qid))) is not None}
+        rows.extend((qid, name, value) for name, value in values.items())
+    return pd.DataFrame(rows, columns=["qid", "measure", "value"])

@@ -23,36 +23,14 @@ import numpy as np
 
 from memlab.model import validate_id, validate_text
 from memlab.session.cache import PMMemoryStore
-from memlab.session.longterm import NODE_TYPES, resolve_memory, search_graph, upsert_node
+from memlab.session.default import default_memory, resolve_memory, set_default_memory
+from memlab.session.longterm import NODE_TYPES, search_graph, upsert_node
 
 __all__ = ["PROMOTION_THRESHOLD", "DEFAULT_MIN_SCORE", "PromotionPolicy", "resolve_context",
            "promote_to_long_term", "get_memory_status", "default_memory", "set_default_memory"]
 
 PROMOTION_THRESHOLD = 3
 DEFAULT_MIN_SCORE = 0.5
-
-_DEFAULT_MEMORY = None
-_DEFAULT_LOCK = threading.Lock()
-
-
-def default_memory():
-    """The process-wide default memory (created on first use)."""
-    global _DEFAULT_MEMORY
-    with _DEFAULT_LOCK:
-        if _DEFAULT_MEMORY is None:
-            from memlab.memory import Memory
-            _DEFAULT_MEMORY = Memory(workspace_id="default", surfacing_mode="router")
-        return _DEFAULT_MEMORY
-
-
-def set_default_memory(memory) -> None:
-    """Make ``memory`` the process-wide default (None: a fresh one on next use)."""
-    global _DEFAULT_MEMORY
-    if memory is not None:
-        resolve_memory(memory)  # validates
-    with _DEFAULT_LOCK:
-        _DEFAULT_MEMORY = memory
-
 
 @dataclass
 class PromotionPolicy:
@@ -186,12 +164,12 @@ def get_memory_status(session_id: str, store: PMMemoryStore, *, memory=None) -> 
     mem = resolve_memory(memory)
     with mem.store.lock:
         ws = mem.store.workspace(mem.workspace_id)
-        nodes = sorted(ws.node_index.values())
+        nodes = ws.node_rows()
         node_types: dict[str, int] = {}
         for i in nodes:
-            t = ws.items[i].metadata["node_type"]
+            t = ws.item(i).metadata["node_type"]
             node_types[t] = node_types.get(t, 0) + 1
-        table = ws.graph.table
+        table = ws.graph_view().table
         is_node = np.zeros(len(ws), dtype=bool)
         is_node[nodes] = True
         src, dst = table.src.view(), table.dst.view()

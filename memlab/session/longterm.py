@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from memlab.graph.spreading import SpreadConfig, run_spread
+from memlab.session.default import resolve_memory
 from memlab.model import (validate_edge_type, validate_id, validate_metadata, validate_text,
                           validate_weight)
 from memlab.text import normalise_title
@@ -45,16 +46,6 @@ def register_node_type(node_type: str, memory_type: str = "concept") -> None:
     NODE_TYPES[node_type] = memory_type
 
 
-def resolve_memory(memory: Any):
-    """``memory`` itself, or the process-wide default memory when it is None."""
-    if memory is None:
-        from memlab.session.engine import default_memory
-        return default_memory()
-    if not all(hasattr(memory, attr) for attr in ("store", "workspace_id", "clock")):
-        raise ValueError(f"memory must be a memlab Memory or None, got {memory!r}")
-    return memory
-
-
 def _check_node_type(node_type: Any) -> str:
     if node_type not in NODE_TYPES:
         raise ValueError(f"node_type must be one of {sorted(NODE_TYPES)}, got {node_type!r}")
@@ -68,7 +59,7 @@ def _check_int(value: Any, name: str, low: int, high: int) -> int:
 
 
 def _node_dict(ws, idx: int) -> dict[str, Any]:
-    item = ws.items[idx]
+    item = ws.item(idx)
     return {"node_id": item.item_id, "label": item.metadata.get("label", item.item_id),
             "node_type": item.metadata.get("node_type"), "content": item.content,
             "memory_type": item.memory_type}
@@ -84,9 +75,9 @@ def _prepare_node(store, ws, session_id, node_type, label, content, metadata):
     validate_text(content, "content")
     extra = validate_metadata(metadata)
     fields = {"node_type": node_type, "label": label, "title": label, "session_id": session_id}
-    existing = ws.node_index.get((node_type, normalise_title(label)))
+    existing = ws.node_of(node_type, normalise_title(label))
     if existing is not None:
-        return existing, {**ws.items[existing].metadata, **extra, **fields}
+        return existing, {**ws.item(existing).metadata, **extra, **fields}
     return None, store.prepare_item(content, NODE_TYPES[node_type], {**extra, **fields})
 
 
@@ -114,7 +105,7 @@ def upsert_node(session_id: str, node_type: str, label: str, content: str,
         if existing is not None:
             store.update_item(mem.workspace_id, existing, now, content=content, metadata=payload,
                               kind="upserted", detail={"session_id": session_id})
-            return ws.item_ids[existing]
+            return ws.item_id_of(existing)
         (node_id,) = store.add_items(mem.workspace_id, [payload], now,
                                      mem.config.activation_initial)
         return node_id
@@ -122,12 +113,13 @@ def upsert_node(session_id: str, node_type: str, label: str, content: str,
 
 def _direct_hits(ws, query: str) -> tuple[np.ndarray, np.ndarray]:
     """Long-term nodes matching ``query`` with their absolute scores (unsorted)."""
-    docs, cover = ws.bm25.coverage(ws.analyze(query))
+    analyze, index = ws.bm25_for(None)
+    docs, cover = index.coverage(analyze(query))
     if len(docs):
-        keep = ws.longterm.view()[docs] & ws.eligible.view()[docs]
+        keep = ws.longterm_mask()[docs] & ws.eligible_mask()[docs]
         docs, cover = docs[keep], cover[keep]
     label = normalise_title(query)
-    exact = [ws.node_index[(t, label)] for t in sorted(NODE_TYPES) if (t, label) in ws.node_index]
+    exact = [ws.node_of(t, label) for t in sorted(NODE_TYPES) if ws.node_of(t, label) is not None]
     if exact:
         docs = np.concatenate([docs, np.array(exact, np.int64)])
         cover = np.concatenate([cover, np.ones(len(exact))])
@@ -189,7 +181,7 @@ def search_graph(session_id: str, query: str, max_depth: int = 1, top_k: int = 5
                     value = float(score[p]) * NEIGHBOUR_DAMPING ** hops
                     if i not in results or results[i]["score"] < value:
                         results[i] = {**_node_dict(ws, i), "score": value, "depth": hops,
-                                      "via": ws.item_ids[hit]}
+                                      "via": ws.item_id_of(hit)}
         if order and reinforce:
             store.record_retrieval(mem.workspace_id, [int(docs[p]) for p in order],
                                    mem.clock.now(), increment=mem.config.activation_increment,
@@ -245,16 +237,16 @@ def prune_stale_links(session_id: str, *, older_than_days: float = 30.0, min_wei
     store = mem.store
     with store.lock:
         ws = store.workspace(mem.workspace_id)
-        table = ws.graph.table
+        table = ws.graph_view().table
         src, dst = table.src.view(), table.dst.view()
-        archived = np.array([item.archived for item in ws.items], dtype=bool)
-        node = ws.longterm.view()
+        archived = ws.archived_mask()
+        node = ws.longterm_mask()
         cutoff = mem.clock.now().timestamp() - older_than_days * 86400.0
         ts = table.updated_ts.view()
         stale_age = (node[src] | node[dst]) & (ts < cutoff) & (table.weight.view() < min_weight)
         stale = table.alive() & (archived[src] | archived[dst] | stale_age)
         rows = np.flatnonzero(stale)
-        edges = [{"src": ws.item_ids[s], "dst": ws.item_ids[d],
+        edges = [{"src": ws.item_id_of(s), "dst": ws.item_id_of(d),
                   "relation_type": table.type_names[c], "weight": w}
                  for s, d, c, w in zip(src[rows].tolist(), dst[rows].tolist(),
                                        table.code.view()[rows].tolist(),

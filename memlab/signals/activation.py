@@ -13,6 +13,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
+from memlab._registry import register
 from memlab._arrays import Growable
 
 __all__ = ["ActivationState", "ActivationModel", "SeedActivation", "ACTRActivation",
@@ -27,21 +28,33 @@ class ActivationState:
 
     def __init__(self) -> None:
         self.stored = Growable(np.float64, 64)
-        self.anchor_ts = Growable(np.float64, 64)
+        # when ``stored`` was last set: the reference the seed's exponential decay runs from
+        # (not a session anchor; ``anchor_ts`` is its deprecated name)
+        self.decay_ref_ts = Growable(np.float64, 64)
         self.last_boost_ts = Growable(np.float64, 64)  # NaN until the first reinforcement
         self.access_times: dict[int, list[float]] = {}  # only items accessed after creation
 
     def __len__(self) -> int:
         return self.stored.size
 
+    @property
+    def anchor_ts(self) -> Growable:
+        """Deprecated name of :attr:`decay_ref_ts` (kept for one release; the journal's and the
+        snapshot's key stays ``anchor_ts``)."""
+        return self.decay_ref_ts
+
+    @anchor_ts.setter
+    def anchor_ts(self, value: Growable) -> None:
+        self.decay_ref_ts = value
+
     def add(self, created_ts: np.ndarray, initial: float) -> None:
         created_ts = np.asarray(created_ts, dtype=np.float64)
         self.stored.extend(np.full(len(created_ts), initial))
-        self.anchor_ts.extend(created_ts)
+        self.decay_ref_ts.extend(created_ts)
         self.last_boost_ts.extend(np.full(len(created_ts), np.nan))
 
     def seed_score(self, idx: np.ndarray, now_ts: float, half_life_h: float) -> np.ndarray:
-        elapsed_h = np.maximum(now_ts - self.anchor_ts.view()[idx], 0.0) / 3600.0
+        elapsed_h = np.maximum(now_ts - self.decay_ref_ts.view()[idx], 0.0) / 3600.0
         return np.clip(self.stored.view()[idx] * np.exp(-_LN2 * elapsed_h / half_life_h), 0.0, 1.0)
 
     def reinforce(self, idx: np.ndarray, now_ts: float, *, increment: float,
@@ -52,7 +65,7 @@ class ActivationState:
             return
         current = self.seed_score(idx, now_ts, half_life_h)
         self.stored.view()[idx] = np.clip(current + increment, 0.0, 1.0)
-        self.anchor_ts.view()[idx] = now_ts
+        self.decay_ref_ts.view()[idx] = now_ts
         self.last_boost_ts.view()[idx] = now_ts
         for i in idx.tolist():
             self.access_times.setdefault(i, []).append(now_ts)
@@ -123,6 +136,4 @@ ACTIVATION_MODELS: dict[str, Callable[..., ActivationModel]] = {
 
 def register_activation_model(name: str, factory: Callable[..., ActivationModel]) -> None:
     """Register ``factory(config) -> ActivationModel`` under ``name`` for ``activation_model=name``."""
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"name must be a non-empty string, got {name!r}")
-    ACTIVATION_MODELS[name] = factory
+    register(ACTIVATION_MODELS, name, factory, what="activation model")

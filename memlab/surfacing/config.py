@@ -41,6 +41,7 @@ from memlab.graph.spreading import SpreadConfig
 from memlab.signals.activation import ACTIVATION_MODELS
 from memlab.signals.dense import DenseConfig
 from memlab.surfacing.router import ENTITY_DETECTORS, ROUTER_RULES
+from memlab.surfacing.stages import Pipeline
 from memlab.surfacing.strategies import STRATEGIES
 from memlab.text import ANALYZERS
 
@@ -133,7 +134,13 @@ def _check_strategies(cfg: "SurfacingConfig", name: str, value: Any) -> None:
                          f"valid: {list(_STRATEGY_NAMES)}")
     strategies = dict(pairs)
     for strategy, impl in strategies.items():
-        if impl is not None:
+        if isinstance(impl, (list, tuple)):  # a pipeline as to_dict wrote it
+            try:
+                impl = strategies[strategy] = Pipeline.from_dict(impl)
+            except ValueError as exc:
+                raise ValueError(f"strategies: the pipeline for {strategy!r} is invalid "
+                                 f"({exc})") from None
+        if impl is not None and not isinstance(impl, Pipeline):
             _registered("strategies", impl, STRATEGIES, f" (for {strategy!r})")
     if strategies.get("fast:recency") is None:
         raise ValueError("strategies must implement 'fast:recency' (the soft-degrade target), "
@@ -247,8 +254,9 @@ class SurfacingConfig:
     # the router's entity counter (memlab.surfacing.router.ENTITY_DETECTORS): "capitalised"
     # (memlab's detector) or "none" (entity_count is always 0, as in the seed)
     entity_detector: str = "capitalised"
-    # strategy → registered implementation (memlab.surfacing.strategies.STRATEGIES) or None
-    strategies: tuple[tuple[str, str | None], ...] = (
+    # strategy → registered implementation (memlab.surfacing.strategies.STRATEGIES), a
+    # Pipeline of stages (serialised as its list of stages), or None
+    strategies: tuple[tuple[str, "str | Pipeline | None"], ...] = (
         ("fast:recency", "relevance"), ("deep:multi-hop", "multi_hop"),
         ("factual:point-query", "relevance"), ("procedural:lookup", None),
         ("temporal:windowed", None),
@@ -283,8 +291,9 @@ class SurfacingConfig:
         for f in dataclasses.fields(self):
             _FIELD_CHECKS.get(f.name, _check_number)(self, f.name, getattr(self, f.name))
 
-    def strategy_impl(self, strategy: str) -> str | None:
-        """The implementation name that runs ``strategy`` (None: soft-degrades)."""
+    def strategy_impl(self, strategy: str) -> "str | Pipeline | None":
+        """The implementation (a registered name or a pipeline) that runs ``strategy`` (None:
+        soft-degrades)."""
         return dict(self.strategies)[strategy]
 
     def _repr_html_(self) -> str:
@@ -304,7 +313,8 @@ class SurfacingConfig:
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["router_rules"] = list(self.router_rules)
-        out["strategies"] = dict(self.strategies)
+        out["strategies"] = {s: impl.to_dict() if isinstance(impl, Pipeline) else impl
+                             for s, impl in self.strategies}
         for name in ("spreading", "ppr", "dense"):
             value = getattr(self, name)
             out[name] = None if value is None else value.to_dict()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable
 
+from memlab._registry import register
 from memlab.model import SurfacingDecision, SurfacingStrategy
 from memlab.surfacing.timewindow import parse_time_window
 from memlab.text import CapitalisedSpanDetector, EntityDetector, Gazetteer
@@ -141,16 +142,13 @@ ENTITY_DETECTORS: dict[str, EntityDetector] = {"capitalised": CapitalisedSpanDet
 
 def register_router_rule(name: str, rule: Callable[[RouterInput], RuleResult]) -> None:
     """Make ``rule`` available to configurations as ``router_rules=(…, name, …)``."""
-    if not isinstance(name, str) or not name or not callable(rule):
-        raise ValueError(f"name must be a non-empty string and rule callable, got {name!r}")
-    ROUTER_RULES[name] = rule
+    register(ROUTER_RULES, name, rule, what="router rule")
 
 
 def register_entity_detector(name: str, detector: EntityDetector) -> None:
     """Make ``detector`` available as ``entity_detector=name``."""
-    if not isinstance(name, str) or not name or not hasattr(detector, "detect"):
-        raise ValueError(f"name must be a non-empty string and detector have .detect, got {name!r}")
-    ENTITY_DETECTORS[name] = detector
+    register(ENTITY_DETECTORS, name, detector, what="entity detector", check_callable=False,
+             requires="detect")
 
 
 def route(query: str, rules: tuple[str, ...], *, now: datetime, detector: EntityDetector,

@@ -1,256 +1,188 @@
-"""Strategies (SPEC §4.2) as registered, pluggable pipelines.
+"""Strategies (SPEC §4.2) as named compositions of stages (:mod:`memlab.surfacing.stages`).
 
-A strategy contributes to one query in two places of the pipeline in :mod:`memlab.surfacing.context`:
+Every strategy is a :class:`~memlab.surfacing.stages.Pipeline`: the shared retrieval
+(``bm25 >> dense >> title_match >> fuse``), the strategy's own candidates (phase ``expand``), the
+session's mandatory items and every candidate's signals, the strategy's adjustments (phase
+``adjust``), then the composite and the budget. A configuration maps each strategy to the name
+of a registered implementation, or to a pipeline itself (``SurfacingConfig.strategies``)::
 
-* ``expand(run)`` adds candidates beyond the relevance over-fetch (``run.add_candidates``), and may
-  record notes and stage timings;
-* ``adjust(run, table)`` changes per-candidate columns before the composite: ``recency_term``,
-  ``multiplier`` (a strategy boost), ``centrality``, ``filtered``.
+    >>> STRATEGIES["multi_hop"]
+    bm25() >> dense() >> title_match() >> fuse() >> spread() >> mandatory() >> signals() >> ppr() >> composite() >> budget()
 
-Implementations are looked up by name in :data:`STRATEGIES`; a configuration maps each strategy
-to an implementation (``SurfacingConfig.strategies``). ``deep:multi-hop`` runs the graph stages
-of :mod:`memlab.graph` as configured by ``SurfacingConfig.spreading`` and ``.ppr`` (whose
-``method`` names a registered spreading function or PPR method, or is a callable).
+Register a new one with :func:`register_strategy` (a pipeline; see the README's "Writing a
+strategy"). The old protocol (an object with ``expand(run)`` and ``adjust(run, table)`` that
+changed the run and table in place) still registers, through an adapter, for one release.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Protocol
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
-from memlab.graph.ppr import PPRConvergenceError, run_ppr
-from memlab.graph.spreading import run_spread
-from memlab.signals.bm25 import lookup_scores
-from memlab.surfacing.timewindow import parse_time_window
-from memlab.text import TITLE_KEYS, leading_segment, normalise_title
+from memlab._registry import register
+from memlab.surfacing.stages import (Pipeline, Stage, bm25, budget, composite, dense,
+                                     exact_match, fuse, mandatory, ppr, procedural,
+                                     procedural_boost, recency_cue, recent, signals, spread,
+                                     title_match, window, window_boost)
+from memlab.surfacing.stages.base import CandidateTable, QueryRun
+from memlab.surfacing.stages.retrieval import bm25_of, normalised_relevance
 
-if TYPE_CHECKING:  # pragma: no cover
-    from memlab.surfacing.context import CandidateTable, QueryRun
+__all__ = ["STRATEGIES", "register_strategy", "strategy_pipeline", "RETRIEVE", "TAIL"]
 
-__all__ = ["Strategy", "STRATEGIES", "register_strategy"]
-
-
-class Strategy(Protocol):
-    name: str
-
-    def expand(self, run: "QueryRun") -> None: ...
-
-    def adjust(self, run: "QueryRun", table: "CandidateTable") -> None: ...
+#: the retrieval every built-in strategy starts with
+RETRIEVE = bm25() >> dense() >> title_match() >> fuse()
+#: the composite and the budgeted cut every strategy ends with (counterfactual re-scoring's tail)
+TAIL = composite() >> budget()
 
 
-class RelevanceOnly:
-    """The seed's plain pipeline: the relevance over-fetch and nothing else."""
+def strategy_pipeline(name: str, expand: tuple[Stage, ...] = (),
+                      adjust: tuple[Stage, ...] = ()) -> Pipeline:
+    """``RETRIEVE >> *expand >> mandatory() >> signals() >> *adjust >> TAIL``, named ``name``.
 
-    name = "relevance"
-
-    def expand(self, run: "QueryRun") -> None:
-        pass
-
-    def adjust(self, run: "QueryRun", table: "CandidateTable") -> None:
-        pass
-
-
-class RecencyStrategy(RelevanceOnly):
-    """``fast:recency``: relevance candidates plus the workspace's most recently touched items."""
-
-    name = "recency"
-
-    def expand(self, run: "QueryRun") -> None:
-        n = run.config.recent_candidates
-        eligible = np.flatnonzero(run.ws.eligible.view())
-        if n == 0 or not len(eligible):
-            return
-        ref = run.ws.recency_reference_ts(eligible)
-        if len(eligible) > n:
-            top = np.argpartition(-ref, n - 1)[:n]
-            eligible, ref = eligible[top], ref[top]
-        order = np.lexsort((eligible, -ref))
-        run.add_candidates(eligible[order], "recent")
-
-    def adjust(self, run: "QueryRun", table: "CandidateTable") -> None:
-        # A query that asks for recency ("latest", "today", …) gets the full recency term; a
-        # query routed here by default keeps the configuration's gentler floor.
-        reasons = run.decision.reasons if run.decision is not None else ()
-        if any(r.startswith("recency_signal:") for r in reasons):
-            floor = run.config.recency_cue_floor
-            table.recency_term = floor + (1.0 - floor) * table.recency
-
-
-class PointQueryStrategy(RelevanceOnly):
-    """``factual:point-query``: exact-match boost on title/label/leading text; recency de-emphasised.
-
-    An item matches exactly when the :func:`~memlab.text.normalise_title` of the query equals
-    that of its ``title``, ``label`` or ``name`` metadata, or of its content's first segment
-    (:func:`~memlab.text.leading_segment`: the first line up to a colon). Equality, not a prefix:
-    "cat" does not match "Catalog: …". Matches get the multiplier ``1 + exact_match_boost``; the
-    recency term is raised to ``point_query_recency_exponent``.
+    Examples
+    --------
+    >>> strategy_pipeline("fresh", expand=(recent(5),))
+    bm25() >> dense() >> title_match() >> fuse() >> recent(n=5) >> mandatory() >> signals() >> composite() >> budget()
     """
-
-    name = "point_query"
-
-    def adjust(self, run: "QueryRun", table: "CandidateTable") -> None:
-        q = normalise_title(run.query)
-        if q:
-            for pos, i in enumerate(table.idx.tolist()):
-                item = run.ws.items[i]
-                if any(isinstance(item.metadata.get(key), str)
-                       and normalise_title(item.metadata[key]) == q for key in TITLE_KEYS) or \
-                        normalise_title(leading_segment(item.content)) == q:
-                    table.multiplier[pos] *= 1.0 + run.config.exact_match_boost
-                    table.exact_match[pos] = True
-        table.recency_term **= run.config.point_query_recency_exponent
+    return Pipeline(RETRIEVE.stages + tuple(expand) + (mandatory(), signals()) + tuple(adjust)
+                    + TAIL.stages, name)
 
 
-class ProceduralStrategy(RelevanceOnly):
-    """``procedural:lookup``: matching ``procedural`` items join the candidates and are boosted."""
-
-    name = "procedural"
-
-    def expand(self, run: "QueryRun") -> None:
-        docs, scores = run.matched_docs, run.matched_bm25
-        mask = run.ws.procedural.view()[docs]
-        docs, scores = docs[mask], scores[mask]
-        order = np.lexsort((docs, -scores))[:run.k]
-        run.add_candidates(docs[order], "procedural")
-
-    def adjust(self, run: "QueryRun", table: "CandidateTable") -> None:
-        table.multiplier[run.ws.procedural.view()[table.idx]] *= 1.0 + run.config.procedural_type_boost
-
-
-class TemporalStrategy(RecencyStrategy):
-    """``temporal:windowed``: restrict to, or boost, items created inside the query's time window.
-
-    The window is parsed from the query (:func:`~memlab.surfacing.timewindow.parse_time_window`).
-    Items created inside it join the candidates (most relevant first, then newest). For in-window
-    items, being in the window is evidence of relevance: their relevance term is
-    ``floor + (1 - floor) * relevance`` (``temporal_window_relevance_floor``), and recency is
-    measured from the window's end rather than from now, so an old window is not zeroed by age.
-    In-window items get the multiplier ``1 + temporal_window_boost``; with ``temporal_restrict``
-    the others are filtered out (drop reason ``outside_window``). Without a window it behaves like
-    ``fast:recency`` and notes ``no_time_window``.
-    """
-
-    name = "temporal"
-
-    def expand(self, run: "QueryRun") -> None:
-        window = parse_time_window(run.query, run.now)
-        run.notes["time_window"] = None if window is None else \
-            [window.start.isoformat(), window.end.isoformat(), window.phrase]
-        if window is None:
-            run.notes["temporal"] = "no_time_window"
-            super().expand(run)
-            return
-        run.window = window
-        created = run.ws.created_ts.view()
-        inside = np.flatnonzero(window.contains_ts(created) & run.ws.eligible.view())
-        if not len(inside):
-            return
-        m = run.config.temporal_window_candidates
-        bm25 = run.bm25_of(inside)
-        matched, rest = inside[bm25 > 0], inside[bm25 == 0]
-        order = np.lexsort((matched, -created[matched], -bm25[bm25 > 0]))[:m]
-        picked = [matched[order]]
-        if len(order) < m and len(rest):
-            need = m - len(order)
-            if len(rest) > need:  # only the newest `need` unmatched items can make the cut
-                rest = rest[np.argpartition(-created[rest], need - 1)[:need]]
-            picked.append(rest[np.lexsort((rest, -created[rest]))])
-        run.add_candidates(np.concatenate(picked), "window")
-
-    def adjust(self, run: "QueryRun", table: "CandidateTable") -> None:
-        window = getattr(run, "window", None)
-        if window is None:
-            return
-        inside = window.contains_ts(run.ws.created_ts.view()[table.idx])
-        end_ts = min(window.end.timestamp(), run.now_ts)
-        table.recency[inside] = run.recency_at(table.idx[inside], end_ts)
-        table.recency_term[inside] = run.recency_term(table.recency[inside])
-        floor = run.config.temporal_window_relevance_floor
-        table.relevance_term[inside] = floor + (1.0 - floor) * table.relevance[inside]
-        table.multiplier[inside] *= 1.0 + run.config.temporal_window_boost
-        if run.config.temporal_restrict:
-            table.filter(~inside & ~table.mandatory, "outside_window")
-
-
-class MultiHopStrategy(RelevanceOnly):
-    """``deep:multi-hop``: seeds are the top relevance hits; spreading and PPR over the graph.
-
-    Spread-only items join the candidates with relevance equal to their spread score
-    (``damping ** hops``); every candidate gets centrality = its PPR mass over the maximum among
-    candidates. Each stage's timing, method, cache hit, saturation and budget go in the record's
-    notes; a stage configured as None is skipped and noted ``not_configured``.
-    """
-
-    name = "multi_hop"
-
-    def expand(self, run: "QueryRun") -> None:
-        seeds = run.ranked_docs[:run.config.multi_hop_seeds]
-        run.notes["multi_hop_seeds"] = run.ws.ids_of(seeds)
-        config = run.config.spreading
-        if config is None:
-            run.notes["spreading"] = "not_configured"
-            return
-        if run.config.spread_relevance == "seed":
-            result = run_spread(run.ws, seeds, config)
-            run.timings["spread"] = result.elapsed_ms
-            run.notes["spreading"] = result.info()
-            run.add_candidates(result.indices, "spread",
-                               relevance=config.damping ** result.hops.astype(float))
-            return
-        # "propagated": activation leaves each seed in proportion to the seed's own relevance,
-        # and lifts every item it reaches, retrieved or not, to at least what arrives there
-        seed_relevance = run.normalised_relevance(seeds)
-        reached: dict[int, float] = {}
-        infos = []
-        elapsed = 0.0
-        for seed, relevance in zip(seeds.tolist(), seed_relevance.tolist()):
-            result = run_spread(run.ws, np.array([seed]), config)
-            elapsed += result.elapsed_ms
-            infos.append(result.info())
-            for node, hops in zip(result.indices.tolist(), result.hops.tolist()):
-                value = relevance * config.damping ** hops
-                if value > reached.get(node, 0.0):
-                    reached[node] = value
-        run.timings["spread"] = elapsed
-        run.notes["spreading"] = {**infos[0], "elapsed_ms": elapsed,
-                                  "results": len(reached), "per_seed": len(infos),
-                                  "budget_exhausted": any(i["budget_exhausted"] for i in infos),
-                                  "overrun_ms": 0.0 if config.budget_ms is None
-                                  else max(0.0, elapsed - config.budget_ms)} \
-            if infos else {"results": 0}
-        nodes = np.fromiter(reached.keys(), np.int64, len(reached))
-        values = np.fromiter(reached.values(), np.float64, len(reached))
-        run.add_candidates(nodes, "spread", relevance=values)
-        run.lift_relevance(nodes, values)
-
-    def adjust(self, run: "QueryRun", table: "CandidateTable") -> None:
-        config = run.config.ppr
-        if config is None:
-            run.notes["ppr"] = "not_configured"
-            return
-        seeds = run.ranked_docs[:run.config.multi_hop_seeds]
-        try:
-            result = run_ppr(run.ws, seeds, config, lock=run.lock)
-        except PPRConvergenceError as exc:
-            run.notes["ppr"] = {"requested": str(config.method), "error": str(exc)}
-            return
-        run.timings["ppr"] = result.elapsed_ms
-        run.notes["ppr"] = result.info()
-        order = np.argsort(result.indices)
-        raw = lookup_scores(result.indices[order], result.mass[order], table.idx)
-        table.centrality_raw = raw
-        top = raw.max() if len(raw) else 0.0
-        table.centrality = raw / top if top > 0 else np.zeros_like(raw)
-
-
-STRATEGIES: dict[str, Callable[[], Strategy]] = {
-    cls.name: cls for cls in (RelevanceOnly, RecencyStrategy, PointQueryStrategy,
-                              ProceduralStrategy, TemporalStrategy, MultiHopStrategy)
+STRATEGIES: dict[str, Pipeline] = {
+    # the seed's plain pipeline: the relevance over-fetch and nothing else
+    "relevance": strategy_pipeline("relevance"),
+    # fast:recency: plus the most recently touched items; full recency when the query asks
+    "recency": strategy_pipeline("recency", (recent(),), (recency_cue(),)),
+    # factual:point-query: exact-title boost, recency de-emphasised
+    "point_query": strategy_pipeline("point_query", (), (exact_match(),)),
+    # procedural:lookup: matching procedural items join and are boosted
+    "procedural": strategy_pipeline("procedural", (procedural(),), (procedural_boost(),)),
+    # temporal:windowed: the query's time window (or recent items without one)
+    "temporal": strategy_pipeline("temporal", (window(),), (window_boost(),)),
+    # deep:multi-hop: spreading from the seeds, PPR centrality
+    "multi_hop": strategy_pipeline("multi_hop", (spread(),), (ppr(),)),
 }
 
-def register_strategy(name: str, factory: Callable[[], Strategy]) -> None:
-    """Make ``factory()`` available as an implementation name in ``SurfacingConfig.strategies``."""
-    if not isinstance(name, str) or not name or not callable(factory):
-        raise ValueError(f"name must be a non-empty string and factory callable, got {name!r}")
-    STRATEGIES[name] = factory
+
+def register_strategy(name: str, strategy: Pipeline | Callable[[], Any]) -> None:
+    """Make ``strategy`` available as an implementation name in ``SurfacingConfig.strategies``.
+
+    ``strategy`` is a :class:`~memlab.surfacing.stages.Pipeline` (stored under ``name``). A
+    factory of an old-style strategy object (``expand(run)``/``adjust(run, table)``) is still
+    accepted, with a DeprecationWarning, and runs through an adapter between the shared stages.
+
+    Examples
+    --------
+    >>> register_strategy("fresh_first", strategy_pipeline("x", expand=(recent(20),)))
+    >>> STRATEGIES.pop("fresh_first").name
+    'fresh_first'
+    """
+    if isinstance(strategy, Pipeline):
+        register(STRATEGIES, name, strategy, what="strategy", check_callable=False)
+        STRATEGIES[name] = strategy.named(name)
+        return
+    if isinstance(strategy, Stage) or not callable(strategy):
+        raise ValueError(f"strategy must be a Pipeline (compose stages with >>) or a strategy "
+                         f"factory, got {strategy!r}")
+    register(STRATEGIES, name, strategy, what="strategy")
+    warnings.warn("registering an expand/adjust strategy object is deprecated; register a "
+                  "Pipeline of stages instead", DeprecationWarning, stacklevel=2)
+    STRATEGIES[name] = strategy_pipeline(name, (LegacyExpand(strategy),),
+                                         (LegacyAdjust(strategy),))
+
+
+# -- the deprecated expand/adjust protocol ---------------------------------------------------
+
+class _LegacyRun:
+    """The old ``QueryRun`` surface an expand/adjust strategy object used, over a table."""
+
+    def __init__(self, run: QueryRun, table: CandidateTable) -> None:
+        self.__dict__.update(run.__dict__)
+        self._table = table
+        self.tokens = run.terms
+        attrs = table.attrs
+        self.matched_docs = attrs.get("matched_docs", np.empty(0, np.int64))
+        self.matched_bm25 = attrs.get("matched_bm25", np.empty(0))
+        self.ranked_docs = attrs.get("ranked_docs", np.empty(0, np.int64))
+        self.dense_sims = attrs.get("dense_sims")
+        self.hybrid = attrs.get("hybrid")
+        self.named = attrs.get("named", np.empty(0, np.int64))
+        self.window = attrs.get("window")
+
+    @property
+    def now_ts(self) -> float:
+        return self.now.timestamp()
+
+    def add_candidates(self, idx, source, relevance=None) -> None:
+        self._table = self._table.add(idx, source, relevance, allowed=self.ws.eligible_mask())
+
+    def lift_relevance(self, idx, values) -> None:
+        from memlab.surfacing.stages.graph import _merge_lift
+
+        self._table = _merge_lift(self._table, np.asarray(idx, dtype=np.int64),
+                                  np.asarray(values, dtype=float))
+
+    def normalised_relevance(self, idx, bm25=None):
+        return normalised_relevance(self._table, idx, bm25)
+
+    def bm25_of(self, idx):
+        return bm25_of(self._table, idx)
+
+    def recency_at(self, idx, at_ts):
+        from memlab.signals.recency import recency
+
+        return recency(self.ws.recency_reference_ts(idx), at_ts, self.config.recency_tau_h)
+
+    def recency_term(self, rec):
+        floor = self.config.recency_floor
+        return floor + (1.0 - floor) * rec
+
+
+class _LegacyTable:
+    """Writable copies of a table's columns, for an old-style ``adjust(run, table)``."""
+
+    def __init__(self, table: CandidateTable) -> None:
+        for name in table.columns:
+            setattr(self, name, table[name].copy())
+        self.sources = list(table.source)
+        self.filter_reason = list(table.filter_reason)
+
+    def __len__(self) -> int:
+        return len(self.idx)
+
+    def filter(self, mask, reason: str) -> None:
+        for pos in np.flatnonzero(mask & ~self.filtered).tolist():
+            self.filter_reason[pos] = reason
+        self.filtered = self.filtered | mask
+
+
+@dataclass(frozen=True, repr=False)
+class LegacyExpand(Stage):
+    name: ClassVar[str] = "strategy_object_expand"
+    phase: ClassVar[str] = "expand"
+    factory: Any = None
+
+    def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
+        obj = self.factory()
+        shim = _LegacyRun(run, table)
+        obj.expand(shim)
+        return shim._table.with_attrs(legacy_strategy=(obj, shim))
+
+
+@dataclass(frozen=True, repr=False)
+class LegacyAdjust(Stage):
+    name: ClassVar[str] = "strategy_object_adjust"
+    phase: ClassVar[str] = "adjust"
+    factory: Any = None
+
+    def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
+        obj, shim = table.attrs.get("legacy_strategy") or (self.factory(), None)
+        shim = shim if shim is not None else _LegacyRun(run, table)
+        mutable = _LegacyTable(table)
+        obj.adjust(shim, mutable)
+        columns = {name: getattr(mutable, name) for name in table.columns if name != "idx"}
+        columns["filter_reason"] = np.array(mutable.filter_reason, dtype=object)
+        return table.with_columns(**columns)

@@ -1,0 +1,62 @@
+"""The dense stage: hybrid retrieval by embedding similarity (the ``dense`` extra's embedder, or
+a registered one, per :class:`~memlab.signals.dense.DenseConfig`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from memlab.signals.dense import DenseConfig, dense_search
+from memlab.signals.fusion import HybridScale, ScoreScale
+from memlab.surfacing.stages.base import CandidateTable, QueryRun, Stage, register_stage
+from memlab.surfacing.stages.retrieval import top_by_score
+
+__all__ = ["Dense", "dense"]
+
+
+@register_stage
+@dataclass(frozen=True, repr=False)
+class Dense(Stage):
+    """The ``config.candidates`` items nearest the query join (source ``dense``), and the hybrid
+    scale (BM25 and similarity → relevance) is fitted to this query. ``config=None``: the
+    recipe's ``dense``; the stage is off when that is None too, and in legacy mode."""
+
+    name: ClassVar[str] = "dense"
+    phase: ClassVar[str] = "retrieve"
+    config: DenseConfig | None = None
+
+    @classmethod
+    def from_params(cls, params: dict) -> "Dense":
+        config = params.get("config")
+        return cls(None if config is None else DenseConfig.from_dict(config))
+
+    def _config(self, run: QueryRun) -> DenseConfig | None:
+        return self.config if self.config is not None else run.config.dense
+
+    def enabled(self, run: QueryRun, table: CandidateTable) -> bool:
+        return not run.legacy and self._config(run) is not None
+
+    def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
+        config = self._config(run)
+        _, sims = dense_search(run.ws, run.query, config)
+        finite = np.flatnonzero(np.isfinite(sims))
+        nearest = finite[top_by_score(finite, sims[finite], config.candidates)] \
+            if config.candidates else np.empty(0, np.int64)
+        semantic = np.maximum(sims[finite], 0.0)
+        matched = table.attrs.get("matched_bm25", np.empty(0))
+        hybrid = HybridScale(
+            ScoreScale.fit(matched, config.normalise, config.norm_depth),
+            ScoreScale.fit(semantic[semantic > 0], config.normalise, config.norm_depth),
+            config.weight)
+        run.notes["dense"] = {"embedder": config.embedder, "weight": config.weight,
+                              "normalise": config.normalise, "nearest": len(nearest)}
+        extra = tuple(table.attrs.get("extra_candidates", ())) + (nearest,)
+        return table.add(nearest, "dense", allowed=run.ws.eligible_mask()).with_attrs(
+            dense_sims=sims, hybrid=hybrid, extra_candidates=extra)
+
+
+def dense(config: DenseConfig | None = None) -> Dense:
+    """The dense retrieval stage (``config=None``: the recipe's ``dense``)."""
+    return Dense(config)

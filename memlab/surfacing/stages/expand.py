@@ -1,0 +1,297 @@
+"""Strategy stages that add candidates (phase ``expand``) and their matching adjustments
+(phase ``adjust``) for ``fast:recency``, ``factual:point-query``, ``procedural:lookup`` and
+``temporal:windowed`` (SPEC §4.2). The graph stages of ``deep:multi-hop`` are in
+:mod:`memlab.surfacing.stages.graph`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from memlab.signals.recency import recency
+from memlab.surfacing.stages.base import CandidateTable, QueryRun, Stage, register_stage
+from memlab.surfacing.stages.retrieval import _check_count, bm25_of
+from memlab.surfacing.timewindow import parse_time_window
+from memlab.text import TITLE_KEYS, leading_segment, normalise_title
+
+__all__ = ["Recent", "RecencyCue", "ExactMatch", "ProceduralItems", "ProceduralBoost", "Window",
+           "WindowBoost", "recent", "recency_cue", "exact_match", "procedural", "procedural_boost",
+           "window", "window_boost"]
+
+
+def _unit(stage: str, name: str, value) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or not 0.0 <= value <= 1.0):
+        raise ValueError(f"{stage}: {name} must be None or in [0, 1], got {value!r}")
+
+
+def _nonneg(stage: str, name: str, value) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or not value >= 0):
+        raise ValueError(f"{stage}: {name} must be None or a number >= 0, got {value!r}")
+
+
+def _pick(value, default):
+    return default if value is None else value
+
+
+@register_stage
+@dataclass(frozen=True, repr=False)
+class Recent(Stage):
+    """The workspace's ``n`` most recently touched eligible items join (source ``recent``);
+    ``n=None``: the recipe's ``recent_candidates``."""
+
+    name: ClassVar[str] = "recent"
+    phase: ClassVar[str] = "expand"
+    n: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_count("recent", "n", self.n)
+
+    def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
+        n = _pick(self.n, run.config.recent_candidates)
+        eligible = np.flatnonzero(run.ws.eligible_mask())
+        if n == 0 or not len(eligible):
+            return table
+        ref = run.ws.recency_reference_ts(eligible)
+        if len(eligible) > n:
+            top = np.argpartition(-ref, n - 1)[:n]
+            eligible, ref = eligible[top], ref[top]
+        order = np.lexsort((eligible, -ref))
+        return table.add(eligible[order], "recent", allowed=run.ws.eligible_mask())
+
+
+@register_stage
+@dataclass(frozen=True, repr=False)
+class RecencyCue(Stage):
+    """A query that asks for recency ("latest", "today", ...: a ``recency_signal`` reason of the
+    router) gets recency term ``floor + (1 - floor) * recency``; other queries keep the recipe's
+    gentler ``recency_floor``. ``floor=None``: the recipe's ``recency_cue_floor``."""
+
+    name: ClassVar[str] = "recency_cue"
+    phase: ClassVar[str] = "adjust"
+    floor: float | None = None
+
+    def __post_init__(self) -> None:
+        _unit("recency_cue", "floor", self.floor)
+
+    def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
+        reasons = run.decision.reasons if run.decision is not None else ()
+        if not any(r.startswith("recency_signal:") for r in reasons):
+            return table
+        floor = _pick(self.floor, run.config.recency_cue_floor)
+        return table.with_columns(recency_term=floor + (1.0 - floor) * table.recency)
+
+
+@register_stage
+@dataclass(frozen=True, repr=False)
+class ExactMatch(Stage):
+    """``factual:point-query``: exact-match boost on title/label/leading text; recency
+    de-emphasised.
+
+    An item matches exactly when the :func:`~memlab.text.normalise_title` of the query equals
+    that of its ``title``, ``label`` or ``name`` metadata, or of its content's first segment
+    (:func:`~memlab.text.leading_segment`: the first line up to a colon). Equality, not a prefix:
+    "cat" does not match "Catalog: …". Matches get the multiplier ``1 + boost``; the recency term
+    is raised to ``recency_exponent``. None: the recipe's ``exact_match_boost`` and
+    ``point_query_recency_exponent``.
+    """
+
+    name: ClassVar[str] = "exact_match"
+    phase: ClassVar[str] = "adjust"
+    boost: float | None = None
+    recency_exponent: float | None = None
+
+    def __post_init__(self) -> None:
+        _nonneg("exact_match", "boost", self.boost)
+        _nonneg("exact_match", "recency_exponent", self.recency_exponent)
+
+    def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
+        boost = _pick(self.boost, run.config.exact_match_boost)
+        exponent = _pick(self.recency_exponent, run.config.point_query_recency_exponent)
+        q = normalise_title(run.query)
+        multiplier, exact = table.multiplier.copy(), table.exact_match.copy()
+        if q:
+            ws = run.ws
+            for pos, i in enumerate(table.idx.tolist()):
+                item = ws.item(i)
+                if any(isinstance(item.metadata.get(key), str)
+                       and normalise_title(item.metadata[key]) == q for key in TITLE_KEYS) or \
+                        normalise_title(leading_segment(item.content)) == q:
+                    multiplier[pos] *= 1.0 + boost
+                    exact[pos] = True
+        return table.with_columns(multiplier=multiplier, exact_match=exact,
+                                  recency_term=table.recency_term ** exponent)
+
+
+@register_stage
+@dataclass(frozen=True, repr=False)
+class ProceduralItems(Stage):
+    """``procedural:lookup``: the best ``n`` BM25 matches among ``procedural`` items join
+    (source ``procedural``); ``n=None``: ``k``."""
+
+    name: ClassVar[str] = "procedural"
+    phase: ClassVar[str] = "expand"
+    n: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_count("procedural", "n", self.n)
+
+    def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
+        docs = table.attrs.get("matched_docs", np.empty(0, np.int64))
+        scores = table.attrs.get("matched_bm25", np.empty(0))
+        mask = run.ws.procedural_mask()[docs]
+        docs, scores = docs[mask], scores[mask]
+        order = np.lexsort((docs, -scores))[:_pick(self.n, run.k)]
+        return table.add(docs[order], "procedural", allowed=run.ws.eligible_mask())
+
+
+@register_stage
+@dataclass(frozen=True, repr=False)
+class ProceduralBoost(Stage):
+    """``procedural`` items get the multiplier ``1 + boost`` (None: the recipe's
+    ``procedural_type_boost``)."""
+
+    name: ClassVar[str] = "procedural_boost"
+    phase: ClassVar[str] = "adjust"
+    boost: float | None = None
+
+    def __post_init__(self) -> None:
+        _nonneg("procedural_boost", "boost", self.boost)
+
+    def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
+        boost = _pick(self.boost, run.config.procedural_type_boost)
+        multiplier = table.multiplier.copy()
+        multiplier[run.ws.procedural_mask()[table.idx]] *= 1.0 + boost
+        return table.with_columns(multiplier=multiplier)
+
+
+@register_stage
+@dataclass(frozen=True, repr=False)
+class Window(Stage):
+    """``temporal:windowed``: items created inside the query's time window join (source
+    ``window``), most relevant first, then newest, at most ``n`` (None: the recipe's
+    ``temporal_window_candidates``).
+
+    The window is parsed from the query (:func:`~memlab.surfacing.timewindow.parse_time_window`)
+    and left in ``attrs["window"]`` for :class:`WindowBoost`. Without a window the stage behaves
+    like :class:`Recent` and notes ``no_time_window``.
+    """
+
+    name: ClassVar[str] = "window"
+    phase: ClassVar[str] = "expand"
+    n: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_count("window", "n", self.n)
+
+    def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
+        window = parse_time_window(run.query, run.now)
+        run.notes["time_window"] = None if window is None else \
+            [window.start.isoformat(), window.end.isoformat(), window.phrase]
+        if window is None:
+            run.notes["temporal"] = "no_time_window"
+            return Recent()(run, table)
+        table = table.with_attrs(window=window)
+        created = run.ws.created_column()
+        eligible = run.ws.eligible_mask()
+        inside = np.flatnonzero(window.contains_ts(created) & eligible)
+        if not len(inside):
+            return table
+        m = _pick(self.n, run.config.temporal_window_candidates)
+        bm25 = bm25_of(table, inside)
+        matched, rest = inside[bm25 > 0], inside[bm25 == 0]
+        order = np.lexsort((matched, -created[matched], -bm25[bm25 > 0]))[:m]
+        picked = [matched[order]]
+        if len(order) < m and len(rest):
+            need = m - len(order)
+            if len(rest) > need:  # only the newest `need` unmatched items can make the cut
+                rest = rest[np.argpartition(-created[rest], need - 1)[:need]]
+            picked.append(rest[np.lexsort((rest, -created[rest]))])
+        return table.add(np.concatenate(picked), "window", allowed=eligible)
+
+
+@register_stage
+@dataclass(frozen=True, repr=False)
+class WindowBoost(Stage):
+    """In-window items (the :class:`Window` stage's window): being in the window is evidence of
+    relevance, so their relevance term is ``floor + (1 - floor) * relevance``; recency is
+    measured from the window's end rather than from now; their multiplier is ``1 + boost``. With
+    ``restrict`` the others are filtered out (drop reason ``outside_window``). None: the recipe's
+    ``temporal_window_relevance_floor``, ``temporal_window_boost``, ``temporal_restrict``."""
+
+    name: ClassVar[str] = "window_boost"
+    phase: ClassVar[str] = "adjust"
+    floor: float | None = None
+    boost: float | None = None
+    restrict: bool | None = None
+
+    def __post_init__(self) -> None:
+        _unit("window_boost", "floor", self.floor)
+        _nonneg("window_boost", "boost", self.boost)
+        if self.restrict is not None and not isinstance(self.restrict, bool):
+            raise ValueError(f"window_boost: restrict must be None, True or False, "
+                             f"got {self.restrict!r}")
+
+    def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
+        window = table.attrs.get("window")
+        if window is None:
+            return table
+        config = run.config
+        idx = table.idx
+        inside = window.contains_ts(run.ws.created_column()[idx])
+        end_ts = min(window.end.timestamp(), run.now_ts)
+        rec, rec_term = table.recency.copy(), table.recency_term.copy()
+        rec[inside] = recency(run.ws.recency_reference_ts(idx[inside]), end_ts,
+                              config.recency_tau_h)
+        rec_floor = config.recency_floor
+        rec_term[inside] = rec_floor + (1.0 - rec_floor) * rec[inside]
+        floor = _pick(self.floor, config.temporal_window_relevance_floor)
+        rel_term = table.relevance_term.copy()
+        rel_term[inside] = floor + (1.0 - floor) * table.relevance[inside]
+        multiplier = table.multiplier.copy()
+        multiplier[inside] *= 1.0 + _pick(self.boost, config.temporal_window_boost)
+        table = table.with_columns(recency=rec, recency_term=rec_term, relevance_term=rel_term,
+                                   multiplier=multiplier)
+        if _pick(self.restrict, config.temporal_restrict):
+            table = table.filter(~inside & ~table.mandatory, "outside_window")
+        return table
+
+
+def recent(n: int | None = None) -> Recent:
+    """The most recently touched items join (``n=None``: ``recent_candidates``)."""
+    return Recent(n)
+
+
+def recency_cue(floor: float | None = None) -> RecencyCue:
+    """Full recency for queries that ask for it (``floor=None``: ``recency_cue_floor``)."""
+    return RecencyCue(floor)
+
+
+def exact_match(boost: float | None = None,
+                recency_exponent: float | None = None) -> ExactMatch:
+    """The point-query exact-match boost and recency exponent."""
+    return ExactMatch(boost, recency_exponent)
+
+
+def procedural(n: int | None = None) -> ProceduralItems:
+    """The best-matching procedural items join (``n=None``: ``k``)."""
+    return ProceduralItems(n)
+
+
+def procedural_boost(boost: float | None = None) -> ProceduralBoost:
+    """Procedural items' multiplier (``boost=None``: ``procedural_type_boost``)."""
+    return ProceduralBoost(boost)
+
+
+def window(n: int | None = None) -> Window:
+    """Items inside the query's time window join (``n=None``: ``temporal_window_candidates``)."""
+    return Window(n)
+
+
+def window_boost(floor: float | None = None, boost: float | None = None,
+                 restrict: bool | None = None) -> WindowBoost:
+    """In-window items' relevance floor, recency from the window's end, boost, restriction."""
+    return WindowBoost(floor, boost, restrict)

@@ -1,0 +1,162 @@
+"""The graph stages of ``deep:multi-hop`` (SPEC §5): ``spread`` adds the items activation reaches
+from the seeds, ``ppr`` gives every candidate its centrality. Seeds are the best ``seeds`` items
+of the relevance over-fetch (``attrs["ranked_docs"]``). A stage whose configuration is None (and
+whose recipe's is None too) is skipped and noted ``not_configured``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from memlab.graph.ppr import PPRConfig, PPRConvergenceError, run_ppr
+from memlab.graph.spreading import SpreadConfig, run_spread
+from memlab.signals.bm25 import lookup_scores
+from memlab.surfacing.stages.base import CandidateTable, QueryRun, Stage, register_stage
+from memlab.surfacing.stages.retrieval import _check_count, normalised_relevance
+
+__all__ = ["Spread", "PPR", "spread", "ppr"]
+
+_NO_DOCS = np.empty(0, np.int64)
+
+
+def _seeds(run: QueryRun, table: CandidateTable, n: int | None) -> np.ndarray:
+    n = run.config.multi_hop_seeds if n is None else n
+    return table.attrs.get("ranked_docs", _NO_DOCS)[:n]
+
+
+def _merge_lift(table: CandidateTable, nodes: np.ndarray, values: np.ndarray) -> CandidateTable:
+    """Items ``nodes`` will have relevance at least ``values`` (kept by item, so that an item
+    that joins later, e.g. an anchor, is lifted too)."""
+    old_nodes, old_values = table.attrs.get("relevance_lift", (_NO_DOCS, np.empty(0)))
+    all_nodes = np.concatenate([old_nodes, nodes])
+    all_values = np.concatenate([old_values, values])
+    order = np.lexsort((-all_values, all_nodes))  # per node, the largest value first
+    all_nodes, all_values = all_nodes[order], all_values[order]
+    first = np.ones(len(all_nodes), dtype=bool)
+    first[1:] = all_nodes[1:] != all_nodes[:-1]
+    keep = first & (all_values > 0)
+    return table.with_attrs(relevance_lift=(all_nodes[keep], all_values[keep]))
+
+
+@register_stage
+@dataclass(frozen=True, repr=False)
+class Spread(Stage):
+    """Spreading activation from the seeds; the items reached join (source ``spread``).
+
+    ``relevance="seed"``: spread-only items get relevance ``damping ** hops`` (SPEC §4.2);
+    ``"propagated"``: each seed sends its own relevance times ``damping ** hops``, lifting every
+    item reached, retrieved or not, to at least that. None: the recipe's ``spreading``,
+    ``spread_relevance`` and ``multi_hop_seeds``.
+    """
+
+    name: ClassVar[str] = "spread"
+    phase: ClassVar[str] = "expand"
+    config: SpreadConfig | None = None
+    relevance: str | None = None
+    seeds: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.relevance not in (None, "seed", "propagated"):
+            raise ValueError(f"spread: relevance must be None, 'seed' or 'propagated', "
+                             f"got {self.relevance!r}")
+        _check_count("spread", "seeds", self.seeds)
+
+    @classmethod
+    def from_params(cls, params: dict) -> "Spread":
+        params = dict(params)
+        if params.get("config") is not None:
+            params["config"] = SpreadConfig.from_dict(params["config"])
+        return cls(**params)
+
+    def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
+        seeds = _seeds(run, table, self.seeds)
+        run.notes["multi_hop_seeds"] = run.ws.ids_of(seeds)
+        config = self.config if self.config is not None else run.config.spreading
+        if config is None:
+            run.notes["spreading"] = "not_configured"
+            return table
+        eligible = run.ws.eligible_mask()
+        mode = self.relevance if self.relevance is not None else run.config.spread_relevance
+        if mode == "seed":
+            result = run_spread(run.ws, seeds, config)
+            run.notes["spreading"] = result.info()
+            return table.add(result.indices, "spread",
+                             relevance=config.damping ** result.hops.astype(float),
+                             allowed=eligible)
+        seed_relevance = normalised_relevance(table, seeds)
+        reached: dict[int, float] = {}
+        infos = []
+        elapsed = 0.0
+        for seed, relevance in zip(seeds.tolist(), seed_relevance.tolist()):
+            result = run_spread(run.ws, np.array([seed]), config)
+            elapsed += result.elapsed_ms
+            infos.append(result.info())
+            for node, hops in zip(result.indices.tolist(), result.hops.tolist()):
+                value = relevance * config.damping ** hops
+                if value > reached.get(node, 0.0):
+                    reached[node] = value
+        run.notes["spreading"] = {**infos[0], "elapsed_ms": elapsed,
+                                  "results": len(reached), "per_seed": len(infos),
+                                  "budget_exhausted": any(i["budget_exhausted"] for i in infos),
+                                  "overrun_ms": 0.0 if config.budget_ms is None
+                                  else max(0.0, elapsed - config.budget_ms)} \
+            if infos else {"results": 0}
+        nodes = np.fromiter(reached.keys(), np.int64, len(reached))
+        values = np.fromiter(reached.values(), np.float64, len(reached))
+        table = table.add(nodes, "spread", relevance=values, allowed=eligible)
+        return _merge_lift(table, nodes, values)
+
+
+@register_stage
+@dataclass(frozen=True, repr=False)
+class PPR(Stage):
+    """Personalized PageRank from the seeds: every candidate's ``centrality_raw`` is its mass,
+    ``centrality`` that over the largest among candidates. None: the recipe's ``ppr`` and
+    ``multi_hop_seeds``. A method that does not converge is noted (``error``) and leaves
+    centrality at 0."""
+
+    name: ClassVar[str] = "ppr"
+    phase: ClassVar[str] = "adjust"
+    config: PPRConfig | None = None
+    seeds: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_count("ppr", "seeds", self.seeds)
+
+    @classmethod
+    def from_params(cls, params: dict) -> "PPR":
+        params = dict(params)
+        if params.get("config") is not None:
+            params["config"] = PPRConfig.from_dict(params["config"])
+        return cls(**params)
+
+    def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
+        config = self.config if self.config is not None else run.config.ppr
+        if config is None:
+            run.notes["ppr"] = "not_configured"
+            return table
+        seeds = _seeds(run, table, self.seeds)
+        try:
+            result = run_ppr(run.ws, seeds, config, lock=run.lock)
+        except PPRConvergenceError as exc:
+            run.notes["ppr"] = {"requested": str(config.method), "error": str(exc)}
+            return table
+        run.notes["ppr"] = result.info()
+        order = np.argsort(result.indices)
+        raw = lookup_scores(result.indices[order], result.mass[order], table.idx)
+        top = raw.max() if len(raw) else 0.0
+        return table.with_columns(centrality_raw=raw,
+                                  centrality=raw / top if top > 0 else np.zeros_like(raw))
+
+
+def spread(config: SpreadConfig | None = None, relevance: str | None = None,
+           seeds: int | None = None) -> Spread:
+    """The spreading-activation stage (None: the recipe's settings)."""
+    return Spread(config, relevance, seeds)
+
+
+def ppr(config: PPRConfig | None = None, seeds: int | None = None) -> PPR:
+    """The Personalized PageRank stage (None: the recipe's settings)."""
+    return PPR(config, seeds)
