@@ -26,7 +26,7 @@ from memlab.errors import BudgetTooSmall
 from memlab.model import SurfacingDecision, SurfacingStrategy, copy_json
 from memlab.signals.activation import ACTIVATION_MODELS
 from memlab.signals.bm25 import lookup_scores
-from memlab.signals.dense import DenseConfig, dense_search
+from memlab.signals.dense import DenseConfig, dense_search, embed_query
 from memlab.signals.fusion import HybridScale, ScoreScale
 from memlab.signals.recency import freshness_boost, recency
 from memlab.store import MemoryStore, Workspace
@@ -213,10 +213,12 @@ def _top_by_score(docs: np.ndarray, scores: np.ndarray, n: int) -> np.ndarray:
     return np.lexsort((docs, -scores))
 
 
-def _dense_stage(run: QueryRun, dense: DenseConfig) -> np.ndarray:
+def _dense_stage(run: QueryRun, dense: DenseConfig, lap) -> np.ndarray:
     """Hybrid retrieval: the nearest items join (and are returned), and the hybrid scale is
-    fitted to this query."""
-    _, sims = dense_search(run.ws, run.query, dense)
+    fitted to this query. The query's embedding is timed as its own stage."""
+    vector = embed_query(run.query, dense)
+    lap("query_embedding")
+    _, sims = dense_search(run.ws, run.query, dense, query_vector=vector)
     run.dense_sims = sims
     finite = np.flatnonzero(np.isfinite(sims))
     nearest = finite[_top_by_score(finite, sims[finite], dense.candidates)] \
@@ -302,7 +304,7 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
         # the full relevance over BM25's matches, the nearest items and the items named
         extra = []
         if config.dense is not None:
-            extra.append(_dense_stage(run, config.dense))
+            extra.append(_dense_stage(run, config.dense, lap))
             lap("dense")
         if config.title_match_weight > 0:
             extra.append(_title_stage(run))
