@@ -1,6 +1,6 @@
 """The query-embedding stage of ``get_working_context`` per embedder (issue 19, item 5).
 
-Builds a memory of 2,000 synthetic items per embedder (a fresh cache directory, so every query
+Builds a memory of 500 synthetic items per embedder (a fresh cache directory, so every query
 is a cache miss and is really encoded), runs 200 distinct queries and prints the median and
 90th percentile of ``timings_ms["query_embedding"]`` and of ``total``, with the machine's load.
 
@@ -27,7 +27,7 @@ def main(names: list[str]) -> None:
         cache = tempfile.mkdtemp()
         config = hybrid_recipe(DEFAULT, embedder=name, cache_dir=cache)
         mem = Memory(surfacing_mode="router", clock=ManualClock(NOW), config=config)
-        mem.add_many(items(2000))
+        mem.add_many(items(500))
         qs = queries(201, seed=19)
         mem.get_working_context("s1", qs[0], k=20)  # first query: loads the model, encodes items
         stage, total = [], []

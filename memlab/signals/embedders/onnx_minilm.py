@@ -12,7 +12,7 @@ the FFN output projections) beside it.
 Encoding tokenises with the packaged ``tokenizer.json`` (``tokenizers``), sorts the texts by
 length and runs batches of similar length (little padding), mean-pools over the attention mask
 and L2-normalises, as sentence-transformers does for this model. ONNX Runtime's intra-op pool
-uses every core this process may run on.
+uses every core this process may run on (a single text runs on one thread).
 """
 
 from __future__ import annotations
@@ -243,6 +243,13 @@ class OnnxMiniLMEmbedder:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = ort.InferenceSession(str(self.path), options,
                                             providers=["CPUExecutionProvider"])
+        # one query on one thread: a dozen tokens give the pool nothing to share, and waking a
+        # second thread ~100 times per query costs more than it saves on a busy machine
+        single = ort.SessionOptions()
+        single.intra_op_num_threads = single.inter_op_num_threads = 1
+        single.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.single = ort.InferenceSession(str(self.path), single,
+                                           providers=["CPUExecutionProvider"])
         self.batch_size, self.max_tokens = batch_size, max_tokens
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -259,7 +266,8 @@ class OnnxMiniLMEmbedder:
             for row, i in enumerate(batch):
                 ids[row, :lengths[i]] = encodings[i].ids
                 mask[row, :lengths[i]] = 1
-            hidden = self.session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+            session = self.single if len(texts) == 1 else self.session
+            hidden = session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
             m = mask[:, :, None].astype(np.float32)
             pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
             norms = np.linalg.norm(pooled, axis=1, keepdims=True)
