@@ -10,8 +10,12 @@ Hybrid relevance: for a query, ``relevance = (1 - weight) * lexical(bm25) + weig
 semantic(max(0, similarity))``, each side normalised per :class:`DenseConfig` ``normalise``
 (:mod:`memlab.signals.fusion`), and the ``candidates`` items nearest the query join the BM25
 over-fetch. Item (and sentence) vectors are computed on first use, for the items added since,
-re-computed for items whose content changed, and cached on disk by (model, SHA-256 of the
-text).
+re-computed for items whose content changed, and cached on disk by (embedder name, SHA-256 of
+the text), one SQLite file per embedder.
+
+Embedders are registered by name (:data:`EMBEDDERS`): ``minilm`` (torch), ``minilm-onnx`` and
+``minilm-onnx-int8`` (ONNX Runtime), ``minilm-static`` (model2vec), ``hashing`` (no model); see
+:mod:`memlab.signals.embedders`.
 """
 
 from __future__ import annotations
