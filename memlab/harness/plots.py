@@ -25,19 +25,39 @@ from matplotlib.patches import Patch
 from memlab.harness.replay import ReplayResult
 from memlab.harness.sweep import SweepResult
 from memlab.surfacing.composite import TERM_COLUMNS
+from memlab.surfacing.context import TIMING_ALIASES
+from memlab.surfacing.stages import STAGES
+from memlab.surfacing.stages.base import PHASE_TIMINGS
 
 __all__ = ["plot_score_breakdown", "plot_stage_latency", "plot_strategy_mix",
            "plot_measure_vs_parameter", "InlineFigure", "TERM_COLOURS", "PALETTE", "STYLE",
-           "use_style", "item_labels", "NESTED_STAGES"]
+           "use_style", "item_labels", "NESTED_STAGES", "nested_stages"]
 
 STYLE = str(Path(__file__).with_name("memlab.mplstyle"))
 # Okabe & Ito (2008): distinguishable under the common colour-vision deficiencies
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 TERM_COLOURS = {"term_base": PALETTE[0], "term_centrality": PALETTE[2], "term_strategy": PALETTE[3],
                 "term_anchor": PALETTE[4], "term_pin": PALETTE[1], "term_freshness": PALETTE[5]}
-# stages timed inside another stage: spreading activation runs in the multi-hop strategy's
-# expand step, personalized PageRank in its adjust step (memlab.surfacing.strategies)
-NESTED_STAGES = {"spread": "strategy_expand", "ppr": "strategy_adjust"}
+
+
+def nested_stages() -> dict[str, str]:
+    """Timing key -> the key whose time includes it: each registered stage of a strategy's
+    expand or adjust phase inside that phase's subtotal (``strategy_expand``,
+    ``strategy_adjust``), and the query's embedding inside the ``dense`` stage.
+
+    Examples
+    --------
+    >>> nested_stages()["spread"], nested_stages()["ppr"], nested_stages()["query_embedding"]
+    ('strategy_expand', 'strategy_adjust', 'dense')
+    """
+    nested = {name: PHASE_TIMINGS[cls.phase] for name, cls in sorted(STAGES.items())
+              if cls.phase in PHASE_TIMINGS}
+    nested["query_embedding"] = "dense"
+    return nested
+
+
+# the built-in stages' nesting (nested_stages() also knows stages registered later)
+NESTED_STAGES = nested_stages()
 
 
 def use_style() -> None:
@@ -216,8 +236,8 @@ def plot_stage_latency(result: ReplayResult, percentiles: Iterable[float] = (50,
     """Per-stage latency percentiles (ms), nested stages drawn nested under their parent.
 
     Each stage's percentiles are over the queries that ran it (``n`` by its name); a stage timed
-    inside another (:data:`NESTED_STAGES`: spreading inside the strategy's expand step, PageRank
-    inside its adjust step) is drawn hatched and indented right under its parent (its time is
+    inside another (:func:`nested_stages`: a strategy's expand and adjust stages, such as
+    spreading and PageRank, inside its subtotals; the query embedding inside ``dense``) is drawn hatched and indented right under its parent (its time is
     part of the parent's), not as a sibling. The title names the recipe, the memory size (items
     the trace added, or ``memory_size``) and the strategy mix; the axis is logarithmic when the
     values span more than 100×.
@@ -239,11 +259,14 @@ def plot_stage_latency(result: ReplayResult, percentiles: Iterable[float] = (50,
         raise ValueError("result has no decisions with stage timings")
     ran = {s: decisions[s].dropna() for s in stages}
     names = [s.removesuffix("_ms") for s in stages if len(ran[s])]
-    # pipeline order, each nested stage right under its parent
-    order = [n for n in names if not (n in NESTED_STAGES and NESTED_STAGES[n] in names)]
-    for child, parent in NESTED_STAGES.items():
-        if child in names and parent in order:
-            order.insert(order.index(parent) + 1, child)
+    # deprecated timing keys repeat a stage's own (context.TIMING_ALIASES): drawn once
+    names = [n for n in names if TIMING_ALIASES.get(n) not in names]
+    # pipeline order, each nested stage right under its parent (siblings in pipeline order)
+    parent_of = {n: p for n, p in nested_stages().items() if n in names and p in names}
+    order = [n for n in names if n not in parent_of]
+    for parent in [n for n in order if n in parent_of.values()]:
+        at = order.index(parent) + 1
+        order[at:at] = [n for n in names if parent_of.get(n) == parent]
     table = {n: [float(np.percentile(ran[f"{n}_ms"], p)) for p in percentiles] for n in names}
     fig = _figure(figsize=(9.5, 0.42 * len(order) + 1.4))
     ax = fig.add_subplot()
@@ -253,21 +276,20 @@ def plot_stage_latency(result: ReplayResult, percentiles: Iterable[float] = (50,
     for i, p in enumerate(percentiles):
         colour = PALETTE[i % len(PALETTE)]
         for j, n in enumerate(order):
-            nested = n in NESTED_STAGES and NESTED_STAGES[n] in order
+            nested = n in parent_of
             ax.barh(y[j] + (len(percentiles) - 1) / 2 * height - i * height, table[n][i],
                     height, color=colour, hatch="////" if nested else None,
                     edgecolor="white" if nested else None, linewidth=0)
         handles.append(Patch(color=colour, label=f"p{p:g}"))
     labels = []
     for n in order:
-        nested = n in NESTED_STAGES and NESTED_STAGES[n] in order
-        labels.append(f"└ {n} (in {NESTED_STAGES[n]}, n={len(ran[n + '_ms'])})"
-                      if nested else f"{n} (n={len(ran[n + '_ms'])})")
+        labels.append(f"└ {n} (in {parent_of[n]}, n={len(ran[n + '_ms'])})"
+                      if n in parent_of else f"{n} (n={len(ran[n + '_ms'])})")
     ax.set_yticks(y, labels)
     for tick, n in zip(ax.get_yticklabels(), order):
-        if n in NESTED_STAGES and NESTED_STAGES[n] in order:
+        if n in parent_of:
             tick.set_fontstyle("italic")
-    if any(n in NESTED_STAGES and NESTED_STAGES[n] in order for n in order):
+    if parent_of:
         handles.append(Patch(facecolor="#777777", hatch="////", edgecolor="white",
                              label="nested stage (time inside its parent)"))
     positive = [v for row in table.values() for v in row if v > 0]

@@ -10,8 +10,12 @@ Hybrid relevance: for a query, ``relevance = (1 - weight) * lexical(bm25) + weig
 semantic(max(0, similarity))``, each side normalised per :class:`DenseConfig` ``normalise``
 (:mod:`memlab.signals.fusion`), and the ``candidates`` items nearest the query join the BM25
 over-fetch. Item (and sentence) vectors are computed on first use, for the items added since,
-re-computed for items whose content changed, and cached on disk by (model, SHA-256 of the
-text).
+re-computed for items whose content changed, and cached on disk by (embedder name, SHA-256 of
+the text), one SQLite file per embedder.
+
+Embedders are registered by name (:data:`EMBEDDERS`): ``minilm`` (torch), ``minilm-onnx`` and
+``minilm-onnx-int8`` (ONNX Runtime), ``minilm-static`` (model2vec), ``hashing`` (no model); see
+:mod:`memlab.signals.embedders`.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sqlite3
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
@@ -31,8 +36,12 @@ from memlab.signals.fusion import NORMALISERS
 from memlab.text import TITLE_KEYS
 
 __all__ = ["Embedder", "DenseConfig", "EmbeddingCache", "CachedEmbedder", "EMBEDDERS",
-           "register_embedder", "get_embedder", "DenseIndex", "dense_search", "hybrid_recipe",
-           "HashingEmbedder", "default_cache_dir"]
+           "register_embedder", "get_embedder", "embed_query", "DenseIndex", "dense_search",
+           "hybrid_recipe", "HashingEmbedder", "default_cache_dir", "default_embedder",
+           "DEFAULT_EMBEDDER"]
+
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class Embedder(Protocol):
@@ -49,10 +58,20 @@ def default_cache_dir() -> Path:
     return Path(root) / "embeddings"
 
 
+DEFAULT_EMBEDDER = "minilm"  # the README's embedder table decides (see "Choosing an embedder")
+
+
+def default_embedder() -> str:
+    """``$MEMLAB_EMBEDDER`` or :data:`DEFAULT_EMBEDDER`: the embedder a ``DenseConfig()`` names
+    when not told (so ``memlab eval --dense`` can be run per embedder)."""
+    return os.environ.get("MEMLAB_EMBEDDER") or DEFAULT_EMBEDDER
+
+
 @dataclass(frozen=True)
 class DenseConfig:
     """Hybrid relevance settings (frozen, validated).
 
+    ``embedder`` is a registered name (:data:`EMBEDDERS`; default :func:`default_embedder`).
     ``weight`` is the dense side's share of the hybrid; ``candidates`` the number of nearest
     items that join the BM25 over-fetch. ``sentence_weight`` mixes in passage-level matching by
     sentence: an item's similarity is ``(1 - sentence_weight) * cos(query, item) +
@@ -72,7 +91,7 @@ class DenseConfig:
     ValueError: weight must be in [0, 1], got 2
     """
 
-    embedder: str = "minilm"
+    embedder: str = field(default_factory=default_embedder)
     weight: float = 0.5
     candidates: int = 100
     sentence_weight: float = 0.3
@@ -114,7 +133,14 @@ class DenseConfig:
 
 
 class EmbeddingCache:
-    """Vectors on disk by (model, SHA-256 of text): shards of ``.npz`` written atomically.
+    """Vectors on disk by (embedder name, SHA-256 of the text): one SQLite file per embedder,
+    ``<directory>/<name>.sqlite``, appended to as texts are encoded.
+
+    One file, not one per encode call: a dense evaluation used to leave ~2,200 ``.npz`` shards,
+    all read at start-up. Lookups go to the file (in chunks) and are remembered; writes are one
+    transaction per :meth:`put`. WAL journaling lets several processes share a file. A
+    directory of legacy shards (``legacy``: the name they were filed under) is imported once,
+    when the file is first created.
 
     Examples
     --------
@@ -122,52 +148,108 @@ class EmbeddingCache:
     >>> cache = EmbeddingCache(tempfile.mkdtemp(), "toy")
     >>> cache.put(["a"], np.ones((1, 2), np.float32)); cache.get(["a", "b"])[1]
     [1]
-    >>> EmbeddingCache(cache.directory.parent, "toy").get(["a"])[1]
-    []
+    >>> EmbeddingCache(cache.directory, "toy").get(["a"])[1], cache.path.name
+    ([], 'toy.sqlite')
+    >>> EmbeddingCache(cache.directory, "other").get(["a"])[1]
+    [0]
     """
 
-    def __init__(self, directory: str | Path, model: str) -> None:
-        self.directory = Path(directory) / model
-        self._vectors: dict[str, np.ndarray] = {}
+    _CHUNK = 500  # keys per SELECT (SQLite's variable limit is 32,766; smaller keeps it cheap)
+
+    def __init__(self, directory: str | Path, model: str, *, legacy: str | None = None) -> None:
+        if not isinstance(model, str) or not _SAFE_NAME.fullmatch(model):
+            raise ValueError(f"model must be a name of letters, digits, '.', '_' or '-', got "
+                             f"{model!r}")
+        self.directory = Path(directory)
+        self.model = model
+        self.path = self.directory / f"{model}.sqlite"
+        self._vectors: dict[bytes, np.ndarray] = {}
         self._lock = threading.Lock()
-        if self.directory.is_dir():
-            for shard in sorted(self.directory.glob("*.npz")):
-                with np.load(shard) as data:
-                    for key, vector in zip(data["keys"].tolist(), data["vectors"]):
-                        self._vectors[key] = vector
+        self._db: sqlite3.Connection | None = None
+        self._legacy = self.directory / legacy if legacy else None
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fresh = not self.path.exists()
+            db = sqlite3.connect(self.path, timeout=60, check_same_thread=False,
+                                 isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB "
+                       "NOT NULL) WITHOUT ROWID")
+            self._db = db
+            if fresh and self._legacy is not None and self._legacy.is_dir():
+                self._import_shards(self._legacy)
+        return self._db
+
+    def _import_shards(self, folder: Path) -> None:
+        for shard in sorted(folder.glob("*.npz")):
+            with np.load(shard) as data:
+                keys = [bytes.fromhex(k) for k in data["keys"].tolist()]
+                self._write(keys, np.asarray(data["vectors"], np.float32))
+
+    def _write(self, keys: list[bytes], vectors: np.ndarray) -> None:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany("INSERT OR IGNORE INTO vectors VALUES (?, ?)",
+                           [(k, np.ascontiguousarray(v, np.float32).tobytes())
+                            for k, v in zip(keys, vectors)])
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     @staticmethod
-    def key(text: str) -> str:
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    def key(text: str) -> bytes:
+        return hashlib.sha256(text.encode("utf-8")).digest()
 
     def get(self, texts: Sequence[str]) -> tuple[list[np.ndarray | None], list[int]]:
         """Cached vectors (None where absent) and the positions that are missing."""
-        out, missing = [], []
-        for pos, text in enumerate(texts):
-            vector = self._vectors.get(self.key(text))
-            out.append(vector)
-            if vector is None:
-                missing.append(pos)
-        return out, missing
+        keys = [self.key(t) for t in texts]
+        with self._lock:
+            unknown = list({k for k in keys if k not in self._vectors})
+            if unknown and (self._db is not None or self.path.exists()
+                            or (self._legacy is not None and self._legacy.is_dir())):
+                db = self._connect()
+                for start in range(0, len(unknown), self._CHUNK):
+                    chunk = unknown[start:start + self._CHUNK]
+                    rows = db.execute("SELECT key, vector FROM vectors WHERE key IN "
+                                      f"({','.join('?' * len(chunk))})", chunk).fetchall()
+                    for key, blob in rows:
+                        self._vectors[key] = np.frombuffer(blob, np.float32)
+            out = [self._vectors.get(k) for k in keys]
+        return out, [pos for pos, vector in enumerate(out) if vector is None]
 
     def put(self, texts: Sequence[str], vectors: np.ndarray) -> None:
         keys = [self.key(t) for t in texts]
+        vectors = np.asarray(vectors, np.float32)
         with self._lock:
+            self._connect()
+            self._write(keys, vectors)
             for key, vector in zip(keys, vectors):
                 self._vectors[key] = vector
-            self.directory.mkdir(parents=True, exist_ok=True)
-            name = hashlib.sha256("".join(keys).encode()).hexdigest()[:16]
-            tmp = self.directory / f".{name}.tmp.npz"
-            np.savez(tmp, keys=np.array(keys), vectors=np.asarray(vectors, np.float32))
-            tmp.replace(self.directory / f"{name}.npz")
+
+    def __len__(self) -> int:
+        with self._lock:
+            if self._db is None and not self.path.exists():
+                return 0
+            return self._connect().execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
 
 
 class CachedEmbedder:
-    """An embedder whose vectors go through an :class:`EmbeddingCache` (None: no cache)."""
+    """An embedder whose vectors go through an :class:`EmbeddingCache` (None: no cache).
 
-    def __init__(self, embedder: Embedder, cache: EmbeddingCache | None) -> None:
+    ``name`` is the name the embedder is registered under (``DenseConfig.embedder``) when made
+    by :func:`get_embedder`, else the embedder's own; ``model`` is the embedder's own name.
+    """
+
+    def __init__(self, embedder: Embedder, cache: EmbeddingCache | None,
+                 name: str | None = None) -> None:
         self.embedder, self.cache = embedder, cache
-        self.name = embedder.name
+        self.name = name or embedder.name
+        self.model = embedder.name
         self.computed = 0  # texts actually encoded (not served from the cache)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -177,11 +259,13 @@ class CachedEmbedder:
             return np.asarray(self.embedder.encode(texts), np.float32)
         vectors, missing = self.cache.get(texts)
         if missing:
-            fresh = np.asarray(self.embedder.encode([texts[i] for i in missing]), np.float32)
-            self.cache.put([texts[i] for i in missing], fresh)
-            self.computed += len(missing)
-            for pos, vector in zip(missing, fresh):
-                vectors[pos] = vector
+            todo = list(dict.fromkeys(texts[i] for i in missing))  # each new text once
+            fresh = np.asarray(self.embedder.encode(todo), np.float32)
+            self.cache.put(todo, fresh)
+            self.computed += len(todo)
+            row = {text: r for r, text in enumerate(todo)}
+            for pos in missing:
+                vectors[pos] = fresh[row[texts[pos]]]
         return np.vstack(vectors) if vectors else np.empty((0, 0), np.float32)
 
 
@@ -236,16 +320,53 @@ class MiniLMEmbedder:
         return np.asarray(vectors, np.float32)
 
 
+def _onnx_fp32() -> Embedder:
+    from memlab.signals.embedders.onnx_minilm import OnnxMiniLMEmbedder
+    return OnnxMiniLMEmbedder(quantize=False)
+
+
+def _onnx_int8() -> Embedder:
+    from memlab.signals.embedders.onnx_minilm import OnnxMiniLMEmbedder
+    return OnnxMiniLMEmbedder(quantize=True)
+
+
+def _static() -> Embedder:
+    from memlab.signals.embedders.static import StaticEmbedder
+    return StaticEmbedder()
+
+
+# name -> factory. "minilm": torch (extra `dense`); "minilm-onnx" / "minilm-onnx-int8": ONNX
+# Runtime, fp32 / dynamic int8 (extra `dense-onnx`); "minilm-static": model2vec static vectors
+# distilled from it (extra `dense-static`); "hashing": no model (tests, smoke runs)
 EMBEDDERS: dict[str, Callable[[], Embedder]] = {"minilm": MiniLMEmbedder,
+                                                "minilm-onnx": _onnx_fp32,
+                                                "minilm-onnx-int8": _onnx_int8,
+                                                "minilm-static": _static,
                                                 "hashing": HashingEmbedder}
+# where a registered embedder's vectors were cached before the one-file cache (imported once)
+LEGACY_CACHE_DIRS = {"minilm": "all-MiniLM-L6-v2"}
 _INSTANCES: dict[tuple[str, str], CachedEmbedder] = {}
 _INSTANCES_LOCK = threading.Lock()
 
 
 def register_embedder(name: str, factory: Callable[[], Embedder]) -> None:
-    """Make ``factory()`` available as ``DenseConfig(embedder=name)``."""
-    if not isinstance(name, str) or not name or not callable(factory):
-        raise ValueError(f"name must be a non-empty string and factory callable, got {name!r}")
+    """Make ``factory()`` available as ``DenseConfig(embedder=name)``.
+
+    The name keys the embedding cache (``<cache_dir>/<name>.sqlite``): one name, one model.
+
+    Examples
+    --------
+    >>> register_embedder("hashing-16", lambda: HashingEmbedder(16))
+    >>> get_embedder(DenseConfig(embedder="hashing-16", cache_dir="")).encode(["a b"]).shape
+    (1, 16)
+    >>> register_embedder("no/slash", HashingEmbedder)
+    Traceback (most recent call last):
+    ...
+    ValueError: name must be a non-empty name of letters, digits, '.', '_' or '-' and factory callable, got 'no/slash'
+    """
+    if not isinstance(name, str) or not _SAFE_NAME.fullmatch(name) or not callable(factory):
+        raise ValueError(f"name must be a non-empty name of letters, digits, '.', '_' or '-' and "
+                         f"factory callable, got {name!r}")
     EMBEDDERS[name] = factory
     with _INSTANCES_LOCK:
         for key in [k for k in _INSTANCES if k[0] == name]:
@@ -253,7 +374,8 @@ def register_embedder(name: str, factory: Callable[[], Embedder]) -> None:
 
 
 def get_embedder(config: DenseConfig) -> CachedEmbedder:
-    """The process-wide (cached) embedder instance for ``config``."""
+    """The process-wide (cached) embedder instance for ``config``, its vectors cached under its
+    registered name."""
     if config.embedder not in EMBEDDERS:
         raise ValueError(f"embedder must be one of {sorted(EMBEDDERS)}, got {config.embedder!r}")
     cache_dir = str(default_cache_dir()) if config.cache_dir is None else config.cache_dir
@@ -262,9 +384,24 @@ def get_embedder(config: DenseConfig) -> CachedEmbedder:
         instance = _INSTANCES.get(key)
         if instance is None:
             embedder = EMBEDDERS[config.embedder]()
-            cache = EmbeddingCache(cache_dir, embedder.name) if cache_dir else None
-            instance = _INSTANCES[key] = CachedEmbedder(embedder, cache)
+            cache = EmbeddingCache(cache_dir, config.embedder,
+                                   legacy=LEGACY_CACHE_DIRS.get(config.embedder)) \
+                if cache_dir else None
+            instance = _INSTANCES[key] = CachedEmbedder(embedder, cache, config.embedder)
         return instance
+
+
+def embed_query(query: str, config: DenseConfig) -> np.ndarray:
+    """``query``'s unit vector under ``config``'s embedder (through its cache).
+
+    Examples
+    --------
+    >>> embed_query("red apple", DenseConfig(embedder="hashing", cache_dir="")).shape
+    (256,)
+    """
+    if not isinstance(query, str):
+        raise ValueError(f"query must be a string, got {query!r}")
+    return get_embedder(config).encode([query])[0]
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
@@ -376,14 +513,16 @@ class DenseIndex:
         return sims
 
 
-def dense_search(ws, query: str, config: DenseConfig) -> tuple[np.ndarray, np.ndarray]:
+def dense_search(ws, query: str, config: DenseConfig, *, query_vector: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """Similarity of every item to ``query`` (cosine, mixed with the best sentence's per
     ``config.sentence_weight``): ``(item numbers, similarities)``; the ineligible (archived,
-    anchors) get -inf."""
+    anchors) get -inf. ``query_vector``: ``query``'s vector when already embedded
+    (:func:`embed_query`, which the surfacing pipeline times as its own stage)."""
     embedder = get_embedder(config)
     index = ws.dense.setdefault(embedder.name, DenseIndex())
     index.ensure(ws, embedder, sentences=config.sentence_weight > 0)
-    q = embedder.encode([query])[0]
+    q = embedder.encode([query])[0] if query_vector is None else query_vector
     sims = index.similarities(q, config.sentence_weight)
     sims = np.where(ws.eligible.view()[:len(sims)], sims, -np.inf)
     return np.arange(len(sims), dtype=np.int64), sims.astype(np.float64)

@@ -3,12 +3,13 @@ a registered one, per :class:`~memlab.signals.dense.DenseConfig`)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from memlab.signals.dense import DenseConfig, dense_search
+from memlab.signals.dense import DenseConfig, dense_search, embed_query
 from memlab.signals.fusion import HybridScale, ScoreScale
 from memlab.surfacing.stages.base import CandidateTable, QueryRun, Stage, register_stage
 from memlab.surfacing.stages.retrieval import top_by_score
@@ -21,7 +22,8 @@ __all__ = ["Dense", "dense"]
 class Dense(Stage):
     """The ``config.candidates`` items nearest the query join (source ``dense``), and the hybrid
     scale (BM25 and similarity → relevance) is fitted to this query. ``config=None``: the
-    recipe's ``dense``; the stage is off when that is None too, and in legacy mode."""
+    recipe's ``dense``; the stage is off when that is None too, and in legacy mode. The query's
+    embedding is timed on its own as ``query_embedding``, nested inside the stage's ``dense``."""
 
     name: ClassVar[str] = "dense"
     phase: ClassVar[str] = "retrieve"
@@ -40,7 +42,11 @@ class Dense(Stage):
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
         config = self._config(run)
-        _, sims = dense_search(run.ws, run.query, config)
+        t0 = time.perf_counter()
+        vector = embed_query(run.query, config)
+        run.timings["query_embedding"] = (run.timings.get("query_embedding", 0.0)
+                                          + (time.perf_counter() - t0) * 1e3)
+        _, sims = dense_search(run.ws, run.query, config, query_vector=vector)
         finite = np.flatnonzero(np.isfinite(sims))
         nearest = finite[top_by_score(finite, sims[finite], config.candidates)] \
             if config.candidates else np.empty(0, np.int64)

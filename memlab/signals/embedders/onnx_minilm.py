@@ -1,0 +1,275 @@
+"""all-MiniLM-L6-v2 on ONNX Runtime: no torch, at export or at run time.
+
+The ONNX graph is written here, layer by layer, from the packaged safetensors (read with
+``safetensors.numpy``) with ``onnx.helper``. Exporting with ``torch.onnx`` would be the usual
+route, but it needs torch at the one moment this path exists to avoid it (first use on a
+torch-free install); BERT's encoder is twelve standard operators, and the vectors are held to the
+torch path's by a test (cosine >= 0.999 fp32, >= 0.99 int8). The graph is exported once per
+weights digest into :func:`~memlab.signals.embedders._assets.models_dir`, and its dynamic int8
+form (``onnxruntime.quantization.quantize_dynamic``: int8 per-channel weights on the MatMuls but
+the FFN output projections) beside it.
+
+Encoding tokenises with the packaged ``tokenizer.json`` (``tokenizers``), sorts the texts by
+length and runs batches of similar length (little padding), mean-pools over the attention mask
+and L2-normalises, as sentence-transformers does for this model. ONNX Runtime's intra-op pool
+uses every core this process may run on (a single text runs on one thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from memlab.signals.embedders._assets import minilm_files, models_dir, write_json
+
+__all__ = ["build_minilm_graph", "export_minilm", "OnnxMiniLMEmbedder", "length_batches"]
+
+GRAPH_VERSION = 1  # bump when build_minilm_graph changes: exported files are named by it
+_EXPORT_LOCK = threading.Lock()
+
+
+def _QUIET_PREPROCESS(record) -> bool:
+    return "pre-processing before quantization" not in record.getMessage()
+
+
+def build_minilm_graph(weights: dict[str, np.ndarray], *, layers: int = 6, heads: int = 12,
+                       eps: float = 1e-12):
+    """A BERT encoder (``BertModel`` without pooler) as an ONNX model (opset 17).
+
+    Inputs ``input_ids`` and ``attention_mask`` (int64, batch x length); output
+    ``last_hidden_state`` (float32, batch x length x hidden). Token types are all 0, as
+    sentence-transformers sends for one sentence.
+    """
+    from onnx import TensorProto, helper, numpy_helper
+
+    hidden = weights["embeddings.word_embeddings.weight"].shape[1]
+    head_dim = hidden // heads
+    inits, nodes = [], []
+
+    def const(name: str, array) -> str:
+        inits.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def node(op: str, inputs: list[str], out: str, **attrs) -> str:
+        nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
+        return out
+
+    def linear(x: str, prefix: str, out: str) -> str:
+        w = const(f"{prefix}.weight_t", np.ascontiguousarray(weights[f"{prefix}.weight"].T))
+        b = const(f"{prefix}.bias", weights[f"{prefix}.bias"])
+        return node("Add", [node("MatMul", [x, w], f"{out}.mm"), b], out)
+
+    def layer_norm(x: str, prefix: str, out: str) -> str:
+        return node("LayerNormalization", [x, const(f"{prefix}.weight", weights[f"{prefix}.weight"]),
+                                           const(f"{prefix}.bias", weights[f"{prefix}.bias"])],
+                    out, axis=-1, epsilon=eps)
+
+    # embeddings: word + position (first `length` rows) + token type 0, then LayerNorm
+    const("zero1", np.array([0], np.int64))
+    const("one1", np.array([1], np.int64))
+    words = node("Gather", [const("word_embeddings", weights["embeddings.word_embeddings.weight"]),
+                            "input_ids"], "emb.words")
+    length = node("Slice", [node("Shape", ["input_ids"], "ids.shape"), "one1",
+                            const("two1", np.array([2], np.int64))], "ids.length")
+    positions = node("Slice", [const("position_embeddings",
+                                     weights["embeddings.position_embeddings.weight"]),
+                               "zero1", length, "zero1"], "emb.positions")
+    x = node("Add", [node("Add", [words, positions], "emb.wp"),
+                     const("token_type0", weights["embeddings.token_type_embeddings.weight"][0])],
+             "emb.sum")
+    x = layer_norm(x, "embeddings.LayerNorm", "emb.out")
+
+    # attention bias: 0 where attended, -1e4 at padding (batch x 1 x 1 x length)
+    mask = node("Cast", [node("Unsqueeze", ["attention_mask", const("axes12", np.array([1, 2],
+                                                                                       np.int64))],
+                              "mask.4d")], "mask.f", to=TensorProto.FLOAT)
+    bias = node("Mul", [node("Sub", [const("one_f", np.array(1.0, np.float32)), mask], "mask.inv"),
+                        const("neg_big", np.array(-10000.0, np.float32))], "mask.bias")
+    split = const("split_heads", np.array([0, 0, heads, head_dim], np.int64))
+    merge = const("merge_heads", np.array([0, 0, hidden], np.int64))
+    scale = const("scale", np.array(1.0 / np.sqrt(head_dim), np.float32))
+    sqrt2 = const("sqrt2", np.array(np.sqrt(2.0), np.float32))
+    half, one = const("half", np.array(0.5, np.float32)), "one_f"
+
+    for i in range(layers):
+        p, n = f"encoder.layer.{i}", f"l{i}"
+
+        def heads_of(name: str, perm: list[int]) -> str:
+            y = linear(x, f"{p}.attention.self.{name}", f"{n}.{name}")
+            return node("Transpose", [node("Reshape", [y, split], f"{n}.{name}.split")],
+                        f"{n}.{name}.t", perm=perm)
+
+        q, k, v = heads_of("query", [0, 2, 1, 3]), heads_of("key", [0, 2, 3, 1]), \
+            heads_of("value", [0, 2, 1, 3])
+        scores = node("Add", [node("Mul", [node("MatMul", [q, k], f"{n}.qk"), scale],
+                                   f"{n}.qk.scaled"), bias], f"{n}.scores")
+        probs = node("Softmax", [scores], f"{n}.probs", axis=-1)
+        ctx = node("Reshape", [node("Transpose", [node("MatMul", [probs, v], f"{n}.ctx")],
+                                    f"{n}.ctx.t", perm=[0, 2, 1, 3]), merge], f"{n}.ctx.merged")
+        attn = linear(ctx, f"{p}.attention.output.dense", f"{n}.attn")
+        x = layer_norm(node("Add", [x, attn], f"{n}.res1"), f"{p}.attention.output.LayerNorm",
+                       f"{n}.ln1")
+        h = linear(x, f"{p}.intermediate.dense", f"{n}.ffn.in")
+        gelu = node("Mul", [node("Mul", [h, half], f"{n}.gelu.half"),
+                            node("Add", [one, node("Erf", [node("Div", [h, sqrt2], f"{n}.gelu.div")],
+                                                   f"{n}.gelu.erf")], f"{n}.gelu.1p")],
+                    f"{n}.gelu")  # exact (erf) GELU, as BERT's "gelu"
+        out = linear(gelu, f"{p}.output.dense", f"{n}.ffn.out")
+        x = layer_norm(node("Add", [x, out], f"{n}.res2"), f"{p}.output.LayerNorm", f"{n}.ln2")
+    nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="output"))
+
+    graph = helper.make_graph(
+        nodes, "all-MiniLM-L6-v2",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "length"]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "length"])],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
+                                       ["batch", "length", hidden])],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              producer_name="memlab")
+    model.ir_version = 8
+    return model
+
+
+def export_minilm(directory: str | Path | None = None, *, quantize: bool = False) -> Path:
+    """The exported ONNX model's path, exporting it first if absent (once per weights digest).
+
+    ``quantize``: the dynamic int8 form (weights of every MatMul in int8, activations quantised
+    per batch), made from the fp32 export.
+
+    Examples
+    --------
+    >>> path = export_minilm(quantize=True)  # doctest: +SKIP
+    >>> path.name  # doctest: +SKIP
+    'all-MiniLM-L6-v2-53aa51172d14-g1-int8.onnx'
+    """
+    files = minilm_files()
+    directory = Path(directory) if directory is not None else models_dir()
+    stem = f"all-MiniLM-L6-v2-{files.digest}-g{GRAPH_VERSION}"
+    fp32, int8 = directory / f"{stem}-fp32.onnx", directory / f"{stem}-int8.onnx"
+    target = int8 if quantize else fp32
+    with _EXPORT_LOCK:
+        if target.is_file():
+            return target
+        import onnx
+        from safetensors.numpy import load
+
+        directory.mkdir(parents=True, exist_ok=True)
+        if not fp32.is_file():
+            model = build_minilm_graph(load(files.safetensors))
+            onnx.checker.check_model(model)
+            tmp = fp32.with_name(f".{fp32.name}.{os.getpid()}.tmp")
+            onnx.save(model, str(tmp))
+            tmp.replace(fp32)
+        if quantize:
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            tmp = int8.with_name(f".{int8.name}.{os.getpid()}.tmp.onnx")
+            # quantize_dynamic logs a generic "consider pre-processing" warning on the root
+            # logger (shape inference; our graph has none to do): kept out of users' output
+            logging.getLogger().addFilter(_QUIET_PREPROCESS)
+            try:
+                # the FFN output projections (after GELU: the outlying activations) stay fp32:
+                # with them in int8, passages fell to cosine 0.98 against torch; without, >= 0.99
+                quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8,
+                                 op_types_to_quantize=["MatMul"], per_channel=True,
+                                 nodes_to_exclude=[f"l{i}.ffn.out.mm" for i in range(6)])
+            finally:
+                logging.getLogger().removeFilter(_QUIET_PREPROCESS)
+            tmp.replace(int8)
+        write_json(directory / f"{stem}.json", {"source": files.source, "digest": files.digest,
+                                                 "graph_version": GRAPH_VERSION, "opset": 17})
+    return target
+
+
+def length_batches(lengths: Sequence[int], batch_size: int, max_tokens: int
+                   ) -> list[np.ndarray]:
+    """Positions grouped for padding-light batches: sorted by length, at most ``batch_size``
+    texts and (but for a single text) ``max_tokens`` padded tokens per batch.
+
+    Examples
+    --------
+    >>> [b.tolist() for b in length_batches([5, 1, 9, 2, 8], batch_size=2, max_tokens=100)]
+    [[1, 3], [0, 4], [2]]
+    >>> [b.tolist() for b in length_batches([5, 1, 9, 2, 8], batch_size=8, max_tokens=16)]
+    [[1, 3, 0], [4], [2]]
+    """
+    order = np.argsort(np.asarray(lengths, np.int64), kind="stable")
+    batches, start = [], 0
+    while start < len(order):
+        end = start + 1
+        while end < len(order) and end - start < batch_size \
+                and (end - start + 1) * lengths[order[end]] <= max_tokens:
+            end += 1
+        batches.append(order[start:end])
+        start = end
+    return batches
+
+
+class OnnxMiniLMEmbedder:
+    """all-MiniLM-L6-v2 on ONNX Runtime (``quantize``: dynamic int8), 384-dimensional unit
+    vectors like the torch ``minilm`` embedder's.
+
+    Examples
+    --------
+    >>> e = OnnxMiniLMEmbedder(quantize=True)  # doctest: +SKIP
+    >>> e.encode(["a red apple"]).shape  # doctest: +SKIP
+    (1, 384)
+    """
+
+    def __init__(self, quantize: bool = False, *, batch_size: int = 64, max_tokens: int = 8192,
+                 threads: int | None = None, directory: str | Path | None = None) -> None:
+        for name, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise ImportError("the minilm-onnx embedders need the dense-onnx extra: pip install "
+                              "'memlab[dense-onnx]' (onnxruntime, onnx, tokenizers)") from None
+        self.name = f"all-MiniLM-L6-v2-onnx-{'int8' if quantize else 'fp32'}"
+        self.path = export_minilm(directory, quantize=quantize)
+        self.tokenizer = minilm_files().tokenizer()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or len(os.sched_getaffinity(0))
+        options.inter_op_num_threads = 1
+        # no busy-waiting between ops: on a shared machine spinning threads starve each other
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(str(self.path), options,
+                                            providers=["CPUExecutionProvider"])
+        # one query on one thread: a dozen tokens give the pool nothing to share, and waking a
+        # second thread ~100 times per query costs more than it saves on a busy machine
+        single = ort.SessionOptions()
+        single.intra_op_num_threads = single.inter_op_num_threads = 1
+        single.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.single = ort.InferenceSession(str(self.path), single,
+                                           providers=["CPUExecutionProvider"])
+        self.batch_size, self.max_tokens = batch_size, max_tokens
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        out = np.zeros((len(texts), 384), np.float32)
+        if not texts:
+            return out
+        encodings = self.tokenizer.encode_batch(texts)
+        lengths = [len(e.ids) for e in encodings]
+        for batch in length_batches(lengths, self.batch_size, self.max_tokens):
+            width = max(lengths[i] for i in batch)
+            ids = np.zeros((len(batch), width), np.int64)
+            mask = np.zeros((len(batch), width), np.int64)
+            for row, i in enumerate(batch):
+                ids[row, :lengths[i]] = encodings[i].ids
+                mask[row, :lengths[i]] = 1
+            session = self.single if len(texts) == 1 else self.session
+            hidden = session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+            m = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            out[batch] = pooled / np.maximum(norms, 1e-12)
+        return out
