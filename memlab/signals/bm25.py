@@ -41,10 +41,12 @@ import scipy.sparse as sp
 
 from memlab._arrays import Growable, find_sorted, group_sum
 
-__all__ = ["BACKENDS", "BM25Index", "IDF_VARIANTS", "lookup_scores", "numba_available"]
+__all__ = ["BACKENDS", "BM25Index", "IDF_VARIANTS", "SNAPSHOT_POLICIES", "lookup_scores",
+           "numba_available"]
 
 IDF_VARIANTS = ("lucene", "okapi")
 BACKENDS = ("auto", "numba", "numpy")
+SNAPSHOT_POLICIES = ("lazy", "always", "never")
 _MAX_CACHED_WEIGHTS = 4  # (k1, b) weight arrays kept per snapshot (a sweep evicts the oldest)
 _TERM_WORK = 256  # postings-equivalent cost of one query term on the unfrozen path (dispatch)
 _kernels = None
@@ -138,6 +140,13 @@ class BM25Index:
         ``epsilon * mean idf over the vocabulary``.
     epsilon : float
         The okapi floor factor (rank-bm25's default 0.25).
+    backend : {"auto", "numba", "numpy"}
+        Who runs top-k queries over the snapshot: numba's compiled loops (the ``fast`` extra;
+        ``"auto"`` uses them when numba is installed) or numpy (the reference; same bits).
+    snapshot : {"lazy", "always", "never"}
+        When reads build the frozen snapshot after a write: once the unfrozen queries have done
+        about a rebuild's work (``"lazy"``), at the first read (``"always"``), or only on
+        :meth:`freeze` (``"never"``).
 
     Examples
     --------
@@ -149,9 +158,13 @@ class BM25Index:
     ([0], 0.6407)
     """
 
-    def __init__(self, idf: str = "lucene", epsilon: float = 0.25, backend: str = "auto") -> None:
+    def __init__(self, idf: str = "lucene", epsilon: float = 0.25, backend: str = "auto",
+                 snapshot: str = "lazy") -> None:
         if idf not in IDF_VARIANTS:
             raise ValueError(f"idf must be one of {IDF_VARIANTS}, got {idf!r}")
+        if snapshot not in SNAPSHOT_POLICIES:
+            raise ValueError(f"snapshot must be one of {SNAPSHOT_POLICIES}, got {snapshot!r}")
+        self.snapshot_policy = snapshot
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if backend == "numba" and not numba_available():
@@ -440,7 +453,9 @@ class BM25Index:
             weights = frozen.weights.get(key)
             if weights is not None:
                 return frozen, weights
-        if work is not None:
+        if work is not None and self.snapshot_policy == "never":
+            return None
+        if work is not None and self.snapshot_policy == "lazy":
             pending = self._pending.get(key, 0) + work
             if pending < self._n_postings:
                 self._pending[key] = pending  # a racing reader may lose an increment: harmless
@@ -547,7 +562,7 @@ class BM25Index:
         >>> index = BM25Index(); _ = index.add_many([["jwt", "auth"], ["jwt"], ["deploy"]])
         >>> docs, scores = index.top_k(["jwt", "auth"], 2)
         >>> docs.tolist(), [round(float(s), 3) for s in scores]
-        ([0, 1], [1.283, 0.538])
+        ([0, 1], [1.204, 0.524])
         >>> index.top_k(["jwt"], 5, mask=np.array([False, True, True]))[0].tolist()
         [1]
         """
@@ -576,7 +591,8 @@ class BM25Index:
             raise ValueError(f"token_lists must be a list of token lists, got {token_lists!r}")
         batch = []
         for tokens in token_lists:
-            if isinstance(tokens, str) or not isinstance(tokens, Sequence):
+            if type(tokens) is not list and (isinstance(tokens, str)  # noqa: E721 (fast path)
+                                             or not isinstance(tokens, Sequence)):
                 raise ValueError(f"each query must be a sequence of tokens, got {tokens!r}")
             batch.append(self._query_terms(tokens))
         return batch, sum(self._query_work(terms) for terms in batch)
@@ -584,8 +600,9 @@ class BM25Index:
     def batch_scores(self, token_lists: Iterable[Sequence[str]], *, k1: float = 1.2,
                      b: float = 0.75) -> sp.csr_array:
         """BM25 of many queries at once: a ``(queries × document numbers)`` sparse matrix whose
-        row ``i`` holds exactly what :meth:`scores` gives for query ``i`` (a stored entry for
-        every matching document; removed documents never match).
+        row ``i`` holds what :meth:`scores` gives for query ``i`` (sorted indices; a score of
+        exactly 0, possible only with an okapi idf of 0, is not stored, as scipy's product drops
+        it).
 
         With a current snapshot this is one sparse product: (query × term counts) @ (term ×
         document weights).
@@ -625,8 +642,10 @@ class BM25Index:
                 vals.append(scores)
         if not rows:
             return sp.csr_array(shape)
-        return sp.csr_array((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                            shape=shape)
+        out = sp.csr_array((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                           shape=shape)
+        out.eliminate_zeros()
+        return out
 
     def batch_top_k(self, token_lists: Iterable[Sequence[str]], k: int = 10, *,
                     k1: float = 1.2, b: float = 0.75, mask: np.ndarray | None = None
