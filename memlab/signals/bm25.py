@@ -34,6 +34,7 @@ import importlib.util
 import math
 import threading
 from collections import Counter
+from itertools import repeat
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -165,12 +166,7 @@ class BM25Index:
         if snapshot not in SNAPSHOT_POLICIES:
             raise ValueError(f"snapshot must be one of {SNAPSHOT_POLICIES}, got {snapshot!r}")
         self.snapshot_policy = snapshot
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        if backend == "numba" and not numba_available():
-            raise ValueError("backend='numba' needs numba: pip install 'memlab[fast]'")
         self.backend = backend
-        self._use_numba = backend == "numba" or (backend == "auto" and numba_available())
         self.idf_variant = idf
         self.epsilon = float(epsilon)
         self._vocab: dict[str, int] = {}
@@ -186,6 +182,21 @@ class BM25Index:
         self._pending: dict[tuple[float, float], int] = {}  # unfrozen query work since a write
         self._build_lock = threading.Lock()
         self._local = threading.local()  # per-thread scratch of the compiled kernels
+
+    @property
+    def backend(self) -> str:
+        """``"auto"``, ``"numba"`` or ``"numpy"``; may be changed at any time (the answers do
+        not change, only who computes them)."""
+        return self._backend
+
+    @backend.setter
+    def backend(self, backend: str) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if backend == "numba" and not numba_available():
+            raise ValueError("backend='numba' needs numba: pip install 'memlab[fast]'")
+        self._backend = backend
+        self._use_numba = backend == "numba" or (backend == "auto" and numba_available())
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -384,12 +395,14 @@ class BM25Index:
         return self._okapi_cache[1]
 
     def _query_terms(self, tokens: Sequence[str]) -> dict[int, int]:
+        """Term id -> count in the query, ascending term ids: every read path sums a document's
+        contributions in this order, so all give the same bits."""
         counts: dict[int, int] = {}
         for tok in tokens:
             tid = self._vocab.get(tok)
             if tid is not None:
                 counts[tid] = counts.get(tid, 0) + 1
-        return counts
+        return dict(sorted(counts.items())) if len(counts) > 1 else counts
 
     def _term_weights(self, tid: int, n_docs: int, avgdl: float, k1: float, b: float
                       ) -> tuple[np.ndarray, np.ndarray]:
@@ -443,10 +456,11 @@ class BM25Index:
         frozen = self._frozen
         return frozen is not None and (float(k1), float(b)) in frozen.weights
 
-    def _snapshot(self, k1: float, b: float, work: int | None
+    def _snapshot(self, k1: float, b: float, work
                   ) -> tuple[_Frozen, np.ndarray] | None:
         """The snapshot and its ``(k1, b)`` weights if current, or worth building now that the
-        unfrozen queries have done ``work`` more (``None``: build unconditionally); else None."""
+        unfrozen queries have done ``work()`` more (``None``: build unconditionally); else
+        None."""
         key = (k1, b)
         frozen = self._frozen
         if frozen is not None:
@@ -456,7 +470,7 @@ class BM25Index:
         if work is not None and self.snapshot_policy == "never":
             return None
         if work is not None and self.snapshot_policy == "lazy":
-            pending = self._pending.get(key, 0) + work
+            pending = self._pending.get(key, 0) + work()
             if pending < self._n_postings:
                 self._pending[key] = pending  # a racing reader may lose an increment: harmless
                 return None
@@ -525,7 +539,7 @@ class BM25Index:
         if not terms or n_docs == 0:
             return np.empty(0, np.int64), np.empty(0, np.float64)
         k1, b = float(k1), float(b)
-        snapshot = self._snapshot(k1, b, self._query_work(terms))
+        snapshot = self._snapshot(k1, b, lambda: self._query_work(terms))
         return self._accumulate(*self._parts(terms, k1, b, snapshot))
 
     def _scratch(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -572,7 +586,7 @@ class BM25Index:
         if not terms or self.live_documents == 0:
             return np.empty(0, np.int64), np.empty(0, np.float64)
         k1, b = _check_k1_b(k1, b)
-        snapshot = self._snapshot(k1, b, self._query_work(terms))
+        snapshot = self._snapshot(k1, b, lambda: self._query_work(terms))
         if snapshot is not None and self._use_numba:
             frozen, weights = snapshot
             tids = np.fromiter(terms.keys(), dtype=np.int64, count=len(terms))
@@ -586,16 +600,40 @@ class BM25Index:
             docs, scores = docs[keep], scores[keep]
         return _select_top_k(docs, scores, k)
 
-    def _batch_terms(self, token_lists) -> tuple[list[dict[int, int]], int]:
+    def _batch_terms(self, token_lists) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every query's distinct known terms, flattened: ``(q_ptr, term ids, counts)`` with
+        query ``i``'s terms (ascending, as :meth:`_query_terms`) at ``q_ptr[i]:q_ptr[i + 1]``.
+        One pass over all tokens and one sort, instead of a dict per query."""
         if isinstance(token_lists, str) or not isinstance(token_lists, Iterable):
             raise ValueError(f"token_lists must be a list of token lists, got {token_lists!r}")
-        batch = []
+        lengths, flat = [], []
         for tokens in token_lists:
             if type(tokens) is not list and (isinstance(tokens, str)  # noqa: E721 (fast path)
                                              or not isinstance(tokens, Sequence)):
                 raise ValueError(f"each query must be a sequence of tokens, got {tokens!r}")
-            batch.append(self._query_terms(tokens))
-        return batch, sum(self._query_work(terms) for terms in batch)
+            lengths.append(len(tokens))
+            flat.extend(tokens)
+        n_queries = len(lengths)
+        ids = np.fromiter(map(self._vocab.get, flat, repeat(-1)), dtype=np.int64, count=len(flat))
+        query = np.repeat(np.arange(n_queries, dtype=np.int64), lengths)
+        known = ids >= 0
+        keys = np.sort(query[known] * (len(self._post_docs) + 1) + ids[known])
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else keys
+        counts = np.diff(np.r_[starts, len(keys)]).astype(np.float64)
+        keys = keys[starts]
+        query, tids = np.divmod(keys, len(self._post_docs) + 1)
+        q_ptr = np.searchsorted(query, np.arange(n_queries + 1), side="left")
+        return q_ptr.astype(np.int64), tids, counts
+
+    def _batch_work(self, tids: np.ndarray) -> int:
+        sizes = np.fromiter((self._post_docs[t].size for t in tids.tolist()), dtype=np.int64,
+                            count=len(tids))
+        return int(sizes.sum()) + _TERM_WORK * len(tids)
+
+    @staticmethod
+    def _row_terms(q_ptr, tids, counts, row: int) -> dict[int, float]:
+        lo, hi = q_ptr[row], q_ptr[row + 1]
+        return dict(zip(tids[lo:hi].tolist(), counts[lo:hi].tolist()))
 
     def batch_scores(self, token_lists: Iterable[Sequence[str]], *, k1: float = 1.2,
                      b: float = 0.75) -> sp.csr_array:
@@ -614,27 +652,24 @@ class BM25Index:
         >>> m.shape, m.nnz, round(float(m[1, 2]), 3)
         ((3, 3), 3, 2.185)
         """
-        batch, work = self._batch_terms(token_lists)
+        q_ptr, tids, counts = self._batch_terms(token_lists)
         k1, b = _check_k1_b(k1, b)
-        shape = (len(batch), len(self))
-        snapshot = (self._snapshot(k1, b, work) if self.live_documents and len(batch)
-                    else None)
+        n_queries = len(q_ptr) - 1
+        shape = (n_queries, len(self))
+        snapshot = (self._snapshot(k1, b, lambda: self._batch_work(tids))
+                    if self.live_documents and n_queries else None)
         if snapshot is not None:
             frozen, weights = snapshot
-            q_ptr = np.zeros(len(batch) + 1, dtype=np.int64)
-            np.cumsum([len(t) for t in batch], out=q_ptr[1:])
-            cols = np.fromiter((tid for t in batch for tid in t), dtype=np.int64,
-                               count=int(q_ptr[-1]))
-            vals = np.fromiter((q for t in batch for q in t.values()), dtype=np.float64,
-                               count=int(q_ptr[-1]))
-            queries = sp.csr_array((vals, cols, q_ptr), shape=(len(batch), len(frozen.indptr) - 1))
+            queries = sp.csr_array((counts, tids, q_ptr),
+                                   shape=(n_queries, len(frozen.indptr) - 1))
             postings = sp.csr_array((weights, frozen.docs, frozen.indptr),
                                     shape=(len(frozen.indptr) - 1, shape[1]))
             out = sp.csr_array(queries @ postings)
             out.sort_indices()
             return out
         rows, cols, vals = [], [], []
-        for i, terms in enumerate(batch):
+        for i in range(n_queries):
+            terms = self._row_terms(q_ptr, tids, counts, i)
             if terms and self.live_documents:
                 docs, scores = self._accumulate(*self._parts(terms, k1, b, None))
                 rows.append(np.full(len(docs), i))
@@ -662,25 +697,21 @@ class BM25Index:
         """
         k = _check_k(k)
         mask = self._check_mask(mask)
-        batch, work = self._batch_terms(token_lists)
+        q_ptr, tids, counts = self._batch_terms(token_lists)
         k1, b = _check_k1_b(k1, b)
-        if not self.live_documents or not batch:
-            return np.full((len(batch), k), -1, np.int64), np.full((len(batch), k), np.nan)
-        snapshot = self._snapshot(k1, b, work)
+        n_queries = len(q_ptr) - 1
+        if not self.live_documents or not n_queries:
+            return np.full((n_queries, k), -1, np.int64), np.full((n_queries, k), np.nan)
+        snapshot = self._snapshot(k1, b, lambda: self._batch_work(tids))
         if snapshot is not None and self._use_numba:
             frozen, weights = snapshot
-            q_ptr = np.zeros(len(batch) + 1, dtype=np.int64)
-            np.cumsum([len(t) for t in batch], out=q_ptr[1:])
-            tids = np.fromiter((tid for t in batch for tid in t), dtype=np.int64,
-                               count=int(q_ptr[-1]))
-            qtfs = np.fromiter((q for t in batch for q in t.values()), dtype=np.float64,
-                               count=int(q_ptr[-1]))
             return _numba_kernels().batch_top_k(
-                frozen.indptr, frozen.docs, weights, q_ptr, tids, qtfs,
+                frozen.indptr, frozen.docs, weights, q_ptr, tids, counts,
                 mask if mask is not None else _NO_MASK, mask is not None, k, *self._scratch())
-        out_docs = np.full((len(batch), k), -1, np.int64)
-        out_scores = np.full((len(batch), k), np.nan)
-        for i, terms in enumerate(batch):
+        out_docs = np.full((n_queries, k), -1, np.int64)
+        out_scores = np.full((n_queries, k), np.nan)
+        for i in range(n_queries):
+            terms = self._row_terms(q_ptr, tids, counts, i)
             if not terms:
                 continue
             docs, scores = self._accumulate(*self._parts(terms, k1, b, snapshot))
