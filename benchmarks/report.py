@@ -113,12 +113,17 @@ def peer_lines(rows: dict) -> list[str]:
                        f"same postings | {load} |")
         elif goal == "ppr-exact":
             acc = info["accuracy"]
+            skn = med.get("scikit-network bicgstab")
+            skn_time = f"; scikit-network BiCGSTAB {_us(skn)}" if skn is not None else ""
+            skn_l1 = (f", scikit-network {acc['l1_sknetwork_vs_ref']:.1e}"
+                      if acc.get("l1_sknetwork_vs_ref") is not None else "")
             out.append(f"| PPR exact, tol 1e-6 ({info['seed_sets']} seed sets of 5) | "
                        f"{_size(info['items'])} nodes, {info['edges']:,} edges | "
                        f"{_us(med['memlab exact'])} | (numpy) | igraph PRPACK "
-                       f"{_us(med['igraph prpack'])} | **{ratio['memlab exact']:.2f}** (time) | "
-                       f"L1 to 1e-13 reference: memlab {acc['l1_memlab_vs_ref']:.1e}, igraph "
-                       f"{acc['l1_igraph_vs_ref']:.1e} | {load} |")
+                       f"{_us(med['igraph prpack'])}{skn_time} | **{ratio['memlab exact']:.2f}** "
+                       f"(time vs igraph) | L1 to 1e-13 reference: memlab "
+                       f"{acc['l1_memlab_vs_ref']:.1e}, igraph {acc['l1_igraph_vs_ref']:.1e}"
+                       f"{skn_l1} | {load} |")
     return out
 
 

@@ -269,8 +269,9 @@ PPR_SEED_SETS = {10_000: 8, 100_000: 5, 1_000_000: 3}
 @pytest.mark.benchmark(group="peers-ppr-exact")
 @pytest.mark.parametrize("n", [10_000, 100_000, 1_000_000])
 def test_peer_ppr_exact_vs_igraph(benchmark, n):
-    """Exact PPR (tol 1e-6, cache off, no time budget) vs igraph's PRPACK on the same weighted
-    directed graph; L1 of each to a 1e-13 reference. A measurement (ppr.py is not ours here)."""
+    """Exact PPR (tol 1e-6, cache off, no time budget) vs igraph's PRPACK (and scikit-network's
+    BiCGSTAB, tol 1e-6) on the same weighted directed graph; L1 of each to a 1e-13 reference.
+    A measurement (ppr.py is not ours here)."""
     igraph = pytest.importorskip("igraph")
     from benchmarks.test_bench_graph import graph_memory, seed_sets
 
@@ -296,17 +297,32 @@ def test_peer_ppr_exact_vs_igraph(benchmark, n):
                                            implementation="prpack")
 
     sides = {"memlab exact": (no_setup, memlab_exact), "igraph prpack": (no_setup, igraph_prpack)}
+    try:
+        from sknetwork.ranking import PageRank
+        adjacency = coo.tocsr()
+        sknetwork = PageRank(damping_factor=0.85, solver="bicgstab", tol=1e-6)
+
+        def sknetwork_bicgstab(seeds):
+            return sknetwork.fit_predict(adjacency, weights={index_of[s]: 1.0 for s in seeds})
+
+        sides["scikit-network bicgstab"] = (no_setup, sknetwork_bicgstab)
+    except ImportError:
+        sknetwork_bicgstab = None
     before = loadavg()
     per_set = benchmark.pedantic(paired, args=(sides, sets, 3 if n < 1_000_000 else 2, 1),
                                  rounds=1, iterations=1)
     info = summarise(per_set, "igraph prpack")
-    l1_memlab, l1_igraph = [], []
+    l1_memlab, l1_igraph, l1_sknetwork = [], [], []
     for seeds in sets:
         ref = dense(ppr_result(mem, seeds, method="exact", top_k=None, cache=False,
                                budget_ms=None, tol=1e-13, max_iter=100_000).scores)
         l1_memlab.append(float(np.abs(dense(memlab_exact(seeds).scores) - ref).sum()))
         l1_igraph.append(float(np.abs(np.asarray(igraph_prpack(seeds)) - ref).sum()))
+        if sknetwork_bicgstab is not None:
+            l1_sknetwork.append(float(np.abs(sknetwork_bicgstab(seeds) - ref).sum()))
     benchmark.extra_info.update(goal="ppr-exact", items=n, edges=int(coo.nnz), seed_sets=len(sets),
                                 **info, accuracy={"l1_memlab_vs_ref": max(l1_memlab),
-                                                  "l1_igraph_vs_ref": max(l1_igraph)},
+                                                  "l1_igraph_vs_ref": max(l1_igraph),
+                                                  "l1_sknetwork_vs_ref": max(l1_sknetwork,
+                                                                             default=None)},
                                 loadavg_before=before, loadavg_after=loadavg())

@@ -242,3 +242,26 @@ def test_search_many_skips_anchors_and_validates():
         mem.search_many(["x"], top_k=0)
     with pytest.raises(ValueError, match="query"):
         mem.search_many(["\ud800"])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_concurrent_readers_get_the_serial_answers(backend):
+    """Readers share the store's lock: they may build the snapshot and use kernel scratch at the
+    same time, and must still get the serial answers."""
+    from concurrent.futures import ThreadPoolExecutor
+    rng = np.random.default_rng(1)
+    corpus = [[f"w{j}" for j in rng.integers(0, 200, 10)] for _ in range(2000)]
+    queries = [[f"w{j}" for j in rng.integers(0, 200, 3)] for _ in range(200)]
+    serial = BM25Index(backend="numpy", snapshot="never")
+    serial.add_many(corpus)
+    want = [serial.top_k(q, 5) for q in queries]
+    shared = BM25Index(backend=backend, snapshot="always")
+    shared.add_many(corpus)
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda q: shared.top_k(q, 5), queries * 3))
+    for (gd, gs), (wd, ws) in zip(got, want * 3):
+        np.testing.assert_array_equal(gd, wd)
+        np.testing.assert_array_equal(gs, ws)
+    assert len(shared._scratch_pool) == (0 if backend == "numpy" else
+                                         len(shared._scratch_pool) or -1)  # numba: pooled sets
+    assert len(shared._scratch_pool) <= 8

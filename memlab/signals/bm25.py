@@ -181,7 +181,7 @@ class BM25Index:
         self._frozen: _Frozen | None = None
         self._pending: dict[tuple[float, float], int] = {}  # unfrozen query work since a write
         self._build_lock = threading.Lock()
-        self._local = threading.local()  # per-thread scratch of the compiled kernels
+        self._scratch_pool: list = []  # scratch sets of the compiled kernels (_run_kernel)
 
     @property
     def backend(self) -> str:
@@ -200,16 +200,15 @@ class BM25Index:
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        for name in ("_build_lock", "_local", "_frozen"):
+        for name in ("_build_lock", "_frozen"):
             del state[name]
-        state["_pending"] = {}
+        state["_pending"], state["_scratch_pool"] = {}, []
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._frozen = None
         self._build_lock = threading.Lock()
-        self._local = threading.local()
 
     def _written(self) -> None:
         """Every write: scores change, so the snapshot and the okapi mean idf go."""
@@ -542,17 +541,23 @@ class BM25Index:
         snapshot = self._snapshot(k1, b, lambda: self._query_work(terms))
         return self._accumulate(*self._parts(terms, k1, b, snapshot))
 
-    def _scratch(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """This thread's zeroed accumulator, seen-flags and touched list (kept zeroed by the
-        kernels), sized to the document numbers."""
-        local = self._local
-        acc = getattr(local, "acc", None)
-        if acc is None or len(acc) < len(self):
+    def _run_kernel(self, kernel, *args):
+        """Call a compiled kernel with a zeroed scratch set (accumulator, seen flags, touched
+        list; the kernels leave them zeroed). Sets are pooled, not per thread: a server with many
+        threads holds as many sets as queries it ran at once."""
+        pool = self._scratch_pool
+        try:
+            scratch = pool.pop()
+        except IndexError:
+            scratch = None
+        if scratch is None or len(scratch[0]) < len(self):
             size = max(len(self), 64)
-            local.acc = np.zeros(size)
-            local.seen = np.zeros(size, dtype=np.bool_)
-            local.touched = np.empty(size, dtype=np.int64)
-        return local.acc, local.seen, local.touched
+            scratch = (np.zeros(size), np.zeros(size, dtype=np.bool_),
+                       np.empty(size, dtype=np.int64))
+        try:
+            return kernel(*args, *scratch)
+        finally:
+            pool.append(scratch)
 
     def _check_mask(self, mask) -> np.ndarray | None:
         if mask is None:
@@ -591,9 +596,9 @@ class BM25Index:
             frozen, weights = snapshot
             tids = np.fromiter(terms.keys(), dtype=np.int64, count=len(terms))
             qtfs = np.fromiter(terms.values(), dtype=np.float64, count=len(terms))
-            return _numba_kernels().accumulate_top_k(
-                frozen.indptr, frozen.docs, weights, tids, qtfs,
-                mask if mask is not None else _NO_MASK, mask is not None, k, *self._scratch())
+            return self._run_kernel(_numba_kernels().accumulate_top_k,
+                                    frozen.indptr, frozen.docs, weights, tids, qtfs,
+                                    mask if mask is not None else _NO_MASK, mask is not None, k)
         docs, scores = self._accumulate(*self._parts(terms, k1, b, snapshot))
         if mask is not None:
             keep = mask[docs]
@@ -705,9 +710,9 @@ class BM25Index:
         snapshot = self._snapshot(k1, b, lambda: self._batch_work(tids))
         if snapshot is not None and self._use_numba:
             frozen, weights = snapshot
-            return _numba_kernels().batch_top_k(
-                frozen.indptr, frozen.docs, weights, q_ptr, tids, counts,
-                mask if mask is not None else _NO_MASK, mask is not None, k, *self._scratch())
+            return self._run_kernel(_numba_kernels().batch_top_k,
+                                    frozen.indptr, frozen.docs, weights, q_ptr, tids, counts,
+                                    mask if mask is not None else _NO_MASK, mask is not None, k)
         out_docs = np.full((n_queries, k), -1, np.int64)
         out_scores = np.full((n_queries, k), np.nan)
         for i in range(n_queries):
