@@ -262,6 +262,7 @@ def test_concurrent_readers_get_the_serial_answers(backend):
     for (gd, gs), (wd, ws) in zip(got, want * 3):
         np.testing.assert_array_equal(gd, wd)
         np.testing.assert_array_equal(gs, ws)
-    assert len(shared._scratch_pool) == (0 if backend == "numpy" else
-                                         len(shared._scratch_pool) or -1)  # numba: pooled sets
-    assert len(shared._scratch_pool) <= 8
+    if backend == "numpy":
+        assert shared._scratch_pool == []  # the kernels' scratch is numba's only
+    else:
+        assert 1 <= len(shared._scratch_pool) <= 8  # one set per query running at once
