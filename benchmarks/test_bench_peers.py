@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse
 
 from benchmarks.conftest import NOW, items, queries
 from memlab import ManualClock, Memory
@@ -299,7 +300,7 @@ def test_peer_ppr_exact_vs_igraph(benchmark, n):
     sides = {"memlab exact": (no_setup, memlab_exact), "igraph prpack": (no_setup, igraph_prpack)}
     try:
         from sknetwork.ranking import PageRank
-        adjacency = coo.tocsr()
+        adjacency = scipy.sparse.csr_matrix(coo)  # scikit-network refuses sparse arrays
         sknetwork = PageRank(damping_factor=0.85, solver="bicgstab", tol=1e-6)
 
         def sknetwork_bicgstab(seeds):
