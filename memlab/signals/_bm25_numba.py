@@ -1,7 +1,7 @@
 """numba kernels for :class:`memlab.signals.bm25.BM25Index` (the optional ``fast`` extra).
 
-Importing this module needs numba; :mod:`memlab.signals.bm25` imports it only when numba is
-installed and keeps a pure-numpy path as the reference (tested equal: same summation order, so the
+Without numba these are plain Python functions (same results, far slower);
+:mod:`memlab.signals.bm25` calls them only when numba is installed and keeps a pure-numpy path as the reference (tested equal: same summation order, so the
 same bits). Why hand-written loops here rather than a library call: the work per query is a few
 hundred to a few thousand postings, so the cost that matters is the per-query constant (Python and
 numpy dispatch, temporary arrays), which only a compiled accumulate + top-k loop removes.
@@ -13,7 +13,12 @@ Ranking order everywhere: score descending, then document number ascending (as
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+try:
+    from numba import njit
+except ImportError:  # importable without numba (doctest collection); bm25.py then never calls it
+    def njit(*args, **kwargs):
+        return args[0] if args and callable(args[0]) else (lambda fn: fn)
 
 __all__ = ["accumulate_top_k", "batch_top_k"]
 
