@@ -1,8 +1,8 @@
 """numba kernels for :class:`memlab.signals.bm25.BM25Index` (the optional ``fast`` extra).
 
 Without numba these are plain Python functions (same results, far slower);
-:mod:`memlab.signals.bm25` calls them only when numba is installed and keeps a pure-numpy path as the reference (tested equal: same summation order, so the
-same bits). Why hand-written loops here rather than a library call: the work per query is a few
+:mod:`memlab.signals.bm25` calls them only when numba is installed and keeps a pure-numpy path as
+the reference (tested equal: same summation order, so the same bits). Why hand-written loops here rather than a library call: the work per query is a few
 hundred to a few thousand postings, so the cost that matters is the per-query constant (Python and
 numpy dispatch, temporary arrays), which only a compiled accumulate + top-k loop removes.
 
