@@ -2,9 +2,10 @@
 
 Without numba these are plain Python functions (same results, far slower);
 :mod:`memlab.signals.bm25` calls them only when numba is installed and keeps a pure-numpy path as
-the reference (tested equal: same summation order, so the same bits). Why hand-written loops here rather than a library call: the work per query is a few
-hundred to a few thousand postings, so the cost that matters is the per-query constant (Python and
-numpy dispatch, temporary arrays), which only a compiled accumulate + top-k loop removes.
+the reference (tested equal: same summation order, so the same bits). Why hand-written loops
+rather than a library call: the work per query is a few hundred to a few thousand postings, so
+the cost that matters is the per-query constant (Python and numpy dispatch, temporary arrays),
+which only a compiled accumulate + top-k loop removes.
 
 Ranking order everywhere: score descending, then document number ascending (as
 ``np.lexsort((docs, -scores))``).
@@ -77,7 +78,8 @@ def _top_k_one(indptr, docs, weights, tids, qtfs, start, stop, mask, use_mask, k
                 worst = c
                 left = 2 * c + 1
                 right = left + 1
-                if left < size and _before(heap_s[worst], heap_d[worst], heap_s[left], heap_d[left]):
+                if left < size and _before(heap_s[worst], heap_d[worst],
+                                           heap_s[left], heap_d[left]):
                     worst = left
                 if right < size and _before(heap_s[worst], heap_d[worst],
                                             heap_s[right], heap_d[right]):
