@@ -218,14 +218,19 @@ TEXTS = ["deploys run on fridays", "friday lunch is pizza", "the deploy broke on
 @pytest.mark.parametrize("reinforce", [True, False])
 def test_search_many_equals_search_one_by_one(reinforce):
     queries = ["friday deploy", "pizza", "unicorn", "auth deploy friday", "friday deploy"]
-    batch_mem, _ = _memory(TEXTS)
-    loop_mem, _ = _memory(TEXTS)
+    batch_mem, ids = _memory(TEXTS)
+    loop_mem, loop_ids = _memory(TEXTS)
+    assert ids == loop_ids
     got = batch_mem.search_many(queries, top_k=3, reinforce=reinforce)
     want = [loop_mem.search(q, top_k=3, reinforce=reinforce) for q in queries]
     assert got == want
     assert [len(hits) for hits in got] == [3, 2, 0, 3, 3]
-    assert batch_mem.get(got[0][0]["item_id"], reinforce=False) == \
-        loop_mem.get(want[0][0]["item_id"], reinforce=False)  # same activation state
+    # the same reinforcement: every item's history (retrieval events included) is the same
+    states = [batch_mem.get(i, reinforce=False) for i in ids]
+    assert states == [loop_mem.get(i, reinforce=False) for i in ids]
+    searched = sum(event["kind"] == "reinforced" and event["detail"] == {"via": "search"}
+                   for state in states for event in state["history"])
+    assert (searched > 0) == reinforce
     assert batch_mem.search_many([]) == []
 
 
