@@ -50,10 +50,14 @@ test-all: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -m ''
 
 # prints the load average before and after: timings on a shared machine are only comparable as
-# the ratios measured inside one run
+# the ratios measured inside one run. `make bench BENCH_SELECT=peer` runs only the benchmarks
+# whose name matches (pytest -k), e.g. the peer groups (~2.5 of the ~6 CPU-minutes)
+BENCH_SELECT ?=
+
 bench: $(VENV)/.installed-bench
 	@cat /proc/loadavg 2>/dev/null || true
-	$(BIN)/python -m memlab bench --json benchmarks/results.json
+	$(BIN)/python -m memlab bench --json benchmarks/results.json \
+		$(if $(BENCH_SELECT),-k '$(BENCH_SELECT)')
 	@cat /proc/loadavg 2>/dev/null || true
 
 clean:

@@ -90,7 +90,7 @@ def peer_lines(rows: dict) -> list[str]:
                        f"{_us(med['memlab-numba'])} | {_us(med['memlab-numpy'])} | tantivy "
                        f"{_us(med['tantivy'])} | **{ratio['memlab-numba']:.2f}** / "
                        f"{ratio['memlab-numpy']:.2f} (time; ≤ 1 is ahead) | top-10 overlap "
-                       f"{acc:.2f} (tantivy's lossy lengths) | {load} |")
+                       f"{acc:.2f} | {load} |")
         elif goal == "bm25-batch":
             qps, thr = info["queries_per_s"], info["throughput_ratio_vs_bm25s"]
             acc = info["accuracy"]["top10_overlap_bm25s_vs_memlab"]
