@@ -30,6 +30,7 @@ reference path, tested equal.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 import threading
@@ -53,6 +54,7 @@ _TERM_WORK = 256  # postings-equivalent cost of one query term on the unfrozen p
 _kernels = None
 
 
+@functools.lru_cache(maxsize=1)
 def numba_available() -> bool:
     """Whether numba (the ``fast`` extra) is installed, so ``backend="auto"`` compiles.
 
