@@ -16,8 +16,13 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
+# `make bench` installs the peers (igraph, scikit-network, tantivy, bm25s) and numba (the fast
+# extra) beside pytest-benchmark; `make bench BENCH_EXTRAS=bench` measures memlab alone (the
+# peer groups then skip, saying why)
+BENCH_EXTRAS ?= bench,peers,fast
+
 $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/pip install --quiet -e '.[$(BENCH_EXTRAS)]'
 	touch $@
 
 $(VENV)/.installed-notebooks: pyproject.toml | $(BIN)/python
@@ -44,8 +49,16 @@ test-slow: $(VENV)/.installed-test
 test-all: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -m ''
 
+# prints the load average before and after: timings on a shared machine are only comparable as
+# the ratios measured inside one run. `make bench BENCH_SELECT=peer` runs only the benchmarks
+# whose name matches (pytest -k), e.g. the peer groups (~2.5 of the ~6 CPU-minutes)
+BENCH_SELECT ?=
+
 bench: $(VENV)/.installed-bench
-	$(BIN)/python -m memlab bench --json benchmarks/results.json
+	@cat /proc/loadavg 2>/dev/null || true
+	$(BIN)/python -m memlab bench --json benchmarks/results.json \
+		$(if $(BENCH_SELECT),-k '$(BENCH_SELECT)')
+	@cat /proc/loadavg 2>/dev/null || true
 
 clean:
 	rm -rf $(VENV) build *.egg-info

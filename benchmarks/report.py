@@ -37,6 +37,7 @@ def main(path: str) -> str:
         out.append(f"- add_many: {50_000 / bulk['stats']['median']:,.0f} items/s")
     out += graph_lines(rows)
     out += replay_lines(rows)
+    out += peer_lines(rows)
     return "\n".join(out)
 
 
@@ -57,6 +58,72 @@ def replay_lines(rows: dict) -> list[str]:
                    f"including ingest, {in_queries:,.0f} queries/s in get_working_context); "
                    f"recording every candidate ({info['candidate_rows']:,} rows) costs "
                    f"{overhead:+.1%} (target <= 20%)")
+    return out
+
+
+def _size(n: int) -> str:
+    return f"{n // 1_000_000}M" if n >= 1_000_000 and n % 1_000_000 == 0 else \
+        f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else f"{n:,}"
+
+
+def _us(ms: float) -> str:
+    return f"{ms * 1e3:,.1f} µs" if ms < 1 else f"{ms:,.1f} ms"
+
+
+def peer_lines(rows: dict) -> list[str]:
+    """The peer table (issue 18): memlab beside tantivy, bm25s and igraph, ratios measured in the
+    same run (``benchmarks/test_bench_peers.py``: CPU-time medians, paired per query)."""
+    peers = [row for row in rows.values() if row["extra_info"].get("goal")]
+    if not peers:
+        return []
+    out = ["", "| operation | size | memlab, numba | memlab, numpy | peer | memlab ÷ peer "
+           "(numba / numpy) | accuracy | load avg |", "|---|---:|---:|---:|---:|---:|---|---|"]
+    order = {"bm25-top10": 0, "bm25-batch": 1, "bm25-index": 2, "ppr-exact": 3}
+    for row in sorted(peers, key=lambda r: (order.get(r["extra_info"]["goal"], 9),
+                                            r["extra_info"].get("items", 0))):
+        info = row["extra_info"]
+        goal, med, ratio = info["goal"], info["median_ms"], info["ratio_vs_peer"]
+        load = info.get("loadavg_before", "?").split()[0]
+        if goal == "bm25-top10":
+            acc = info["accuracy"]["top10_overlap_tantivy_vs_memlab"]
+            out.append(f"| BM25 top-10, one query from text | {_size(info['items'])} docs | "
+                       f"{_us(med['memlab-numba'])} | {_us(med['memlab-numpy'])} | tantivy "
+                       f"{_us(med['tantivy'])} | **{ratio['memlab-numba']:.2f}** / "
+                       f"{ratio['memlab-numpy']:.2f} (time; ≤ 1 is ahead) | top-10 overlap "
+                       f"{acc:.2f} | {load} |")
+        elif goal == "bm25-batch":
+            qps, thr = info["queries_per_s"], info["throughput_ratio_vs_bm25s"]
+            acc = info["accuracy"]["top10_overlap_bm25s_vs_memlab"]
+            size = "MuSiQue 1,890 docs" if info["dataset"] == "musique" else \
+                f"{_size(info['items'])} docs"
+            out.append(f"| BM25 batch top-10 ({info['queries']:,} queries; "
+                       f"`Memory.search_many` from text: {qps['Memory.search_many']:,.0f} q/s) | "
+                       f"{size} | {qps['memlab-numba']:,.0f} q/s | {qps['memlab-numpy']:,.0f} q/s "
+                       f"| bm25s numba {qps['bm25s']:,.0f} q/s | **{thr['memlab-numba']:.2f}** / "
+                       f"{thr['memlab-numpy']:.2f} (throughput; ≥ 1 is ahead) | top-10 overlap "
+                       f"{acc:.2f}; differences beyond score ties: "
+                       f"{info['accuracy']['queries_differing_beyond_ties']} queries | {load} |")
+        elif goal == "bm25-index":
+            dps = info["docs_per_s"]
+            out.append(f"| BM25 indexing (`add_many` + `freeze`) | {_size(info['items'])} docs | "
+                       f"{dps['memlab add_many+freeze']:,.0f} docs/s | (same) | bm25s "
+                       f"{dps['bm25s']:,.0f} docs/s; tantivy from text "
+                       f"{dps['tantivy (from text)']:,.0f} docs/s | "
+                       f"{1 / ratio['memlab add_many+freeze']:.2f} (throughput vs bm25s) | "
+                       f"same postings | {load} |")
+        elif goal == "ppr-exact":
+            acc = info["accuracy"]
+            skn = med.get("scikit-network bicgstab")
+            skn_time = f"; scikit-network BiCGSTAB {_us(skn)}" if skn is not None else ""
+            skn_l1 = (f", scikit-network {acc['l1_sknetwork_vs_ref']:.1e}"
+                      if acc.get("l1_sknetwork_vs_ref") is not None else "")
+            out.append(f"| PPR exact, tol 1e-6 ({info['seed_sets']} seed sets of 5) | "
+                       f"{_size(info['items'])} nodes, {info['edges']:,} edges | "
+                       f"{_us(med['memlab exact'])} | (numpy) | igraph PRPACK "
+                       f"{_us(med['igraph prpack'])}{skn_time} | **{ratio['memlab exact']:.2f}** "
+                       f"(time vs igraph) | L1 to 1e-13 reference: memlab "
+                       f"{acc['l1_memlab_vs_ref']:.1e}, igraph {acc['l1_igraph_vs_ref']:.1e}"
+                       f"{skn_l1} | {load} |")
     return out
 
 

@@ -1,0 +1,329 @@
+"""memlab beside the compiled peers (issue 18), each pair measured in the same session.
+
+- BM25 single-query top-10 at 100k and 1M documents: memlab ``BM25Index.top_k`` from query text
+  (analysis included; numba and numpy paths) against tantivy (Rust; Lucene's BM25; its own
+  ``en_stem`` analysis inside ``parse_query``).
+- BM25 batch top-10 throughput at 10k documents and on MuSiQue (HippoRAG's 1,890 passages, 100
+  questions): ``BM25Index.batch_top_k`` on token lists against ``bm25s`` (numba backend,
+  ``retrieve(k=10, n_threads=1)``) on the same token lists; ``Memory.search_many`` (from text,
+  hits as dicts) reported beside.
+- BM25 indexing: docs/s of ``BM25Index.add_many`` (+ ``freeze``) against bm25s and tantivy.
+- Exact PPR (tol 1e-6) against igraph's PRPACK at 10k, 100k and 1M nodes, a *measurement*: time
+  ratio and the L1 distance of each answer to a 1e-13 reference (memlab's power iteration run to
+  L1 change < 1e-13).
+
+How the ratios are measured: CPU time (``time.process_time``), the sides interleaved per query
+(or per batch) and their order alternating between rounds; for each query the median over rounds,
+and the reported ratio is the median over queries of memlab's time / the peer's (paired per
+query). Machine load (``/proc/loadavg``) is recorded before and after. Everything lands in
+``extra_info`` of one pytest-benchmark entry per goal (group ``peers-*``); ``report.py`` prints
+the README table.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+from benchmarks.conftest import NOW, items, queries
+from memlab import ManualClock, Memory
+from memlab.datasets import shared_data_dir
+from memlab.graph import ppr_result
+from memlab.signals.bm25 import BM25Index, lookup_scores, numba_available
+from memlab.text import analyze_porter
+
+TOP_K = 10
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def paired(sides: dict, inputs: list, rounds: int, reps: int = 1) -> dict[str, np.ndarray]:
+    """CPU seconds per input for each side: median over ``rounds`` of the mean of ``reps`` calls.
+
+    ``sides`` maps a name to ``(setup, fn)``: ``setup()`` runs untimed before each side's turn,
+    ``fn(x)`` is timed. Sides alternate per input, their order reversing every round.
+    """
+    names = list(sides)
+    times = {name: np.zeros((rounds, len(inputs))) for name in names}
+    clock = time.process_time_ns
+    for r in range(rounds):
+        order = names if r % 2 == 0 else names[::-1]
+        for i, x in enumerate(inputs):
+            for name in order:
+                setup, fn = sides[name]
+                setup()
+                t0 = clock()
+                for _ in range(reps):
+                    fn(x)
+                times[name][r, i] = (clock() - t0) / reps / 1e9
+    return {name: np.median(t, axis=0) for name, t in times.items()}
+
+
+def summarise(per_input: dict[str, np.ndarray], peer: str) -> dict:
+    """Median time per side (ms) and the median over inputs of each side's time / the peer's."""
+    return {"median_ms": {name: float(np.median(t)) * 1e3 for name, t in per_input.items()},
+            "ratio_vs_peer": {name: float(np.median(t / per_input[peer]))
+                              for name, t in per_input.items() if name != peer},
+            "ratio_q25_q75": {name: [float(np.quantile(t / per_input[peer], q)) for q in (.25, .75)]
+                              for name, t in per_input.items() if name != peer},
+            "peer": peer}
+
+
+def no_setup() -> None:
+    return None
+
+
+def backend_side(index: BM25Index, backend: str, fn):
+    def setup():
+        index.backend = backend
+    return setup, fn
+
+
+MEMLAB_SIDES = ["numba", "numpy"] if numba_available() else ["numpy"]
+
+
+# ---------------------------------------------------------------- BM25 single-query top-10
+@functools.lru_cache(maxsize=None)
+def memlab_index(n: int) -> BM25Index:
+    index = BM25Index()
+    index.add_many([analyze_porter(item["content"]) for item in items(n)])
+    index.freeze()
+    return index
+
+
+def tantivy_index(n: int):
+    tantivy = pytest.importorskip("tantivy")
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("body", stored=False, tokenizer_name="en_stem")
+    builder.add_integer_field("id", stored=True, indexed=False)
+    index = tantivy.Index(builder.build())
+    writer = index.writer(heap_size=500_000_000, num_threads=1)
+    for i, item in enumerate(items(n)):
+        writer.add_document(tantivy.Document(body=item["content"], id=i))
+    writer.commit()
+    writer.wait_merging_threads()
+    index.reload()
+    return index
+
+
+@pytest.mark.benchmark(group="peers-bm25-top10")
+@pytest.mark.parametrize("n", [100_000, 1_000_000])
+def test_peer_bm25_top10_vs_tantivy(benchmark, n):
+    """Single-query top-10 from query text: memlab (numba, numpy) vs tantivy, paired per query."""
+    index = memlab_index(n)
+    tv = tantivy_index(n)
+    searcher = tv.searcher()
+    texts = queries(64)
+
+    def memlab_top(q):
+        return index.top_k(analyze_porter(q), TOP_K)
+
+    def tantivy_top(q):
+        return searcher.search(tv.parse_query(q, ["body"]), TOP_K).hits
+
+    sides = {f"memlab-{b}": backend_side(index, b, memlab_top) for b in MEMLAB_SIDES}
+    sides["tantivy"] = (no_setup, tantivy_top)
+    for setup, fn in sides.values():  # warm: numba compile/cache load, tantivy caches
+        setup()
+        fn(texts[0])
+    before = loadavg()
+    per_query = benchmark.pedantic(paired, args=(sides, texts, 7, 10), rounds=1, iterations=1)
+    info = summarise(per_query, "tantivy")
+    # accuracy: memlab's numba and numpy answers are the same; tantivy's top-10 overlap with
+    # memlab's exact one (tantivy stores document lengths in one lossy byte)
+    overlaps = []
+    for q in texts:
+        index.backend = "numpy"
+        ref = index.top_k(analyze_porter(q), TOP_K)[0]
+        if numba_available():
+            index.backend = "numba"
+            assert index.top_k(analyze_porter(q), TOP_K)[0].tolist() == ref.tolist()
+        hits = tantivy_top(q)
+        got = {searcher.doc(addr)["id"][0] for _, addr in hits}
+        overlaps.append(len(got & set(ref.tolist())) / max(len(ref), 1))
+    index.backend = "auto"
+    benchmark.extra_info.update(goal="bm25-top10", items=n, queries=len(texts), **info,
+                                accuracy={"top10_overlap_tantivy_vs_memlab":
+                                          float(np.mean(overlaps))},
+                                loadavg_before=before, loadavg_after=loadavg())
+
+
+# ---------------------------------------------------------------- BM25 batch throughput
+def musique() -> tuple[list[str], list[str]]:
+    root = shared_data_dir() / "hipporag"
+    if not (root / "musique_train_corpus.json").exists():
+        pytest.skip(f"MuSiQue not found under {root} (set MEMLAB_SHARED_DATA)")
+    corpus = json.loads((root / "musique_train_corpus.json").read_text())
+    questions = json.loads((root / "musique_train.json").read_text())
+    return ([f"{p['title']}\n{p['text']}" for p in corpus], [q["question"] for q in questions])
+
+
+def synthetic_10k() -> tuple[list[str], list[str]]:
+    return [item["content"] for item in items(10_000)], queries(1000, seed=11)
+
+
+@pytest.mark.benchmark(group="peers-bm25-batch")
+@pytest.mark.parametrize("dataset", ["synthetic-10k", "musique"])
+def test_peer_bm25_batch_vs_bm25s(benchmark, dataset):
+    """Batch top-10 throughput on the same token lists: memlab batch_top_k vs bm25s (numba)."""
+    bm25s = pytest.importorskip("bm25s")
+    docs, texts = musique() if dataset == "musique" else synthetic_10k()
+    corpus_tokens = [analyze_porter(d) for d in docs]
+    query_tokens = [analyze_porter(q) for q in texts]
+    index = BM25Index()
+    index.add_many(corpus_tokens)
+    index.freeze()
+    peer = bm25s.BM25(k1=1.2, b=0.75, method="lucene",
+                      backend="numba" if numba_available() else "numpy")
+    peer.index(corpus_tokens, show_progress=False)
+    mem = Memory(clock=ManualClock(NOW))
+    mem.add_many(docs)
+    k = min(TOP_K, len(docs))
+
+    def memlab_batch(batch):
+        return index.batch_top_k(batch, k)
+
+    def bm25s_batch(batch):
+        return peer.retrieve(batch, k=k, show_progress=False, n_threads=1)
+
+    sides = {f"memlab-{b}": backend_side(index, b, memlab_batch) for b in MEMLAB_SIDES}
+    sides["bm25s"] = (no_setup, bm25s_batch)
+    sides["Memory.search_many"] = (no_setup, lambda _: mem.search_many(texts, k, reinforce=False))
+    for setup, fn in sides.values():
+        setup()
+        fn(query_tokens)
+    before = loadavg()
+    rounds = 9
+    per_batch = benchmark.pedantic(paired, args=(sides, [query_tokens], rounds, 3), rounds=1,
+                                   iterations=1)
+    info = summarise(per_batch, "bm25s")
+    info["queries_per_s"] = {name: len(texts) / t[0] for name, t in per_batch.items()}
+    info["throughput_ratio_vs_bm25s"] = {name: 1.0 / r for name, r in info["ratio_vs_peer"].items()}
+    # accuracy: bm25s pads short lists with score-0 documents (dropped here) and breaks ties
+    # by its own order: a differing document counts as a tie when memlab scores it exactly as
+    # its own k-th hit
+    ours, our_scores = index.batch_top_k(query_tokens, k)
+    theirs, their_scores = bm25s_batch(query_tokens)
+    overlaps, untied = [], 0
+    for q, a, s, b, bs in zip(query_tokens, ours, our_scores, np.asarray(theirs),
+                              np.asarray(their_scores)):
+        a, b = a[a >= 0], b[bs > 0]
+        if not len(a):
+            continue
+        overlaps.append(len(set(a.tolist()) & set(b.tolist())) / len(a))
+        extra = np.array(sorted(set(b.tolist()) - set(a.tolist())), dtype=np.int64)
+        if len(extra):
+            docs_q, scores_q = index.scores(q)
+            if not np.allclose(lookup_scores(docs_q, scores_q, extra), s[len(a) - 1],
+                               rtol=1e-6):
+                untied += 1
+    overlap = float(np.mean(overlaps))
+    benchmark.extra_info.update(goal="bm25-batch", dataset=dataset, items=len(docs),
+                                queries=len(texts), **info,
+                                accuracy={"top10_overlap_bm25s_vs_memlab": overlap,
+                                          "queries_differing_beyond_ties": untied},
+                                loadavg_before=before, loadavg_after=loadavg())
+
+
+@pytest.mark.benchmark(group="peers-bm25-index")
+def test_peer_bm25_indexing(benchmark):
+    """Documents per CPU second: memlab add_many (+ freeze) from token lists, bm25s index from
+    the same token lists, tantivy from text (its analysis included)."""
+    bm25s = pytest.importorskip("bm25s")
+    n = 100_000
+    token_lists = [analyze_porter(item["content"]) for item in items(n)]
+
+    def memlab_build(_):
+        index = BM25Index()
+        index.add_many(token_lists)
+        index.freeze()
+
+    def bm25s_build(_):
+        bm25s.BM25(k1=1.2, b=0.75, method="lucene").index(token_lists, show_progress=False)
+
+    sides = {"memlab add_many+freeze": (no_setup, memlab_build),
+             "bm25s": (no_setup, bm25s_build),
+             "tantivy (from text)": (no_setup, lambda _: tantivy_index(n))}
+    before = loadavg()
+    per_round = benchmark.pedantic(paired, args=(sides, [None], 3, 1), rounds=1, iterations=1)
+    info = summarise(per_round, "bm25s")
+    info["docs_per_s"] = {name: n / t[0] for name, t in per_round.items()}
+    benchmark.extra_info.update(goal="bm25-index", items=n, **info, loadavg_before=before,
+                                loadavg_after=loadavg())
+
+
+# ---------------------------------------------------------------- exact PPR vs igraph PRPACK
+PPR_SEED_SETS = {10_000: 8, 100_000: 5, 1_000_000: 3}
+
+
+@pytest.mark.benchmark(group="peers-ppr-exact")
+@pytest.mark.parametrize("n", [10_000, 100_000, 1_000_000])
+def test_peer_ppr_exact_vs_igraph(benchmark, n):
+    """Exact PPR (tol 1e-6, cache off, no time budget) vs igraph's PRPACK (and scikit-network's
+    BiCGSTAB, tol 1e-6) on the same weighted directed graph; L1 of each to a 1e-13 reference.
+    A measurement (ppr.py is not ours here)."""
+    igraph = pytest.importorskip("igraph")
+    from benchmarks.test_bench_graph import graph_memory, seed_sets
+
+    mem = graph_memory(n)
+    coo = mem._ws.graph.snapshot(len(mem)).matrix().tocoo()
+    graph = igraph.Graph(n=len(mem), edges=np.column_stack([coo.row, coo.col]).tolist(),
+                         directed=True, edge_attrs={"weight": coo.data.tolist()})
+    index_of = mem._ws.index_of
+    cycle = seed_sets(mem)
+    sets = cycle.values[:PPR_SEED_SETS[n]]
+
+    def dense(scores: dict) -> np.ndarray:
+        out = np.zeros(len(mem))
+        out[[index_of[k] for k in scores]] = list(scores.values())
+        return out
+
+    def memlab_exact(seeds):
+        return ppr_result(mem, seeds, method="exact", top_k=None, cache=False, budget_ms=None)
+
+    def igraph_prpack(seeds):
+        return graph.personalized_pagerank(reset_vertices=[index_of[s] for s in seeds],
+                                           damping=0.85, directed=True, weights="weight",
+                                           implementation="prpack")
+
+    sides = {"memlab exact": (no_setup, memlab_exact), "igraph prpack": (no_setup, igraph_prpack)}
+    try:
+        from sknetwork.ranking import PageRank
+        adjacency = scipy.sparse.csr_matrix(coo)  # scikit-network refuses sparse arrays
+        sknetwork = PageRank(damping_factor=0.85, solver="bicgstab", tol=1e-6)
+
+        def sknetwork_bicgstab(seeds):
+            return sknetwork.fit_predict(adjacency, weights={index_of[s]: 1.0 for s in seeds})
+
+        sides["scikit-network bicgstab"] = (no_setup, sknetwork_bicgstab)
+    except ImportError:
+        sknetwork_bicgstab = None
+    before = loadavg()
+    per_set = benchmark.pedantic(paired, args=(sides, sets, 3 if n < 1_000_000 else 2, 1),
+                                 rounds=1, iterations=1)
+    info = summarise(per_set, "igraph prpack")
+    l1_memlab, l1_igraph, l1_sknetwork = [], [], []
+    for seeds in sets:
+        ref = dense(ppr_result(mem, seeds, method="exact", top_k=None, cache=False,
+                               budget_ms=None, tol=1e-13, max_iter=100_000).scores)
+        l1_memlab.append(float(np.abs(dense(memlab_exact(seeds).scores) - ref).sum()))
+        l1_igraph.append(float(np.abs(np.asarray(igraph_prpack(seeds)) - ref).sum()))
+        if sknetwork_bicgstab is not None:
+            l1_sknetwork.append(float(np.abs(sknetwork_bicgstab(seeds) - ref).sum()))
+    benchmark.extra_info.update(goal="ppr-exact", items=n, edges=int(coo.nnz), seed_sets=len(sets),
+                                **info, accuracy={"l1_memlab_vs_ref": max(l1_memlab),
+                                                  "l1_igraph_vs_ref": max(l1_igraph),
+                                                  "l1_sknetwork_vs_ref": max(l1_sknetwork,
+                                                                             default=None)},
+                                loadavg_before=before, loadavg_after=loadavg())
