@@ -536,6 +536,7 @@ def _restore_bm25(r: _Reader, p: str, head: dict) -> BM25Index:
     index._doc_len = _growable(doc_len)
     index._total_len = float(head["total_len"])
     index._removed = set(removed.tolist())
+    index._n_postings = int(counts.sum())  # every posting kept is live (a removal drops its own)
     return index
 
 
@@ -562,7 +563,9 @@ _NOT_STATE = frozenset([
     "_delta_src", "_delta_dst", "_delta_code", "_delta_w", "_delta_out", "_delta_touch",
     "_stale", "rebuilds", "_okapi_cache", "_pending", "_depth", "_applying", "_batch",
     "_replaying", "_compactor", "_compact_lock", "_tail_rows", "last_compaction_error",
-    "compact_after", "_closing"])
+    "compact_after", "_closing",
+    # BM25's read-side caches: the frozen postings, the query work since a write, kernel scratch
+    "_frozen", "_pending", "_scratch_pool", "_build_lock"])
 
 
 def full_state(store: MemoryStore) -> Any:
