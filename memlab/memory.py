@@ -51,6 +51,12 @@ def _search_hits(ws, hits: list[tuple[int, float]]) -> list[dict[str, Any]]:
     return out
 
 
+def _check_search_args(top_k: Any, reinforce: Any) -> None:
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 1000:
+        raise ValueError(f"top_k must be an int in 1..1000, got {top_k!r}")
+    _check_reinforce(reinforce)
+
+
 def _check_reinforce(reinforce: Any) -> None:
     if not isinstance(reinforce, bool):
         raise ValueError(f"reinforce must be a bool, got {reinforce!r}")
@@ -397,9 +403,7 @@ class Memory:
         if not isinstance(query, str):
             raise ValueError(f"query must be a string, got {query!r}")
         check_text(query, "query")
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 1000:
-            raise ValueError(f"top_k must be an int in 1..1000, got {top_k!r}")
-        _check_reinforce(reinforce)
+        _check_search_args(top_k, reinforce)
         with self.store.lock:
             ws = self._ws
             # the relevance stage surfacing runs, with the store's own analyzer
@@ -572,9 +576,7 @@ class Memory:
             if not isinstance(query, str):
                 raise ValueError(f"queries must hold strings only, got {query!r}")
             check_text(query, "query")
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 1000:
-            raise ValueError(f"top_k must be an int in 1..1000, got {top_k!r}")
-        _check_reinforce(reinforce)
+        _check_search_args(top_k, reinforce)
         with self.store.lock:
             ws = self._ws
             docs, scores = ws.bm25.batch_top_k([ws.analyze(q) for q in queries], top_k,
