@@ -32,6 +32,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 import numpy as np
 
 from memlab._arrays import Growable
+from memlab.signals.embedders._assets import default_cache_dir
 from memlab.signals.fusion import NORMALISERS
 from memlab.text import TITLE_KEYS
 
@@ -50,12 +51,6 @@ class Embedder(Protocol):
     name: str
 
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
-
-
-def default_cache_dir() -> Path:
-    """``$MEMLAB_CACHE`` or ``~/.cache/memlab``, then ``embeddings/``."""
-    root = os.environ.get("MEMLAB_CACHE") or Path.home() / ".cache" / "memlab"
-    return Path(root) / "embeddings"
 
 
 DEFAULT_EMBEDDER = "minilm"  # the README's embedder table decides (see "Choosing an embedder")

