@@ -741,6 +741,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{args.db}: ok")
         return 1 if problems else 0
     if args.command == "compact":
+        from memlab.persist import ConcurrentWriterError, PersistenceError
         from memlab.store import MemoryStore
         if not Path(args.db).is_file():
             raise _Fail(f"db {args.db!r} does not exist (or is not a file)")
@@ -750,6 +751,11 @@ def _run(args: argparse.Namespace) -> int:
             before = Path(args.db).stat().st_size
             if args.vacuum:
                 store.journal.vacuum()
+        except ConcurrentWriterError as exc:
+            raise _Fail(str(exc)) from None  # names the db, says to reopen and retry
+        except PersistenceError as exc:  # e.g. a read-only or immutable file: one line
+            raise _Fail(f"db {args.db!r} cannot be compacted: "
+                        f"{exc.__cause__ or exc}") from None
         finally:
             store.close()
         if args.vacuum:
