@@ -144,6 +144,10 @@ def _read(path: Path, source: Path, what: str, problems: list[tuple[int | None, 
     except sqlite3.Error as exc:
         raise ValueError(f"{what} {str(path)!r} cannot be opened: {exc}") from None
     try:
+        # one read transaction: every read below sees the file at one moment, whatever another
+        # process writes or compacts meanwhile (else a row committed between two reads looks
+        # like damage)
+        conn.execute("BEGIN")
         try:
             tables = {r[0] for r in conn.execute(
                 "SELECT name FROM sqlite_master WHERE type='table'")}
