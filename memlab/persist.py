@@ -898,10 +898,17 @@ def read_snapshot_parts(conn: sqlite3.Connection, path: Path, info: SnapshotInfo
                         ) -> list[bytes]:
     """The data parts (1, 2, …) of snapshot ``info``, each checked against its checksum."""
     where = f"snapshot {info.snap_id} (of rows 1..{info.upto})"
+    sizes, chunks = info.header["parts"], info.header["chunks"]
+    # the header's counts are checked against the rows there (counted in SQL) before anything
+    # is built from them: a forged count must not size an allocation
+    present = conn.execute("SELECT count(*) FROM snapshot_parts WHERE snap=? AND part>0",
+                           (info.snap_id,)).fetchone()[0]
+    if sum(chunks) != present:
+        raise JournalCorruptError(path, None, f"{where} is damaged: its header gives "
+                                  f"{sum(chunks)} part rows, the file holds {present}")
     rows = conn.execute("SELECT part, data, crc FROM snapshot_parts WHERE snap=? AND part>0 "
                         "ORDER BY part", (info.snap_id,)).fetchall()
-    sizes, chunks = info.header["parts"], info.header["chunks"]
-    if [r[0] for r in rows] != list(range(1, sum(chunks) + 1)):
+    if [r[0] for r in rows] != list(range(1, present + 1)):
         raise JournalCorruptError(path, None, f"{where} is damaged: it misses parts (has "
                                   f"{len(rows)} of {sum(chunks)} rows)")
     out, at = [], 0

@@ -195,3 +195,98 @@ def test_cli_compact_on_a_read_only_file_is_one_line(tmp_path, capsys, monkeypat
     assert out.out == "" and out.err == (
         f"memlab compact: error: db {str(path)!r} cannot be compacted: attempt to write a "
         f"readonly database\n")
+
+
+# ------------------------------------------------------------------ 3, 6. forged snapshots
+def compacted(tmp_path: Path) -> Path:
+    path = tmp_path / "m.db"
+    mem = Memory(path=str(path), workspace_id="w")
+    a = mem.add("deploy on friday", item_id="a")
+    b = mem.add("jwt auth", item_id="b")
+    mem.add_edge(a, b, "RELATED")
+    mem.search("deploy")  # a reinforcement: access times and a last boost
+    mem.store.compact()
+    mem.store.close()
+    return path
+
+
+def forge_header(path: Path, change) -> None:
+    """Rewrite the snapshot's header with ``change`` and a recomputed checksum (a forgery)."""
+    with sqlite3.connect(path) as conn:
+        sid, upto, text = conn.execute("SELECT id, upto, header FROM snapshots").fetchone()
+        header = json.loads(text)
+        change(header)
+        text = json.dumps(header)
+        conn.execute("UPDATE snapshots SET header=?, crc=?",
+                     (text, _header_crc(sid, upto, text.encode())))
+
+
+def forge_part(path: Path, name: str, change) -> None:
+    """Rewrite the snapshot's part ``name`` with ``change`` and a recomputed checksum."""
+    with sqlite3.connect(path) as conn:
+        sid, text = conn.execute("SELECT id, header FROM snapshots").fetchone()
+        number = [e[0] for e in json.loads(text)["index"]].index(name) + 1
+        data = conn.execute("SELECT data FROM snapshot_parts WHERE snap=? AND part=?",
+                            (sid, number)).fetchone()[0]
+        data = change(data)
+        conn.execute("UPDATE snapshot_parts SET data=?, crc=? WHERE snap=? AND part=?",
+                     (data, _part_crc(sid, number, data), sid, number))
+
+
+def test_forged_chunk_counts_are_checked_against_the_rows_before_allocating(tmp_path):
+    path = compacted(tmp_path)
+    with sqlite3.connect(path) as conn:
+        present = conn.execute("SELECT count(*) FROM snapshot_parts WHERE part>0").fetchone()[0]
+    forge_header(path, lambda h: h.update(chunks=[10 ** 9] * len(h["chunks"])))
+    claimed = 10 ** 9 * present  # one chunk per part before the forgery
+    problem = (f"snapshot 1 (of rows 1..5) is damaged: its header gives {claimed} part rows, "
+               f"the file holds {present}")
+    with pytest.raises(JournalCorruptError) as caught:  # before the fix: MemoryError
+        MemoryStore(path=path)
+    assert caught.value.problem == problem
+    assert check_journal(path)[0] == problem
+
+
+@pytest.mark.parametrize("part", ["0.salience", "0.created_ts", "0.act.stored",
+                                  "0.act.anchor_ts", "0.act.times", "0.edge.updated_ts",
+                                  "0.bm25.doc_len"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_snapshot_with_a_non_finite_number_is_damaged(tmp_path, part, value):
+    """Writes refuse non-finite numbers, so a snapshot holding one (checksums valid) was
+    forged or damaged: refused on open and listed by memlab check, naming the part."""
+    path = compacted(tmp_path)
+    spoiled = []
+
+    def spoil(data: bytes) -> bytes:
+        values = np.frombuffer(data, "<f8").copy()
+        values[-1] = value
+        spoiled.append(len(values) - 1)
+        return values.tobytes()
+    forge_part(path, part, spoil)
+    problem = (f"snapshot 1 (of rows 1..5) is damaged: part {part!r} holds a number that is not "
+               f"finite (at position {spoiled[0]})")
+    with pytest.raises(JournalCorruptError) as caught:  # before the fix: the store opened
+        MemoryStore(path=path)
+    assert caught.value.problem == problem
+    assert check_journal(path)[0] == problem
+
+
+def test_last_boost_may_be_nan_but_not_infinite(tmp_path):
+    """NaN is last_boost_ts's "never reinforced" (item b was never returned by a search)."""
+    path = compacted(tmp_path)
+    store = MemoryStore(path=path)
+    assert np.isnan(store.workspace("w").activation.last_boost_ts.view()).tolist() == [False,
+                                                                                       True]
+    store.close()
+    forge_part(path, "0.act.last_boost_ts",
+               lambda d: np.array([np.inf, np.nan], "<f8").tobytes())
+    with pytest.raises(JournalCorruptError, match="part '0.act.last_boost_ts' holds a number "
+                                                  r"that is not finite \(at position 0\)"):
+        MemoryStore(path=path)
+
+
+def test_forged_non_finite_header_and_pin_numbers_are_damaged(tmp_path):
+    path = compacted(tmp_path)
+    forge_header(path, lambda h: h["workspaces"][0].update(last_decay_ts=float("nan")))
+    with pytest.raises(JournalCorruptError, match="workspace 0's header is malformed"):
+        MemoryStore(path=path)
