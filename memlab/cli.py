@@ -440,7 +440,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="the HTTP service", description=(
         "Serve memlab over HTTP (FastAPI on uvicorn; the 'service' extra). Every route but "
         "/health takes the API key when one is set; the OpenAPI schema is at /docs and "
-        "/openapi.json."))
+        "/openapi.json. With --db, the store compacts its journal into a snapshot by itself "
+        "(in the background, writes go on) once --compact-after rows (default 100,000) follow "
+        "its latest snapshot; memlab compact does it by hand."))
     serve.add_argument("--host", default="127.0.0.1", help="interface (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8765, help="port (default: 8765)")
     serve.add_argument("--db", default=os.environ.get("MEMLAB_DB"), help="SQLite file of a "
@@ -455,6 +457,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "request to this JSON Lines trace (default: $MEMLAB_RECORD)")
     serve.add_argument("--no-maintenance", action="store_true", help="do not run maintenance "
                        "after ingest and query requests")
+    serve.add_argument("--compact-after", type=int, default=100_000, metavar="N",
+                       help="with --db: compact the journal into a snapshot once N rows follow "
+                       "the latest one (default: 100000; 0: never by itself)")
     serve.add_argument("--insecure", action="store_true", help="allow a non-loopback --host "
                        "without an API key (anyone who can reach the port reads and writes)")
     serve.add_argument("--allow-host", action="append", default=[], metavar="NAME",
@@ -690,6 +695,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "serve":
         if not 0 <= args.port <= 65535:
             raise _Fail(f"--port must be in 0..65535, got {args.port}")
+        if args.compact_after < 0:
+            raise _Fail(f"--compact-after must be >= 0 (0: never by itself), got "
+                        f"{args.compact_after}")
         if args.record:
             _writable_file("--record", args.record)
             if args.db and Path(args.record).resolve() == Path(args.db).resolve():
@@ -712,7 +720,8 @@ def _run(args: argparse.Namespace) -> int:
         state = ServiceState(db_path=args.db, record=args.record,
                              maintenance=not args.no_maintenance, limits=Limits.from_env(),
                              record_max_bytes=args.record_max_bytes,
-                             record_redact=args.record_redact)
+                             record_redact=args.record_redact,
+                             compact_after=args.compact_after or None)
         hosts = [*LOCAL_HOSTS, args.host, *args.allow_host]
         if warning:
             print(warning, file=sys.stderr)  # loudly, once the store has opened

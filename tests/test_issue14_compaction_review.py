@@ -290,3 +290,38 @@ def test_forged_non_finite_header_and_pin_numbers_are_damaged(tmp_path):
     forge_header(path, lambda h: h["workspaces"][0].update(last_decay_ts=float("nan")))
     with pytest.raises(JournalCorruptError, match="workspace 0's header is malformed"):
         MemoryStore(path=path)
+
+
+# ------------------------------------------------------------------ 7. the service's threshold
+def test_serve_compact_after(tmp_path, monkeypatch, capsys):
+    import uvicorn
+
+    import memlab.service
+    from memlab.store import COMPACT_AFTER
+
+    made = []
+    real = memlab.service.ServiceState
+
+    def state(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+    monkeypatch.setattr(memlab.service, "ServiceState", state)
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: None)
+    monkeypatch.delenv("MEMLAB_API_KEY", raising=False)
+    db = str(tmp_path / "m.db")
+    assert cli.main(["serve", "--db", db]) == 0
+    assert made[-1].store.compact_after == COMPACT_AFTER == 100_000
+    made[-1].store.close()
+    assert cli.main(["serve", "--db", db, "--compact-after", "500"]) == 0
+    assert made[-1].store.compact_after == 500
+    made[-1].store.close()
+    assert cli.main(["serve", "--db", db, "--compact-after", "0"]) == 0
+    assert made[-1].store.compact_after is None
+    made[-1].store.close()
+    capsys.readouterr()
+    assert cli.main(["serve", "--db", db, "--compact-after", "-1"]) == 2
+    assert capsys.readouterr().err == ("memlab serve: error: --compact-after must be >= 0 (0: "
+                                       "never by itself), got -1\n")
+    help_text = " ".join(cli.build_parser()._subparsers._group_actions[0]
+                         .choices["serve"].format_help().split())
+    assert "once --compact-after rows (default 100,000) follow its latest snapshot" in help_text
