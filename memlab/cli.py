@@ -782,8 +782,9 @@ def _run(args: argparse.Namespace) -> int:
         report = recover_journal(args.db, args.out)
         for line in report.problems:
             print(f"{args.db}: {line}")
-        print(f"kept {report.kept} of the {report.total} rows found; wrote {args.out}")
-        return 0 if report.kept == report.total and not report.problems else 1
+        print(report.summary(args.out))
+        return 0 if report.kept == report.total and not report.problems \
+            and not report.lost_snapshot else 1
     if args.command == "eval":
         from memlab.evaluation import check_data_root, interval_markdown, run_eval
         _check_k(args.k)

@@ -325,3 +325,33 @@ def test_serve_compact_after(tmp_path, monkeypatch, capsys):
     help_text = " ".join(cli.build_parser()._subparsers._group_actions[0]
                          .choices["serve"].format_help().split())
     assert "once --compact-after rows (default 100,000) follow its latest snapshot" in help_text
+
+
+# ------------------------------------------------------------------ 4. what a lost snapshot held
+def test_recover_says_what_a_damaged_snapshot_covered(tmp_path, capsys):
+    path = compacted(tmp_path)
+    mem = Memory(path=str(path), workspace_id="w")
+    mem.add("after the snapshot", item_id="c")
+    mem.store.close()
+    with sqlite3.connect(path) as conn:  # a bit flips in part 2: its checksum fails
+        data = conn.execute("SELECT data FROM snapshot_parts WHERE part=2").fetchone()[0]
+        conn.execute("UPDATE snapshot_parts SET data=? WHERE part=2",
+                     (bytes([data[0] ^ 1]) + data[1:],))
+    report = recover_journal(path, tmp_path / "new.db")
+    assert (report.total, report.kept, report.lost_snapshot, report.lost_items) == (1, 1, 5, 2)
+    assert cli.main(["recover", str(path), "--out", str(tmp_path / "new2.db")]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"kept 1 of the 1 rows found; left out a damaged snapshot of rows 1..5 (2 items); "
+        f"wrote {tmp_path / 'new2.db'}")
+    # a damaged header: the rows it covered are known (its row), not what it held
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE snapshots SET crc = crc + 1")
+    report = recover_journal(path, tmp_path / "new3.db")
+    assert (report.kept, report.lost_snapshot, report.lost_items) == (1, 5, None)
+    assert report.summary("x") == ("kept 1 of the 1 rows found; left out a damaged snapshot of "
+                                   "rows 1..5; wrote x")
+    # an intact snapshot is kept, and nothing is said about it
+    intact = compacted(tmp_path / "intact" if (tmp_path / "intact").mkdir() is None else None)
+    report = recover_journal(intact, tmp_path / "new4.db")
+    assert (report.lost_snapshot, report.lost_items, report.summary("x")) == (
+        0, None, "kept 0 of the 0 rows found; wrote x")
