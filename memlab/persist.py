@@ -32,7 +32,12 @@ transaction, so a crash (kill -9) at any moment leaves the old file or the compa
 reopen loads the latest snapshot and replays only the rows after it. Cache rows stay (caches
 replay their own rows); the snapshot lists their numbers, so the gap check still finds a
 deleted row anywhere. A durable store compacts by itself in a background thread once
-``compact_after`` rows (default 100,000) follow its latest snapshot. A damaged snapshot is
+``compact_after`` rows (default 100,000) follow its latest snapshot. A snapshot covers exactly
+the rows its process applied (read on open, or written since; :meth:`Journal.applied_upto`),
+so rows another process wrote after them stay; if another process wrote a row among them or
+compacted the file meanwhile, :class:`ConcurrentWriterError` refuses the compaction inside its
+transaction. Opening reads the snapshot, the rows and the row counter in one read transaction
+(:meth:`Journal.load`), so another process's commits in between are not mistaken for damage. A damaged snapshot is
 reported like a damaged row, naming the snapshot and the rows it covers; ``memlab recover``
 then keeps the rows that remain.
 

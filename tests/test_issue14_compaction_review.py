@@ -178,7 +178,7 @@ def test_open_while_another_process_writes_never_reports_damage(tmp_path):
     assert writer.returncode == 0 and len(contents(path)) == 150
 
 
-# ------------------------------------------------------------------ 5. a file that cannot be written
+# ------------------------------------------------------------------ 5. a read-only file
 def test_cli_compact_on_a_read_only_file_is_one_line(tmp_path, capsys, monkeypatch):
     """An immutable (chattr +i) or read-only file: SQLite refuses the write. Root ignores file
     modes, so the refusal is SQLite's own error, injected."""
