@@ -35,7 +35,7 @@ deleted row anywhere. A durable store compacts by itself in a background thread 
 ``compact_after`` rows (default 100,000) follow its latest snapshot. A snapshot covers exactly
 the rows its process applied (read on open, or written since; :meth:`Journal.applied_upto`),
 so rows another process wrote after them stay; if another process wrote a row among them or
-compacted the file meanwhile, :class:`ConcurrentWriterError` refuses the compaction inside its
+compacted rows this one never applied, :class:`ConcurrentWriterError` refuses the compaction inside its
 transaction. Opening reads the snapshot, the rows and the row counter in one read transaction
 (:meth:`Journal.load`), so another process's commits in between are not mistaken for damage. A damaged snapshot is
 reported like a damaged row, naming the snapshot and the rows it covers; ``memlab recover``
@@ -827,8 +827,11 @@ class Journal:
         process may have written rows, even with numbers below ``upto`` (interleaved with
         ours), or compacted its own, and deleting those would lose them."""
         runs = self._known
-        if snap_id != self._snap_id:  # another process's snapshot: rows we never applied
-            raise ConcurrentWriterError(self.path, runs[0][1] + 1 if runs else 1, snapshot_upto)
+        applied = runs[0][1] if runs and runs[0][0] == 1 else 0  # rows 1..applied: all ours
+        if snap_id != self._snap_id and snapshot_upto > applied:
+            # another process's snapshot of rows this object never applied (one of rows it
+            # applied only, e.g. ``memlab compact`` run meanwhile, holds a state ours includes)
+            raise ConcurrentWriterError(self.path, applied + 1, snapshot_upto)
         gaps, start = [], 1
         for first, last in runs:
             if first > start:

@@ -592,8 +592,8 @@ class MemoryStore:
             The snapshot could not be written (the file is unchanged).
         memlab.persist.ConcurrentWriterError
             (a PersistenceError) Another process wrote rows into the file that this store never
-            applied, among the rows the snapshot would cover, or compacted the file itself:
-            nothing is written (a snapshot of this store would lose those rows). Reopen the
+            applied, among the rows the snapshot would cover, or compacted rows this store never
+            applied: nothing is written (a snapshot of this store would lose those rows). Reopen the
             store and compact again. Rows another process wrote *after* this store's last one
             are no obstacle: the snapshot covers only the rows this store applied, and those
             rows stay. After this error the store no longer compacts by itself.

@@ -87,18 +87,39 @@ def test_compaction_refuses_rows_interleaved_with_ours(tmp_path):
     assert contents(path) == ["ours one", "ours two", "theirs"]
 
 
-def test_compaction_refuses_after_another_process_compacted(tmp_path):
+def test_compaction_refuses_after_another_process_compacted_rows_it_never_saw(tmp_path):
     path = tmp_path / "m.db"
     store = MemoryStore(path=path, compact_after=None)
     add(store, "ours one")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    subprocess.run([sys.executable, "-m", "memlab", "compact", str(path)], check=True, env=env,
-                   capture_output=True)
+    other_process_adds(path, "theirs")
+    compact = subprocess.run([sys.executable, "-m", "memlab", "compact", str(path)],
+                             env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
+                             text=True)
+    assert compact.stdout.startswith(f"{path}: compacted rows 1..2 (2 journal rows removed")
     add(store, "ours two")
-    with pytest.raises(ConcurrentWriterError):
-        store.compact()
+    with pytest.raises(ConcurrentWriterError, match=r"\(row 2 was written by it"):
+        store.compact()  # a snapshot of ours would lose "theirs", which only its snapshot holds
     store.close()
-    assert contents(path) == ["ours one", "ours two"]
+    assert contents(path) == ["ours one", "ours two", "theirs"]
+
+
+def test_compaction_after_another_process_compacted_only_our_rows(tmp_path):
+    """``memlab compact`` run while a store (the service, say) is idle covers only rows the
+    store applied: the store may compact again afterwards."""
+    path = tmp_path / "m.db"
+    store = MemoryStore(path=path, compact_after=None)
+    add(store, "ours one")
+    add(store, "ours two")
+    compact = subprocess.run([sys.executable, "-m", "memlab", "compact", str(path)],
+                             env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
+                             text=True)
+    assert compact.stdout.startswith(f"{path}: compacted rows 1..2 (2 journal rows removed")
+    add(store, "ours three")
+    report = store.compact()
+    store.close()
+    assert (report.upto, report.rows_removed) == (3, 1)
+    assert contents(path) == ["ours one", "ours three", "ours two"]
+    assert check_journal(path) == []
 
 
 def test_a_refused_background_compaction_stops_retrying(tmp_path):
