@@ -440,7 +440,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="the HTTP service", description=(
         "Serve memlab over HTTP (FastAPI on uvicorn; the 'service' extra). Every route but "
         "/health takes the API key when one is set; the OpenAPI schema is at /docs and "
-        "/openapi.json."))
+        "/openapi.json. With --db, the store compacts its journal into a snapshot by itself "
+        "(in the background, writes go on) once --compact-after rows (default 100,000) follow "
+        "its latest snapshot; memlab compact does it by hand."))
     serve.add_argument("--host", default="127.0.0.1", help="interface (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8765, help="port (default: 8765)")
     serve.add_argument("--db", default=os.environ.get("MEMLAB_DB"), help="SQLite file of a "
@@ -455,6 +457,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "request to this JSON Lines trace (default: $MEMLAB_RECORD)")
     serve.add_argument("--no-maintenance", action="store_true", help="do not run maintenance "
                        "after ingest and query requests")
+    serve.add_argument("--compact-after", type=int, default=100_000, metavar="N",
+                       help="with --db: compact the journal into a snapshot once N rows follow "
+                       "the latest one (default: 100000; 0: never by itself)")
     serve.add_argument("--insecure", action="store_true", help="allow a non-loopback --host "
                        "without an API key (anyone who can reach the port reads and writes)")
     serve.add_argument("--allow-host", action="append", default=[], metavar="NAME",
@@ -690,6 +695,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "serve":
         if not 0 <= args.port <= 65535:
             raise _Fail(f"--port must be in 0..65535, got {args.port}")
+        if args.compact_after < 0:
+            raise _Fail(f"--compact-after must be >= 0 (0: never by itself), got "
+                        f"{args.compact_after}")
         if args.record:
             _writable_file("--record", args.record)
             if args.db and Path(args.record).resolve() == Path(args.db).resolve():
@@ -712,7 +720,8 @@ def _run(args: argparse.Namespace) -> int:
         state = ServiceState(db_path=args.db, record=args.record,
                              maintenance=not args.no_maintenance, limits=Limits.from_env(),
                              record_max_bytes=args.record_max_bytes,
-                             record_redact=args.record_redact)
+                             record_redact=args.record_redact,
+                             compact_after=args.compact_after or None)
         hosts = [*LOCAL_HOSTS, args.host, *args.allow_host]
         if warning:
             print(warning, file=sys.stderr)  # loudly, once the store has opened
@@ -741,6 +750,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{args.db}: ok")
         return 1 if problems else 0
     if args.command == "compact":
+        from memlab.persist import ConcurrentWriterError, PersistenceError
         from memlab.store import MemoryStore
         if not Path(args.db).is_file():
             raise _Fail(f"db {args.db!r} does not exist (or is not a file)")
@@ -750,6 +760,11 @@ def _run(args: argparse.Namespace) -> int:
             before = Path(args.db).stat().st_size
             if args.vacuum:
                 store.journal.vacuum()
+        except ConcurrentWriterError as exc:
+            raise _Fail(str(exc)) from None  # names the db, says to reopen and retry
+        except PersistenceError as exc:  # e.g. a read-only or immutable file: one line
+            raise _Fail(f"db {args.db!r} cannot be compacted: "
+                        f"{exc.__cause__ or exc}") from None
         finally:
             store.close()
         if args.vacuum:
@@ -767,8 +782,9 @@ def _run(args: argparse.Namespace) -> int:
         report = recover_journal(args.db, args.out)
         for line in report.problems:
             print(f"{args.db}: {line}")
-        print(f"kept {report.kept} of the {report.total} rows found; wrote {args.out}")
-        return 0 if report.kept == report.total and not report.problems else 1
+        print(report.summary(args.out))
+        return 0 if report.kept == report.total and not report.problems \
+            and not report.lost_snapshot else 1
     if args.command == "eval":
         from memlab.evaluation import check_data_root, interval_markdown, run_eval
         _check_k(args.k)

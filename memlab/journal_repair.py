@@ -76,6 +76,8 @@ class _Scan:
     rows: list[tuple[int, str, str]] = field(default_factory=list)  # intact, v3 payloads
     problems: list[tuple[int | None, str]] = field(default_factory=list)
     snapshot: tuple[SnapshotInfo, list[bytes]] | None = None  # intact, when there is one
+    snapshot_upto: int = 0  # the rows the file's snapshot covers (intact or not)
+    snapshot_header: dict | None = None  # its header, when that much of it is intact
 
 
 def _scan(path: Path, what: str) -> _Scan:
@@ -144,6 +146,10 @@ def _read(path: Path, source: Path, what: str, problems: list[tuple[int | None, 
     except sqlite3.Error as exc:
         raise ValueError(f"{what} {str(path)!r} cannot be opened: {exc}") from None
     try:
+        # one read transaction: every read below sees the file at one moment, whatever another
+        # process writes or compacts meanwhile (else a row committed between two reads looks
+        # like damage)
+        conn.execute("BEGIN")
         try:
             tables = {r[0] for r in conn.execute(
                 "SELECT name FROM sqlite_master WHERE type='table'")}
@@ -211,10 +217,12 @@ def _read(path: Path, source: Path, what: str, problems: list[tuple[int | None, 
                 break
             raw.extend(chunk)
             after = chunk[-1][0]
-        snapshot, upto, kept_seqs = _read_snapshot(conn, path, problems)
+        header: list[dict] = []
+        snapshot, upto, kept_seqs = _read_snapshot(conn, path, problems, header)
     finally:
         conn.close()
-    scan = _Scan(version, len(raw) + len(unreadable), [], problems, snapshot)
+    scan = _Scan(version, len(raw) + len(unreadable), [], problems, snapshot, upto,
+                 header[0] if header else None)
     for s in sorted(unreadable):
         problems.append((s, "unreadable (SQLite reports its page as damaged)"))
     expected = 1
@@ -276,11 +284,13 @@ def _read(path: Path, source: Path, what: str, problems: list[tuple[int | None, 
     return scan
 
 
-def _read_snapshot(conn: sqlite3.Connection, path: Path, problems: list[tuple[int | None, str]]
+def _read_snapshot(conn: sqlite3.Connection, path: Path, problems: list[tuple[int | None, str]],
+                   header: list[dict]
                    ) -> tuple[tuple[SnapshotInfo, list[bytes]] | None, int, set[int]]:
     """``(snapshot, upto, kept)``: the latest snapshot when it is intact (else its problem is
     added), the rows it covers (``1..upto``; read from its row even when it is damaged, so the
-    rows compaction removed are not reported missing) and the covered rows that remain."""
+    rows compaction removed are not reported missing) and the covered rows that remain. Its
+    header, when intact, is appended to ``header``."""
     try:
         if not _snapshot_tables(conn):
             return None, 0, set()
@@ -291,6 +301,7 @@ def _read_snapshot(conn: sqlite3.Connection, path: Path, problems: list[tuple[in
         info = read_snapshot_info(conn, path)
         if info is None:
             return None, 0, set()
+        header.append(info.header)
         return (info, read_snapshot_parts(conn, path, info)), info.upto, set(info.kept.tolist())
     except (JournalCorruptError, SchemaVersionError) as exc:
         problems.append((None, getattr(exc, "problem", str(exc))))
@@ -376,11 +387,33 @@ def check_journal(path: str | Path) -> list[str]:
 
 @dataclass
 class RecoveryReport:
-    """What :func:`recover_journal` did: rows found and kept, and one line per row left out."""
+    """What :func:`recover_journal` did: rows found and kept, and one line per row left out.
+
+    ``lost_snapshot`` is 0, or the rows ``1..lost_snapshot`` that a damaged snapshot covered
+    and that were therefore left out (compaction had removed their store rows: what they held
+    is lost, beyond the rows counted in ``total``); ``lost_items`` is how many items that
+    snapshot held by its header (None when its header is damaged too).
+    """
 
     total: int
     kept: int
     problems: list[str]
+    lost_snapshot: int = 0
+    lost_items: int | None = None
+
+    def summary(self, out: str | Path) -> str:
+        """The one-line summary ``memlab recover`` prints.
+
+        Examples
+        --------
+        >>> RecoveryReport(5, 3, ["..."], 12, 9).summary("new.db")
+        'kept 3 of the 5 rows found; left out a damaged snapshot of rows 1..12 (9 items); wrote new.db'
+        """
+        lost = ""
+        if self.lost_snapshot:
+            items = "" if self.lost_items is None else f" ({self.lost_items} items)"
+            lost = f"; left out a damaged snapshot of rows 1..{self.lost_snapshot}{items}"
+        return f"kept {self.kept} of the {self.total} rows found{lost}; wrote {out}"
 
 
 def recover_journal(path: str | Path, out: str | Path) -> RecoveryReport:
@@ -429,4 +462,11 @@ def recover_journal(path: str | Path, out: str | Path) -> RecoveryReport:
         journal.close()
 
     MemoryStore(path=out).close()  # the salvaged file opens
-    return RecoveryReport(scan.total, len(kept), _lines(scan.problems))
+    lost, items = 0, None
+    if scan.snapshot is None and scan.snapshot_upto:  # damaged: what it covered is not kept
+        lost = scan.snapshot_upto
+        heads = (scan.snapshot_header or {}).get("workspaces")
+        if isinstance(heads, list) and all(isinstance(h, dict) and type(h.get("items")) is int
+                                           for h in heads):
+            items = sum(h["items"] for h in heads)
+    return RecoveryReport(scan.total, len(kept), _lines(scan.problems), lost, items)

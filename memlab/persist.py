@@ -32,7 +32,12 @@ transaction, so a crash (kill -9) at any moment leaves the old file or the compa
 reopen loads the latest snapshot and replays only the rows after it. Cache rows stay (caches
 replay their own rows); the snapshot lists their numbers, so the gap check still finds a
 deleted row anywhere. A durable store compacts by itself in a background thread once
-``compact_after`` rows (default 100,000) follow its latest snapshot. A damaged snapshot is
+``compact_after`` rows (default 100,000) follow its latest snapshot. A snapshot covers exactly
+the rows its process applied (read on open, or written since; :meth:`Journal.applied_upto`),
+so rows another process wrote after them stay; if another process wrote a row among them or
+compacted rows this one never applied, :class:`ConcurrentWriterError` refuses the compaction inside its
+transaction. Opening reads the snapshot, the rows and the row counter in one read transaction
+(:meth:`Journal.load`), so another process's commits in between are not mistaken for damage. A damaged snapshot is
 reported like a damaged row, naming the snapshot and the rows it covers; ``memlab recover``
 then keeps the rows that remain.
 
@@ -101,7 +106,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 __all__ = ["SCHEMA_VERSION", "SNAPSHOT_FORMAT", "SnapshotInfo", "Journal", "SchemaVersionError",
-           "PersistenceError",
+           "PersistenceError", "ConcurrentWriterError",
            "JournalCorruptError", "encode", "decode"]
 
 SCHEMA_VERSION = 3
@@ -120,6 +125,30 @@ class SchemaVersionError(ValueError):
 
 class PersistenceError(RuntimeError):
     """A write could not be made durable; the in-memory store was restored from disk."""
+
+
+class ConcurrentWriterError(PersistenceError):
+    """Compaction was refused because another process wrote rows this one never applied.
+
+    A snapshot holds the state of *this* process; deleting rows it never applied would lose
+    them. Nothing was written. Reopen the store (which replays every row) and compact again.
+    ``memlab compact`` prints this as one line.
+
+    Examples
+    --------
+    >>> err = ConcurrentWriterError("m.db", 7, 9)
+    >>> str(err).split(";")[0]
+    "another process is writing 'm.db' (rows 7..9 were written by it after this store read the file)"
+    >>> isinstance(err, PersistenceError), (err.first, err.last)
+    (True, (7, 9))
+    """
+
+    def __init__(self, path: str | Path, first: int, last: int) -> None:
+        self.path, self.first, self.last = str(path), first, last
+        rows = f"row {first} was" if first == last else f"rows {first}..{last} were"
+        super().__init__(f"another process is writing {self.path!r} ({rows} written by it "
+                         f"after this store read the file); compaction refused, nothing "
+                         f"written: reopen the store and retry")
 
 
 class JournalCorruptError(ValueError):
@@ -464,7 +493,12 @@ class Journal:
             _create(self.path)
         else:
             _preflight(self.path)
-        self._lock = threading.Lock()
+        # re-entrant: load() holds it across its reads, which take it again
+        self._lock = threading.RLock()
+        # the rows this object applied (read by load(), written by append_many), as ascending
+        # [first, last] runs: compaction deletes only these (see write_snapshot)
+        self._known: list[list[int]] = []
+        self._snap_id = 0  # the file's snapshot when this object last read or wrote it
         try:
             self._conn = sqlite3.connect(str(self.path), check_same_thread=False,
                                          isolation_level=None)
@@ -535,14 +569,16 @@ class Journal:
     def append(self, op: str, payload: str) -> None:
         self.append_many([(op, payload)])
 
-    def append_many(self, ops: list[tuple[str, str]]) -> None:
+    def append_many(self, ops: list[tuple[str, str]]) -> int:
         """Write ``(op, payload)`` rows in one transaction, committed (fsync) before returning;
-        each row gets the next sequence number and its checksum."""
+        each row gets the next sequence number and its checksum. Returns the last one (that
+        of the file's last row when ``ops`` is empty)."""
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 seq = max(_last_seq(self._conn), self._conn.execute(
                     "SELECT coalesce(max(seq), 0) FROM ops").fetchone()[0])
+                first = seq + 1
                 rows = []
                 for op, payload in ops:
                     seq += 1
@@ -554,6 +590,58 @@ class Journal:
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
+            if rows:
+                if self._known and self._known[-1][1] == first - 1:
+                    self._known[-1][1] = seq
+                else:
+                    self._known.append([first, seq])
+            return seq
+
+    def applied_upto(self) -> int:
+        """The last row this object read (:meth:`load`) or wrote (0: none): what a snapshot
+        of its store covers."""
+        with self._lock:
+            return self._known[-1][1] if self._known else 0
+
+    def load(self, prefix: str = "store."
+             ) -> tuple[SnapshotInfo | None, list[bytes], list[tuple[int, str, str]]]:
+        """The latest snapshot (its info and parts, each checked) and the checked
+        ``(seq, op, payload)`` rows after it whose op starts with ``prefix``, read in one read
+        transaction: a snapshot of the file as it was at one moment, whatever other processes
+        write or compact meanwhile. The rows read become this object's known rows (the ones
+        compaction may delete, see :meth:`write_snapshot`); call it from the store that
+        applies them.
+
+        Raises
+        ------
+        JournalCorruptError
+            The snapshot or a row is damaged (see :meth:`entries`).
+        """
+        with self._lock:
+            info, parts, rows, last = self._read_consistent(with_parts=True)
+            checked = self._check_rows(rows, last, info, prefix)
+            high = max(last, rows[-1][0] if rows else 0, info.upto if info else 0)
+            self._known = [[1, high]] if high else []
+            self._snap_id = info.snap_id if info is not None else 0
+            return info, parts, checked
+
+    def _read_consistent(self, with_parts: bool):
+        """``(info, parts, rows, last)`` read in one SQLite read transaction (under WAL, one
+        moment of the file: a writer's commit in between is not seen, nor half of a
+        compaction)."""
+        try:
+            self._conn.execute("BEGIN")
+            try:
+                info = read_snapshot_info(self._conn, self.path)
+                parts = read_snapshot_parts(self._conn, self.path, info) \
+                    if with_parts and info is not None else []
+                rows = _read_rows(self._conn)
+                last = _last_seq(self._conn)
+            finally:
+                self._conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            raise _sqlite_failure(self.path, exc) from None
+        return info, parts, rows, last
 
     def entries(self, prefix: str = "") -> Iterator[tuple[int, str, str]]:
         """``(seq, op, payload)`` of every row whose op starts with ``prefix``, in order, after
@@ -565,12 +653,14 @@ class Journal:
             At the first damaged row (before yielding anything).
         """
         with self._lock:
-            try:
-                rows = _read_rows(self._conn)
-                last = _last_seq(self._conn)
-            except sqlite3.DatabaseError as exc:
-                raise _sqlite_failure(self.path, exc) from None
-        upto, kept = self._covered()
+            info, _, rows, last = self._read_consistent(with_parts=False)
+        yield from self._check_rows(rows, last, info, prefix)
+
+    def _check_rows(self, rows: list, last: int, info: SnapshotInfo | None, prefix: str
+                    ) -> list[tuple[int, str, str]]:
+        """Check ``rows`` (all of the file's, ``last`` its row counter) against snapshot
+        ``info``; the ``(seq, op, payload)`` of those whose op starts with ``prefix``."""
+        upto, kept = (0, np.empty(0, np.int64)) if info is None else (info.upto, info.kept)
         checked = []
         expected = 1
         for seq, op_b, payload_b, crc in rows:
@@ -591,17 +681,9 @@ class Journal:
             expected = self._check_covered(upto + 1, expected, kept, upto)
         if last >= expected:
             raise JournalCorruptError(self.path, expected, _missing(expected, last, at_end=True))
-        yield from checked
+        return checked
 
     # -------------------------------------------------------------- snapshots
-    def _covered(self) -> tuple[int, np.ndarray]:
-        """``(upto, kept)`` of the latest snapshot (``(0, [])`` without one): rows ``1..upto``
-        are covered by it, and of those only the sequence numbers ``kept`` remain in ``ops``."""
-        info = self.snapshot_info()
-        if info is None:
-            return 0, np.empty(0, np.int64)
-        return info.upto, info.kept
-
     def _check_covered(self, seq: int, expected: int, kept: np.ndarray, upto: int) -> int:
         """Check that the rows before ``seq`` in the covered range, from ``expected`` on, are
         exactly the kept ones; returns the next sequence number expected."""
@@ -675,6 +757,11 @@ class Journal:
         """Store a snapshot of the state after rows ``1..upto`` and remove the store rows it
         covers, in one transaction (a crash leaves either the old file or the new one).
 
+        Only rows this object applied are deleted: if another process wrote a store row
+        ``<= upto`` (or wrote a snapshot of rows) that this object never read nor wrote,
+        :class:`ConcurrentWriterError` is raised and nothing is written. ``upto`` is normally
+        :meth:`applied_upto`; rows after it (another process's later writes) stay.
+
         ``header`` is JSON-able; the journal adds the snapshot format, schema version, the
         parts' sizes and the sequence numbers of the covered rows that stay (cache rows). An
         older snapshot is replaced. Returns the number of journal rows removed (None, and nothing
@@ -694,6 +781,7 @@ class Journal:
                 if upto <= old[0]:
                     self._conn.execute("ROLLBACK")
                     return None
+                self._refuse_foreign_rows(upto, old[1], old[0])
                 snap_id = old[1] + 1
                 kept = np.asarray([r[0] for r in self._conn.execute(
                     "SELECT seq FROM ops WHERE seq <= ? AND op NOT LIKE 'store.%' ORDER BY seq",
@@ -729,7 +817,37 @@ class Journal:
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
+            self._snap_id = snap_id
         return int(removed)
+
+    def _refuse_foreign_rows(self, upto: int, snap_id: int, snapshot_upto: int) -> None:
+        """Raise :class:`ConcurrentWriterError` (inside write_snapshot's transaction) unless
+        every store row ``<= upto`` in the file is one this object applied, and the file's
+        snapshot (covering rows ``1..snapshot_upto``) only holds rows it applied too: another
+        process may have written rows, even with numbers below ``upto`` (interleaved with
+        ours), or compacted its own, and deleting those would lose them."""
+        runs = self._known
+        applied = runs[0][1] if runs and runs[0][0] == 1 else 0  # rows 1..applied: all ours
+        if snap_id != self._snap_id and snapshot_upto > applied:
+            # another process's snapshot of rows this object never applied (one of rows it
+            # applied only, e.g. ``memlab compact`` run meanwhile, holds a state ours includes)
+            raise ConcurrentWriterError(self.path, applied + 1, snapshot_upto)
+        gaps, start = [], 1
+        for first, last in runs:
+            if first > start:
+                gaps.append((start, min(first - 1, upto)))
+            start = last + 1
+            if start > upto:
+                break
+        if start <= upto:
+            gaps.append((start, upto))
+        for first, last in gaps:
+            if first > last:
+                continue
+            row = self._conn.execute("SELECT min(seq), max(seq) FROM ops WHERE seq BETWEEN ? "
+                                     "AND ? AND op LIKE 'store.%'", (first, last)).fetchone()
+            if row[0] is not None:
+                raise ConcurrentWriterError(self.path, int(row[0]), int(row[1]))
 
     def ops(self, prefix: str = "") -> Iterator[tuple[str, str]]:
         """``(op, payload)`` of the rows whose op starts with ``prefix`` (see :meth:`entries`)."""
@@ -788,10 +906,17 @@ def read_snapshot_parts(conn: sqlite3.Connection, path: Path, info: SnapshotInfo
                         ) -> list[bytes]:
     """The data parts (1, 2, …) of snapshot ``info``, each checked against its checksum."""
     where = f"snapshot {info.snap_id} (of rows 1..{info.upto})"
+    sizes, chunks = info.header["parts"], info.header["chunks"]
+    # the header's counts are checked against the rows there (counted in SQL) before anything
+    # is built from them: a forged count must not size an allocation
+    present = conn.execute("SELECT count(*) FROM snapshot_parts WHERE snap=? AND part>0",
+                           (info.snap_id,)).fetchone()[0]
+    if sum(chunks) != present:
+        raise JournalCorruptError(path, None, f"{where} is damaged: its header gives "
+                                  f"{sum(chunks)} part rows, the file holds {present}")
     rows = conn.execute("SELECT part, data, crc FROM snapshot_parts WHERE snap=? AND part>0 "
                         "ORDER BY part", (info.snap_id,)).fetchall()
-    sizes, chunks = info.header["parts"], info.header["chunks"]
-    if [r[0] for r in rows] != list(range(1, sum(chunks) + 1)):
+    if [r[0] for r in rows] != list(range(1, present + 1)):
         raise JournalCorruptError(path, None, f"{where} is damaged: it misses parts (has "
                                   f"{len(rows)} of {sum(chunks)} rows)")
     out, at = [], 0

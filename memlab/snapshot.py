@@ -144,6 +144,17 @@ class _Reader:
             self.fail(f"part {name!r} holds a boolean that is neither 0 nor 1")
         return arr
 
+    def finite(self, name: str, length: int | None = None, *, nan: bool = False
+               ) -> np.ndarray:
+        """A float64 array part whose values are all finite (``nan=True``: or NaN, never
+        infinite): writes refuse non-finite numbers, so a snapshot holding one is damaged."""
+        arr = self.array(name, "f8", length)
+        bad = np.isinf(arr) if nan else ~np.isfinite(arr)
+        if bad.any():
+            self.fail(f"part {name!r} holds a number that is not finite (at position "
+                      f"{int(np.flatnonzero(bad)[0])})")
+        return arr
+
     def data(self, name: str) -> Any:
         (_, _, _, n), text = self._part(name, "data")
         if len(text) != n:
@@ -278,6 +289,10 @@ def _is_float(v: Any) -> bool:
     return type(v) in (int, float)
 
 
+def _is_finite(v: Any) -> bool:
+    return _is_float(v) and math.isfinite(v)
+
+
 def _in_range(arr: np.ndarray, bound: int) -> bool:
     return not len(arr) or (int(arr.min()) >= 0 and int(arr.max()) < bound)
 
@@ -319,8 +334,8 @@ def _restore(store: MemoryStore, info: SnapshotInfo, parts: list[bytes]) -> None
     _check(isinstance(pins, list) and all(
         isinstance(p, list) and len(p) == 4 and type(p[0]) is str and p[1] in built
         and isinstance(p[2], list) and all(isinstance(x, list) and len(x) == 2
-                                           and type(x[0]) is str and _is_float(x[1])
-                                           for x in p[2]) and _is_float(p[3]) for p in pins),
+                                           and type(x[0]) is str and _is_finite(x[1])
+                                           for x in p[2]) and _is_finite(p[3]) for p in pins),
            r, "its pins are malformed")
     _check(isinstance(anchors, list) and all(
         isinstance(a, list) and len(a) == 3 and a[0] in built and type(a[1]) is str
@@ -344,7 +359,7 @@ def _restore_workspace(r: _Reader, p: str, head: Any, workspace_cls: type) -> An
         and head.get("analyzer") in ANALYZERS and all(
             _is_int(head.get(k)) for k in ("items", "edges", "version", "graph_version",
                                            "next_generated")) \
-        and (head.get("last_decay_ts") is None or _is_float(head.get("last_decay_ts"))) \
+        and (head.get("last_decay_ts") is None or _is_finite(head.get("last_decay_ts"))) \
         and isinstance(head.get("bm25"), dict) and isinstance(head.get("gazetteer"), dict)
     _check(ok, r, f"workspace {p[:-1]}'s header is malformed")
     n, m = head["items"], head["edges"]
@@ -368,7 +383,7 @@ def _restore_workspace(r: _Reader, p: str, head: Any, workspace_cls: type) -> An
     _check(isinstance(history, list) and len(history) == n and _all_of(history, list)
            and _all_of(itertools.chain.from_iterable(history), dict),
            r, f"part {p}history is malformed")
-    salience = r.array(p + "salience", "f8", n).tolist()
+    salience = r.finite(p + "salience", n).tolist()
     archived = r.array(p + "archived", "b1", n).tolist()
     dropped = r.array(p + "history_dropped", "i8", n).tolist()
     try:
@@ -387,16 +402,18 @@ def _restore_workspace(r: _Reader, p: str, head: Any, workspace_cls: type) -> An
                         salience, archived, history, dropped))
     ws.item_ids, ws.index_of = ids, index_of
     for name in ("created_ts", "updated_ts"):
-        setattr(ws, name, _growable(r.array(p + name, "f8", n)))
+        setattr(ws, name, _growable(r.finite(p + name, n)))
     for name in ("eligible", "procedural", "longterm"):
         setattr(ws, name, _growable(r.array(p + name, "b1", n)))
     ws.tokens = _growable(r.array(p + "tokens", "i8", n))
     act = ws.activation
-    for name in ("stored", "anchor_ts", "last_boost_ts"):
-        setattr(act, name, _growable(r.array(p + "act." + name, "f8", n)))
+    for name in ("stored", "anchor_ts"):
+        setattr(act, name, _growable(r.finite(p + "act." + name, n)))
+    # NaN until an item's first reinforcement (ActivationState), never infinite
+    act.last_boost_ts = _growable(r.finite(p + "act.last_boost_ts", n, nan=True))
     keys = r.array(p + "act.keys", "i8")
     counts = r.array(p + "act.counts", "i8", len(keys))
-    times = r.array(p + "act.times", "f8")
+    times = r.finite(p + "act.times")
     _check(_in_range(keys, n) and len(set(keys.tolist())) == len(keys)
            and bool(np.all(counts >= 0)) and int(counts.sum()) == len(times),
            r, f"workspace {p[:-1]}'s access times are malformed")
@@ -431,7 +448,7 @@ def _restore_graph(r: _Reader, p: str, n: int, m: int, version: int) -> GraphVie
     src, dst = r.array(p + "edge.src", "i8", m), r.array(p + "edge.dst", "i8", m)
     code = r.array(p + "edge.code", "i4", m)
     weight = r.array(p + "edge.weight", "f8", m)
-    ts = r.array(p + "edge.updated_ts", "f8", m)
+    ts = r.finite(p + "edge.updated_ts", m)
     names = r.data(p + "edge.types")
     _check(isinstance(names, list) and all(type(t) is str for t in names)
            and len(set(names)) == len(names), r, f"part {p}edge.types is malformed")
@@ -507,7 +524,7 @@ class _RowIndex(list):
 
 
 def _restore_bm25(r: _Reader, p: str, head: dict) -> BM25Index:
-    ok = head.get("idf") in IDF_VARIANTS and _is_float(head.get("epsilon")) \
+    ok = head.get("idf") in IDF_VARIANTS and _is_finite(head.get("epsilon")) \
         and _is_float(head.get("total_len")) and _is_int(head.get("slots"))
     _check(ok, r, f"part {p}bm25's header is malformed")
     slots = head["slots"]
@@ -517,10 +534,10 @@ def _restore_bm25(r: _Reader, p: str, head: dict) -> BM25Index:
     docs = r.array(p + "bm25.docs", "i4")
     tfs = r.array(p + "bm25.tfs", "f4", len(docs))
     free = r.array(p + "bm25.free", "i8")
-    doc_len = r.array(p + "bm25.doc_len", "f8")
+    doc_len = r.finite(p + "bm25.doc_len")
     removed = r.array(p + "bm25.removed", "i8")
     n_docs = len(doc_len)
-    _check(len(tfs) == len(docs) and bool(np.all(counts >= 0))
+    _check(len(tfs) == len(docs) and bool(np.all(np.isfinite(tfs))) and bool(np.all(counts >= 0))
            and int(counts.sum()) == len(docs) and _in_range(docs, n_docs)
            and _in_range(tids, slots) and _in_range(free, slots)
            and len(set(tids.tolist()) | set(free.tolist())) == len(tids) + len(free)

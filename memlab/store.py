@@ -32,7 +32,8 @@ from memlab.errors import (
     UnknownItemError,
 )
 from memlab.graph.csr import EdgeTable, GraphView
-from memlab.persist import Journal, JournalCorruptError, PersistenceError, decode, encode
+from memlab.persist import (ConcurrentWriterError, Journal, JournalCorruptError,
+                            PersistenceError, decode, encode)
 from memlab.model import (
     MEMORY_TYPES,
     MemoryItem,
@@ -407,6 +408,7 @@ class MemoryStore:
         self._compact_lock = threading.Lock()  # one compaction at a time
         self._compactor: threading.Thread | None = None  # the background compaction, if any
         self._closing = False
+        self._foreign_writer = False  # a compaction met another process's rows (see compact)
         self.last_compaction_error: BaseException | None = None  # of a background compaction
         self._pending: list[str] = []  # encoded record_retrieval calls not yet on disk
         self.analyzer = analyzer
@@ -455,15 +457,19 @@ class MemoryStore:
             pending, self._pending = self._pending, []
             self._replaying = True
             try:
-                info = self._journal.snapshot_info()
+                # snapshot and rows read at one moment of the file (another process may be
+                # writing or compacting it)
+                info, parts, rows = self._journal.load(prefix="store.")
                 if info is not None:  # the state of rows 1..upto, then only the rows after it
                     from memlab.snapshot import restore
-                    restore(self, info, self._journal.snapshot_parts(info))
+                    restore(self, info, parts)
+                del parts
                 tail = 0
-                for seq, op, payload in self._journal.entries(prefix="store."):
+                for seq, op, payload in rows:
                     self._apply(seq, op, payload)
                     tail += 1
                 self._tail_rows = tail
+                self._foreign_writer = False  # every row of the file is applied now
                 for payload in pending:
                     try:  # deterministic and applied once already, so this does not fail
                         self._apply(0, "store.record_retrieval", payload)
@@ -542,7 +548,8 @@ class MemoryStore:
             raise PersistenceError(f"{what} could not be written to {self._journal.path}: "
                                    f"{exc}") from exc
         self._tail_rows += len(ops)
-        if self.compact_after is not None and self._tail_rows >= self.compact_after:
+        if self.compact_after is not None and self._tail_rows >= self.compact_after \
+                and not self._foreign_writer:
             self._start_compaction()
 
     def _start_compaction(self) -> None:
@@ -583,6 +590,13 @@ class MemoryStore:
             The store is not durable (no ``path``), or the call is inside :meth:`transaction`.
         PersistenceError
             The snapshot could not be written (the file is unchanged).
+        memlab.persist.ConcurrentWriterError
+            (a PersistenceError) Another process wrote rows into the file that this store never
+            applied, among the rows the snapshot would cover, or compacted rows this store never
+            applied: nothing is written (a snapshot of this store would lose those rows). Reopen the
+            store and compact again. Rows another process wrote *after* this store's last one
+            are no obstacle: the snapshot covers only the rows this store applied, and those
+            rows stay. After this error the store no longer compacts by itself.
 
         Examples
         --------
@@ -605,7 +619,9 @@ class MemoryStore:
             if self._batch is not None:
                 raise ValueError("compact cannot run inside MemoryStore.transaction()")
             self.flush()
-            upto, tail = self._journal.last_seq(), self._tail_rows
+            # the rows this store applied, not the file's last row: another process may have
+            # written rows since (they stay; see Journal.write_snapshot)
+            upto, tail = self._journal.applied_upto(), self._tail_rows
             if tail == 0:
                 return CompactionReport(0, 0, 0)
             header, parts = capture(self)
@@ -615,6 +631,9 @@ class MemoryStore:
         with self._compact_lock:
             try:
                 removed = self._journal.write_snapshot(upto, header, parts)
+            except ConcurrentWriterError:
+                self._foreign_writer = True  # no more automatic attempts: reopen to compact
+                raise
             except Exception as exc:
                 raise PersistenceError(f"compaction could not be written to "
                                        f"{self._journal.path}: {exc}") from exc

@@ -24,7 +24,7 @@ from memlab.memory import Memory
 from memlab.model import validate_id
 from memlab.service.limits import Limits, check_id_text
 from memlab.session import PMMemoryStore
-from memlab.store import MemoryStore
+from memlab.store import COMPACT_AFTER, MemoryStore
 
 __all__ = ["ServiceState", "Recorder"]
 
@@ -154,6 +154,11 @@ class ServiceState:
         Rotate the trace at this size (see :class:`Recorder`).
     record_redact : bool
         Record without the requests' text (see :class:`Recorder`).
+    compact_after : int or None
+        The durable store opened at ``db_path`` compacts its journal into a snapshot, in a
+        background thread, once this many journal rows follow its latest snapshot (default
+        :data:`memlab.store.COMPACT_AFTER`, 100,000; None: never by itself, ``memlab compact``
+        still does). Ignored for a ``store`` given (it has its own).
 
     Notes
     -----
@@ -166,14 +171,16 @@ class ServiceState:
                  clock: Clock | None = None, config: str = "default",
                  maintenance: bool = True, record: str | None = None,
                  limits: Limits | None = None, record_max_bytes: int | None = None,
-                 record_redact: bool = False) -> None:
+                 record_redact: bool = False,
+                 compact_after: int | None = COMPACT_AFTER) -> None:
         if store is not None and db_path is not None:
             raise ValueError("give either store or db_path, not both")
         if limits is not None and not isinstance(limits, Limits):
             raise ValueError(f"limits must be a Limits, got {limits!r}")
         self.limits = limits or Limits()
         self.db_path = db_path
-        self.store = store if store is not None else MemoryStore(path=db_path)
+        self.store = store if store is not None else MemoryStore(
+            path=db_path, compact_after=compact_after)
         self.clock = clock or SystemClock()
         self.config = config
         self.maintenance = maintenance
