@@ -27,7 +27,7 @@ from memlab.persist import (SCHEMA_VERSION, Journal, JournalCorruptError, Schema
                             SnapshotInfo, _is_cache_op, _last_seq, _missing, _preflight,
                             _row_problem, _snapshot_tables, _truncation, decode, decode_legacy,
                             encode, read_snapshot_info, read_snapshot_parts)
-from memlab.snapshot import capture, restore
+from memlab.snapshot import capture
 from memlab.store import _CLASSES, JOURNALED_OPS, MemoryStore
 
 __all__ = ["check_journal", "recover_journal", "RecoveryReport"]
@@ -320,7 +320,7 @@ def _base_store(scan: _Scan) -> MemoryStore:
     store = MemoryStore()
     if scan.snapshot is not None:
         try:
-            restore(store, *scan.snapshot)
+            store.load_snapshot(*scan.snapshot)
         except JournalCorruptError as exc:
             scan.problems.append((None, exc.problem))
             scan.snapshot = None

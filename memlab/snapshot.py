@@ -41,7 +41,7 @@ import json
 import math
 import threading
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -52,8 +52,9 @@ from memlab.persist import JournalCorruptError, SnapshotInfo, decode, encode
 from memlab.signals.bm25 import IDF_VARIANTS, BM25Index
 from memlab.text import ANALYZERS
 
-if TYPE_CHECKING:  # the store imports this module; this one only reads the store's objects
-    from memlab.store import MemoryStore
+# a memlab.store.MemoryStore: the store imports this module, so this one never imports the
+# store (it reads the store's objects, and restore() is handed the classes it builds)
+MemoryStore = Any
 
 __all__ = ["CompactionReport", "capture", "restore", "full_state", "state_digest"]
 
@@ -297,13 +298,15 @@ def _in_range(arr: np.ndarray, bound: int) -> bool:
     return not len(arr) or (int(arr.min()) >= 0 and int(arr.max()) < bound)
 
 
-def restore(store: MemoryStore, info: SnapshotInfo, parts: list[bytes]) -> None:
+def restore(store: MemoryStore, info: SnapshotInfo, parts: list[bytes], *,
+            workspace_cls: type, pin_session_cls: type) -> None:
     """Replace ``store``'s state with the snapshot's (call under the store's lock, on a store
-    whose state was just reset). Everything is decoded and checked first; a damaged snapshot
-    raises :class:`~memlab.persist.JournalCorruptError` naming it and leaves the store as it
-    was."""
+    whose state was just reset), building its workspaces and pin sessions with the store's
+    ``workspace_cls`` and ``pin_session_cls``. Everything is decoded and checked first; a
+    damaged snapshot raises :class:`~memlab.persist.JournalCorruptError` naming it and leaves
+    the store as it was."""
     with _no_gc():  # millions of acyclic objects: the collector would rescan them repeatedly
-        _restore(store, info, parts)
+        _restore(store, info, parts, workspace_cls, pin_session_cls)
 
 
 @contextlib.contextmanager
@@ -317,15 +320,14 @@ def _no_gc():
             gc.enable()
 
 
-def _restore(store: MemoryStore, info: SnapshotInfo, parts: list[bytes]) -> None:
-    from memlab.store import Workspace, _PinSession
-
+def _restore(store: MemoryStore, info: SnapshotInfo, parts: list[bytes], workspace_cls: type,
+             pin_session_cls: type) -> None:
     r = _Reader(store._journal.path if store._journal is not None else "", info, parts)
     heads = info.header.get("workspaces")
     _check(isinstance(heads, list), r, "its header lists no workspaces")
-    built: dict[str, Workspace] = {}
+    built: dict[str, Any] = {}
     for w, head in enumerate(heads):
-        ws = _restore_workspace(r, f"{w}.", head, Workspace)
+        ws = _restore_workspace(r, f"{w}.", head, workspace_cls)
         _check(ws.workspace_id not in built, r, "it names one workspace twice")
         built[ws.workspace_id] = ws
     pins = r.data("pins")
@@ -348,7 +350,7 @@ def _restore(store: MemoryStore, info: SnapshotInfo, parts: list[bytes]) -> None
            r, "its review marks are malformed")
     # ---- checked: from here on the store changes
     store._workspaces = built
-    store._pins = {sid: _PinSession(wid, {k: float(v) for k, v in items}, float(expires))
+    store._pins = {sid: pin_session_cls(wid, {k: float(v) for k, v in items}, float(expires))
                    for sid, wid, items, expires in pins}
     store._anchors = {(w, s): list(rows) for w, s, rows in anchors}
     store._anchor_reviews = {(w, s): dict(pairs) for w, s, pairs in reviews}

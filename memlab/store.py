@@ -45,6 +45,7 @@ from memlab.model import (
 )
 from memlab.signals.activation import ActivationState
 from memlab.signals.bm25 import BM25Index
+from memlab.snapshot import CompactionReport, capture, restore
 from memlab.text import ANALYZERS, TITLE_KEYS, Gazetteer, estimate_tokens, normalise_title
 
 __all__ = ["MemoryStore", "NewItem", "Workspace", "node_key_of", "paused_gc"]
@@ -461,8 +462,7 @@ class MemoryStore:
                 # writing or compacting it)
                 info, parts, rows = self._journal.load(prefix="store.")
                 if info is not None:  # the state of rows 1..upto, then only the rows after it
-                    from memlab.snapshot import restore
-                    restore(self, info, parts)
+                    self.load_snapshot(info, parts)
                 del parts
                 tail = 0
                 for seq, op, payload in rows:
@@ -566,6 +566,12 @@ class MemoryStore:
         self._compactor = threading.Thread(target=run, name="memlab-compact", daemon=True)
         self._compactor.start()
 
+    def load_snapshot(self, info, parts: list[bytes]) -> None:
+        """Replace this store's state with a snapshot's (:func:`memlab.snapshot.restore`, with
+        this module's workspace and pin-session classes): checked in full first, so a damaged
+        snapshot raises :class:`~memlab.persist.JournalCorruptError` and changes nothing."""
+        restore(self, info, parts, workspace_cls=Workspace, pin_session_cls=_PinSession)
+
     def compact(self):
         """Write a snapshot of the whole store into its file and drop the journal rows it
         covers, so that a reopen loads the snapshot and replays only the rows after it.
@@ -610,7 +616,6 @@ class MemoryStore:
         >>> store.close(); len(MemoryStore(path=path).workspace("ws"))
         1
         """
-        from memlab.snapshot import CompactionReport, capture
 
         if self._journal is None:
             raise ValueError("compact needs a durable store (MemoryStore(path=...)); this one "

@@ -22,7 +22,7 @@ from memlab.journal_repair import check_journal, recover_journal
 from memlab.persist import JournalCorruptError
 from memlab.session import PMMemoryStore
 from memlab.snapshot import CompactionReport, full_state, state_digest
-from test_persist_roundtrip import (SCRATCH, SESSIONS, START, contexts_text, facade, ops, run,
+from test_persist_roundtrip import (SCRATCH, START, contexts_text, facade, ops, run,
                                     state_text, text)
 
 compacting_ops = st.one_of(ops, st.just(("compact",)))
@@ -237,7 +237,7 @@ def test_a_hostile_snapshot_never_allocates_from_its_claims(tmp_path):
     """A snapshot rewritten with valid checksums but lying sizes and values is refused before
     the store is touched (the file is forged, so the checksums are recomputed)."""
     from memlab.persist import Journal, SnapshotInfo
-    from memlab.snapshot import capture, restore
+    from memlab.snapshot import capture
 
     mem = Memory()
     mem.add("deploy on friday", item_id="a")
@@ -289,7 +289,7 @@ def test_a_hostile_snapshot_never_allocates_from_its_claims(tmp_path):
         store = MemoryStore()
         info, p = forged(change)
         with pytest.raises(JournalCorruptError, match="snapshot 1 .* is damaged"):
-            restore(store, info, p)
+            store.load_snapshot(info, p)
         assert store.workspace_ids() == [], name  # nothing was changed
     del Journal
 
