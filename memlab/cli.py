@@ -876,11 +876,24 @@ def _tune(args) -> int:
     _writable_folder("--out", args.out)
     trace = _tune_trace(args.trace)
     holdout = None if args.holdout is None else _tune_trace(args.holdout, "--holdout")
-    out = tune(trace, space, base=base, measure=args.measure, folds=args.folds,
-               n_trials=args.trials, group_by=args.group_by, seed=args.seed, k=args.k,
-               categories=categories, measure_on=args.measure_on, executor=args.executor,
-               n_workers=args.workers, address=args.address, name=args.name,
-               holdout=holdout, progress=not args.no_progress)
+    if holdout is not None:
+        from memlab.tuning import check_disjoint_holdout
+        try:
+            check_disjoint_holdout(trace, holdout)
+        except ValueError as exc:
+            raise _Fail(f"--{exc}") from None
+    try:
+        out = tune(trace, space, base=base, measure=args.measure, folds=args.folds,
+                   n_trials=args.trials, group_by=args.group_by, seed=args.seed, k=args.k,
+                   categories=categories, measure_on=args.measure_on,
+                   executor=args.executor, n_workers=args.workers, address=args.address,
+                   name=args.name, holdout=holdout,
+                   progress=not args.no_progress and sys.stderr.isatty())
+    except OSError as exc:  # a Dask scheduler that cannot be reached
+        if args.executor != "dask":
+            raise
+        raise _Fail(f"--address {args.address!r}: cannot reach the Dask scheduler "
+                    f"({' '.join(str(exc).split())})") from None
     folder = Path(args.out)
     recipe = out.save_recipe(folder / f"{args.name}.json")
     out.cv.to_csv(folder / "cv.csv", index=False)

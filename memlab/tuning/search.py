@@ -349,6 +349,8 @@ def tune(trace: Trace, space: Mapping[str, Any] | None = None, *, base: Any = No
         raise ValueError(f"name must be a non-empty string, got {name!r}")
     if holdout is not None and not isinstance(holdout, Trace):
         raise ValueError(f"holdout must be a Trace, got {type(holdout).__name__}")
+    if holdout is not None:
+        check_disjoint_holdout(trace, holdout)
     params = parse_space(DEFAULT_SPACE if space is None else space, base)
     counterfactual = all(p.name in RESCORABLE for p in params)
     categories = _check_categories(categories)
@@ -439,6 +441,37 @@ def tune(trace: Trace, space: Mapping[str, Any] | None = None, *, base: Any = No
                                        measure_on=measure_on, analyzer=analyzer,
                                        categories=categories, seed=seed)
     return result
+
+
+def _question_keys(trace: Trace) -> set[tuple]:
+    """Each question's identity: (workspace, qid, query text). Query ids alone are not enough
+    (every synthetic trace numbers its questions q0, q1, ...)."""
+    return {(event.get("workspace_id", trace.workspace_id), event.get("qid"),
+             event.get("query")) for event in trace.queries}
+
+
+def check_disjoint_holdout(trace: Trace, holdout: Trace) -> None:
+    """Refuse a ``holdout`` that is the searched ``trace`` or shares questions with it: its
+    score would be in-sample, not held out (ValueError naming ``holdout``).
+
+    Examples
+    --------
+    >>> from memlab.datasets.synthetic import synthetic_trace
+    >>> check_disjoint_holdout(synthetic_trace(50, 10), synthetic_trace(50, 10))
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: holdout is the trace searched on (same hash ...): its score would be in-sample, not held out
+    """
+    if holdout.hash() == trace.hash():
+        raise ValueError(f"holdout is the trace searched on (same hash {trace.hash()[:12]}...): "
+                         f"its score would be in-sample, not held out")
+    shared = _question_keys(trace) & _question_keys(holdout)
+    if shared:
+        qids = sorted(str(q[1]) for q in shared)
+        raise ValueError(f"holdout shares {len(shared)} questions with the trace searched on "
+                         f"(e.g. {', '.join(qids[:3])}): their scores would be in-sample, not "
+                         f"held out")
 
 
 def score_holdout(trace: Trace, config: SurfacingConfig, measure: Measure | str, *, k: int = 20,
