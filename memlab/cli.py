@@ -296,11 +296,15 @@ def _subset_cells(group, measures: list[str], key: str):
     import pandas as pd
 
     from memlab.harness.stats import interval_text
-    cells = pd.DataFrame({key: group[key].to_numpy(), "n": group["queries"].to_numpy()})
+    counts = group["n"] if "n" in group else group["queries"]
+    cells = pd.DataFrame({key: group[key].to_numpy(), "n": counts.to_numpy()})
     for m in measures:
         cells[m] = [interval_text(v, lo, hi) for v, lo, hi in
                     zip(group[m], group[f"{m} ci_low"], group[f"{m} ci_high"])]
     return cells
+
+
+_SHOWN_WARNINGS = ("SmallSampleWarning", "InSampleWarning")
 
 
 def _print_warnings(caught) -> None:
@@ -555,9 +559,13 @@ def _run(args: argparse.Namespace) -> int:
         _check_k(args.k)
         config, measures = _load_config(args.config), _measures(args.measures)
         _writable_folder("--out", args.out)
-        result = replay(_load_traces(args.trace), config, mode=args.mode,
-                        k=args.k, measures=measures, seed=args.seed,
-                        measure_on=args.measure_on)
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = replay(_load_traces(args.trace), config, mode=args.mode,
+                            k=args.k, measures=measures, seed=args.seed,
+                            measure_on=args.measure_on)
+        _print_warnings([c for c in caught if c.category.__name__ in _SHOWN_WARNINGS])
         print(result.summary().to_string(float_format=lambda v: f"{v:.4f}"))
         print(_measure_on_line(args.measure_on))
         result.save(args.out)
@@ -604,7 +612,7 @@ def _run(args: argparse.Namespace) -> int:
                 _print_blocks(_subset_cells(group, out.measures, "name"), ["name", "n"],
                               args.wide)
         print(textwrap.fill(_measure_on_line(args.measure_on), 100))
-        _print_warnings([c for c in caught if c.category.__name__ == "SmallSampleWarning"])
+        _print_warnings([c for c in caught if c.category.__name__ in _SHOWN_WARNINGS])
         Path(args.out).mkdir(parents=True, exist_ok=True)
         out.table.to_csv(Path(args.out) / "experiment.csv", index=False)
         out.per_query.to_csv(Path(args.out) / "per_query.csv", index=False)
@@ -677,7 +685,7 @@ def _run(args: argparse.Namespace) -> int:
                 cells = _subset_cells(group, out.measures, "point")
                 _print_blocks(cells, ["point", "n"], args.wide)
         print(textwrap.fill(_measure_on_line(args.measure_on), 100))
-        _print_warnings([c for c in caught if c.category.__name__ == "SmallSampleWarning"])
+        _print_warnings([c for c in caught if c.category.__name__ in _SHOWN_WARNINGS])
         Path(args.out).mkdir(parents=True, exist_ok=True)
         out.table.to_csv(Path(args.out) / "sweep.csv", index=False)
         if comparisons is not None:

@@ -45,3 +45,69 @@ def test_tune_unreachable_dask_scheduler_is_one_line(tmp_path, capsys):
     assert code == 2 and len(err.splitlines()) == 1
     assert err.startswith("memlab tune: error: --address 'tcp://127.0.0.1:9': cannot reach "
                           "the Dask scheduler")
+
+
+# 2. a learned ranker scored on its own training questions is flagged in-sample
+def test_reranker_scored_on_its_training_questions_warns_in_sample(tmp_path):
+    pytest.importorskip("sklearn")
+    import warnings
+
+    from memlab.errors import InSampleWarning
+    from memlab.harness.replay import replay
+    from memlab.learn import fit_ranker
+    from memlab.surfacing.config import DEFAULT
+    trace = synthetic_trace(200, 30, seed=4)
+    live = replay(trace, measures=["MRR"])
+    half = sorted(live.metrics["qid"].unique())[:12]
+    path = fit_ranker(live, half, kind="logistic").save(tmp_path / "m.json")
+    recipe = DEFAULT.replace(reranker=str(path))
+    with pytest.warns(InSampleWarning, match=r"trained on 12 of these questions"):
+        staged = replay(trace, recipe, measures=["MRR"])
+    assert staged.manifest["in_sample"].startswith("in-sample: the ranker")
+    # another trace (same qids q0, q1, ... but other questions): no warning, no note
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InSampleWarning)
+        other = replay(synthetic_trace(200, 30, seed=5), recipe, measures=["MRR"])
+    assert "in_sample" not in other.manifest
+
+
+def test_experiment_cli_prints_the_in_sample_warning_and_table_note(tmp_path, capsys):
+    pytest.importorskip("sklearn")
+    import json
+
+    from memlab.harness.replay import replay
+    from memlab.learn import fit_ranker
+    from memlab.surfacing.config import DEFAULT
+    trace = synthetic_trace(120, 20, seed=0)  # what synthetic:120:20 replays
+    path = fit_ranker(replay(trace, measures=["MRR"])).save(tmp_path / "m.json")
+    recipe = tmp_path / "ranked.json"
+    recipe.write_text(json.dumps(DEFAULT.replace(name="ranked", reranker=str(path)).to_dict()))
+    code = main(["experiment", "synthetic:120:20", "--config", "base=default", "--config", f"ranked={recipe}",
+                 "--measures", "MRR", "--out", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "warning: in-sample: the ranker" in captured.err
+    md = (tmp_path / "out" / "experiment.md").read_text()
+    assert "in-sample" in md
+
+
+# 4. n is the number of judged queries the means are over
+def _with_unjudged():
+    from memlab.harness.trace import TraceBuilder
+    return (TraceBuilder("t", start="2024-01-01T00:00:00+00:00")
+            .add("JWT tokens for auth", item_id="a").add("the cat sat", item_id="b")
+            .add("pizza on friday", item_id="c")
+            .query("q1", "JWT", gold=["a"]).query("q2", "cat", gold=["b"])
+            .query("q3", "pizza", gold=["c"]).query("q4", "anything at all").build())
+
+
+def test_experiment_and_sweep_n_counts_judged_queries():
+    from memlab.harness import Experiment, sweep
+    from memlab.harness.display import experiment_printable
+    trace = _with_unjudged()
+    out = Experiment(trace, {"a": "default", "b": "bm25"}, ["MRR", "Latency"])
+    assert out.table["queries"].tolist() == [4, 4] and out.table["n"].tolist() == [3, 3]
+    frame, note = experiment_printable(out)
+    assert frame["n"].tolist() == [3, 3] and "judged" in note
+    swept = sweep(trace, {"centrality_weight": [0.0, 1.0]}, measures=["MRR", "Latency"])
+    assert swept.table["n"].tolist() == [3, 3]

@@ -213,17 +213,21 @@ def experiment_printable(result, digits: int = 3) -> tuple[pd.DataFrame, str]:
             marks[(row.name, row.measure)] = row.mark
     rows = []
     for row in result.table.to_dict("records"):
-        out = {"name": row["name"], "n": row["queries"]}
+        out = {"name": row["name"], "n": row.get("n", row["queries"])}
         for label in result.measures:
             out[label] = _mean_ci(row, label, digits) + marks.get((row["name"], label), "")
         rows.append(out)
-    note = f"Mean [95% bootstrap CI] over queries (measures read the {result.measure_on} ranking)"
+    note = (f"Mean [95% bootstrap CI] over the n judged queries (measures read the "
+            f"{result.measure_on} ranking)")
     if result.where:
         note += f"; queries where {result.where}"
     if comparisons is not None:
         note += f"; marks: vs {result.baseline}. " + comparisons.footnote()
     else:
         note += "."
+    for name, replayed in (result.results or {}).items():
+        if replayed.manifest.get("in_sample"):
+            note += f" WARNING ({name}): {replayed.manifest['in_sample']}."
     return pd.DataFrame(rows), note
 
 
@@ -244,7 +248,7 @@ def experiment_html(result) -> str:
     if result.comparisons is not None and len(result.comparisons.table):
         parts += ["<b>Paired comparisons</b>", comparison_html(result.comparisons, style=False)]
     if result.subsets is not None:
-        cells = result.subsets[["subset", "name", "queries", *result.measures]]
+        cells = result.subsets[["subset", "name", "n", *result.measures]]
         parts += ["<b>Per subset</b>", _table_html(cells)]
     return "".join(parts) + "</div>"
 
@@ -296,6 +300,6 @@ def sweep_html(result) -> str:
              f"<div class='memlab-note'>{_e(note)}</div>"]
     if result.subsets is not None:
         keep = ["subset", "point", *[c for c in result.subsets.columns if c.startswith("cfg_")],
-                "queries", *result.measures]
+                "n", *result.measures]
         parts += ["<b>Per subset</b>", _table_html(result.subsets[keep])]
     return "".join(parts) + "</div>"

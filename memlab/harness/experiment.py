@@ -25,6 +25,7 @@ from memlab.harness.stats import (ComparisonTable, compare_paired, format_table_
 from memlab.harness.trace import Trace
 
 __all__ = ["Experiment", "run_experiment", "ExperimentResult", "bootstrap_ci", "paired_tests",
+           "judged_n",
            "run_spec", "progress_bar"]
 
 
@@ -46,6 +47,24 @@ def bootstrap_ci(values: np.ndarray, *, n_boot: int = 1000, seed: int = 0,
     tail = (1.0 - level) / 2.0 * 100.0
     low, high = np.percentile(means, [tail, 100.0 - tail])
     return float(low), float(high)
+
+
+def judged_n(frame: pd.DataFrame, measures: Iterable[Measure | str]) -> int:
+    """How many queries a table row's means are over: the judged queries (those with a value of
+    a relevance measure) when the row has one, else the queries with any value (long ``frame``:
+    ``qid``, ``measure``, ``value``).
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"qid": ["a", "b", "b"], "measure": ["Latency", "Latency", "MRR"],
+    ...                       "value": [1.0, 2.0, 0.5]})
+    >>> judged_n(frame, ["MRR", "Latency"]), judged_n(frame, ["Latency"])
+    (1, 2)
+    """
+    parsed = parse_measures(list(measures))
+    relevance = [str(m) for m in parsed if m.needs_gold]
+    chosen = frame[frame["measure"].isin(relevance or [str(m) for m in parsed])]
+    return int(chosen["qid"].nunique())
 
 
 def paired_tests(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
@@ -255,7 +274,7 @@ def _summary_rows(per_query: pd.DataFrame, names: list[str], specs: dict, result
         mine = per_query[per_query["name"] == name]
         row: dict[str, Any] = {"name": name, "mode": mode, "recipe": config.name,
                                "queries": len(results[name].decisions) if queries is None
-                               else queries}
+                               else queries, "n": judged_n(mine, measures)}
         for m in measures:
             label = str(m)
             values = mine[mine["measure"] == label].set_index("qid")["value"]

@@ -50,7 +50,7 @@ from memlab.model import SurfacingStrategy
 from memlab.surfacing.config import DEFAULT, SurfacingConfig, get_recipe
 
 __all__ = ["ReplayResult", "ReplayError", "replay", "build_manifest", "resolve_config",
-           "measured_judgements", "DEFAULT_START"]
+           "in_sample_note", "measured_judgements", "DEFAULT_START"]
 
 DEFAULT_START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 _FRAMES = ("decisions", "candidates", "metrics", "log")
@@ -501,4 +501,38 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
                               extra={"force_strategy": force_strategy, "analyzer": analyzer,
                                      "record_candidates": record_candidates,
                                      "unjudged_queries": runner.unjudged})
+    note = in_sample_note(trace, config, metrics["qid"].unique())
+    if note is not None:
+        import warnings
+
+        from memlab.errors import InSampleWarning
+        manifest["in_sample"] = note
+        warnings.warn(note, InSampleWarning, stacklevel=2)
     return ReplayResult(decisions, candidates, metrics, log, manifest)
+
+
+def in_sample_note(trace: Trace, config: SurfacingConfig, judged: Iterable[Any]) -> str | None:
+    """``"in-sample: the ranker was trained on N of these questions"`` when ``config``'s learned
+    ``reranker`` (a ranker file, or a registered :class:`~memlab.surfacing.rerank.RankerModel`)
+    lists in its training manifest ``N > 0`` of the ``judged`` question ids of ``trace``, and
+    was trained on this trace (same hash or name; query ids alone such as ``q0`` repeat across
+    traces); else None. :func:`replay` issues it as an
+    :class:`~memlab.errors.InSampleWarning` and records it in the manifest (``in_sample``).
+    """
+    if config.reranker is None:
+        return None
+    from memlab.surfacing.rerank import resolve_reranker
+    try:
+        scorer = resolve_reranker(config.reranker)
+    except ValueError:
+        return None
+    manifest = getattr(getattr(scorer, "__self__", None), "manifest", None) or {}
+    source = manifest.get("trace") or {}
+    if source.get("hash") != trace.hash() and source.get("name") != trace.name:
+        return None
+    shared = set(map(str, manifest.get("train_qids") or ())) & set(map(str, judged))
+    if not shared:
+        return None
+    return (f"in-sample: the ranker {config.reranker!r} was trained on {len(shared)} of these "
+            f"questions (of trace {trace.name!r}); its score flatters it - estimate it with "
+            f"memlab.learn.cv_ranker")

@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from memlab.harness.counterfactual import RESCORABLE, rescore
-from memlab.harness.experiment import bootstrap_ci, progress_bar
+from memlab.harness.experiment import bootstrap_ci, judged_n, progress_bar
 from memlab.harness.measures import DEFAULT_MEASURES, Measure, check_measure_on, parse_measures
 from memlab.harness.replay import replay, resolve_config
 from memlab.harness.stats import (ComparisonTable, compare_paired, format_table_latex,
@@ -261,6 +261,7 @@ def _point_rows(points: list[dict], frames: list[pd.DataFrame], measures: list[s
         row: dict[str, Any] = {"point": index, **{f"cfg_{key}": value
                                                   for key, value in point.items()}}
         row["queries"] = int(frame["qid"].nunique()) if len(frame) else 0
+        row["n"] = judged_n(frame, measures) if len(frame) else 0
         for m in measures:
             values = frame.loc[frame["measure"] == m, "value"].to_numpy()
             row[m] = float(values.mean()) if len(values) else math.nan
