@@ -146,7 +146,8 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
                 if metrics.empty:
                     continue
             subsets = {"all": metrics} if dataset == "musique" else {
-                "categories 1-4": metrics[metrics["category"].isin([1, 2, 3, 4])],
+                "categories 1-4" if where is None else _categories_label(metrics["category"]):
+                    metrics[metrics["category"].isin([1, 2, 3, 4])],
                 "adversarial (5)": metrics[metrics["category"] == 5]}
             if by is not None and meta[by].notna().any():
                 labels = dict(zip(meta["qid"], meta[by]))
@@ -179,6 +180,25 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
         (out / "results.md").write_text(to_markdown(table) + "\n" + interval_markdown(table))
         (out / "results.tex").write_text(to_latex(table))
     return table
+
+
+def _categories_label(categories: pd.Series) -> str:
+    """The LoCoMo block's label from the categories 1-4 actually present (a ``where`` filter
+    may keep only some): ``"categories 1-4"`` for all four, else e.g. ``"categories 1, 2"``.
+
+    Examples
+    --------
+    >>> _categories_label(pd.Series([1, 2, 3, 4, 5])), _categories_label(pd.Series([2, 1, 1]))
+    ('categories 1-4', 'categories 1, 2')
+    >>> _categories_label(pd.Series([3]))
+    'category 3'
+    """
+    present = sorted({int(c) for c in categories.dropna().unique() if c in (1, 2, 3, 4)})
+    if present == [1, 2, 3, 4] or not present:
+        return "categories 1-4"
+    if len(present) == 1:
+        return f"category {present[0]}"
+    return "categories " + ", ".join(map(str, present))
 
 
 def to_markdown(table: pd.DataFrame) -> str:

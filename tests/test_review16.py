@@ -111,3 +111,30 @@ def test_experiment_and_sweep_n_counts_judged_queries():
     assert frame["n"].tolist() == [3, 3] and "judged" in note
     swept = sweep(trace, {"centrality_weight": [0.0, 1.0]}, measures=["MRR", "Latency"])
     assert swept.table["n"].tolist() == [3, 3]
+
+
+@pytest.fixture
+def data_root(tmp_path):
+    """The fixtures laid out as the shared data (locomo/ and hipporag/)."""
+    import shutil
+
+    from memlab.datasets import FIXTURES_DIR
+    root = tmp_path / "data"
+    (root / "locomo").mkdir(parents=True)
+    (root / "hipporag").mkdir()
+    shutil.copy(FIXTURES_DIR / "locomo_sample.json", root / "locomo" / "locomo_dev.json")
+    shutil.copy(FIXTURES_DIR / "hipporag_sample.json", root / "hipporag" / "musique_train.json")
+    shutil.copy(FIXTURES_DIR / "hipporag_sample_corpus.json",
+                root / "hipporag" / "musique_train_corpus.json")
+    return root
+
+
+# 5. the LoCoMo block is labelled from the filter actually applied
+def test_eval_where_category_labels_the_block_from_the_filter(data_root):
+    from memlab.evaluation import run_eval
+    table = run_eval(data_root, datasets=("locomo",), where={"category": [1, 2]})
+    locomo = set(table[table["dataset"] == "locomo"]["subset"])
+    assert "categories 1-4" not in locomo
+    assert locomo <= {"categories 1, 2", "category 1", "category 2"} and locomo
+    plain = run_eval(data_root, datasets=("locomo",))
+    assert "categories 1-4" in set(plain["subset"])
