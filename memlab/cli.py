@@ -116,17 +116,26 @@ def _load_config(spec: str):
             try:
                 return load_recipe_file(path)
             except ValueError as exc:
-                raise _Fail(f"config {spec!r}: {exc}") from None
+                raise _Fail(f"--config {spec!r}: {exc}") from None
         try:
-            return SurfacingConfig.from_dict(data)
+            config = SurfacingConfig.from_dict(data)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise _Fail(f"config {spec!r} is not a valid configuration: "
                         f"{exc if isinstance(exc, ValueError) else repr(exc)}") from None
+        from memlab.surfacing.config import check_reranker_file
+        try:
+            check_reranker_file(config, f"--config {spec!r}")
+        except ValueError as exc:
+            raise _Fail(str(exc)) from None
+        return config
+    from memlab.errors import UnknownRecipeError
     from memlab.surfacing.config import get_recipe
     try:  # a recipe file by name, in $MEMLAB_RECIPE_PATH or memlab/recipes
         return get_recipe(spec)
-    except ValueError:
+    except UnknownRecipeError:
         pass
+    except ValueError as exc:  # the file exists but is bad: show why
+        raise _Fail(f"--config {spec!r}: {exc}") from None
     raise _Fail(f"config {spec!r} is neither a recipe ({', '.join(sorted(RECIPES))}, or a "
                 f"recipe file's name in $MEMLAB_RECIPE_PATH) nor a JSON file")
 

@@ -138,3 +138,54 @@ def test_eval_where_category_labels_the_block_from_the_filter(data_root):
     assert locomo <= {"categories 1, 2", "category 1", "category 2"} and locomo
     plain = run_eval(data_root, datasets=("locomo",))
     assert "categories 1-4" in set(plain["subset"])
+
+
+# 6. recipe-file errors say what is wrong and blame --config
+def _recipe(tmp_path, name, config, **extra):
+    import json
+
+    from memlab.surfacing.config import RECIPE_FORMAT
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps({"format": RECIPE_FORMAT, "name": name, "config": config,
+                                **extra}))
+    return path
+
+
+def test_bad_recipe_on_the_search_path_shows_the_field_error(tmp_path, monkeypatch, capsys):
+    from memlab.surfacing.config import DEFAULT
+    config = DEFAULT.replace(name="odd").to_dict()
+    config["centrality_weight"] = -3
+    _recipe(tmp_path, "odd", config)
+    monkeypatch.setenv("MEMLAB_RECIPE_PATH", str(tmp_path))
+    code = main(["replay", "synthetic:40:5", "--config", "odd", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "neither a recipe" not in err
+    assert "--config 'odd'" in err and "centrality_weight" in err
+
+
+def test_recipe_with_missing_reranker_is_blamed_on_config(tmp_path, capsys):
+    from memlab.surfacing.config import DEFAULT, load_recipe_file
+    path = _recipe(tmp_path, "ranked",
+                   DEFAULT.replace(name="ranked", reranker=str(tmp_path / "gone.json")).to_dict())
+    with pytest.raises(ValueError, match=r"reranker .*gone.json.* is not usable"):
+        load_recipe_file(path)
+    code = main(["replay", "synthetic:40:5", "--config", str(path), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert f"--config {str(path)!r}" in err and "gone.json" in err and "trace" not in err
+
+
+def test_recipe_file_with_unknown_top_level_keys_is_refused(tmp_path):
+    from memlab.surfacing.config import DEFAULT, load_recipe_file
+    path = _recipe(tmp_path, "extra", DEFAULT.to_dict(), centrality_weight=2.0)
+    with pytest.raises(ValueError, match=r"unknown recipe key\(s\) \['centrality_weight'\]"):
+        load_recipe_file(path)
+
+
+# 16. recipe-file names are case-insensitive, like built-in names
+def test_recipe_file_names_are_case_insensitive(tmp_path, monkeypatch):
+    from memlab.surfacing.config import DEFAULT, get_recipe
+    _recipe(tmp_path, "mine", DEFAULT.replace(name="mine", centrality_weight=1.5).to_dict())
+    monkeypatch.setenv("MEMLAB_RECIPE_PATH", str(tmp_path))
+    assert get_recipe("MINE").centrality_weight == 1.5 == get_recipe("mine").centrality_weight
+    assert get_recipe("Default") is DEFAULT
