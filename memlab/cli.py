@@ -922,12 +922,20 @@ def _tune(args) -> int:
     cv = out.cv.iloc[0]
     print(f"{cv['measure']} grouped {cv['folds']}-fold CV estimate (by {cv['group_by']}): "
           f"{cv['cv_mean']:.4f} [95% t-interval over folds {cv['ci_low']:.4f}, "
-          f"{cv['ci_high']:.4f}; bootstrap over {cv['questions']} held-out questions "
-          f"{cv['boot_low']:.4f}, {cv['boot_high']:.4f}]")
+          f"{cv['ci_high']:.4f} (clipped to the measure's range [0, 1]); bootstrap over "
+          f"{cv['questions']} held-out questions {cv['boot_low']:.4f}, {cv['boot_high']:.4f}]")
+    print(f"base {out.manifest['base']!r} on the same folds: {cv['base_cv_mean']:.4f}; tuned "
+          f"- base, paired by fold: {cv['diff_mean']:+.4f} [95% t-interval "
+          f"{cv['diff_ci_low']:+.4f}, {cv['diff_ci_high']:+.4f}]")
     print(out.folds.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     print(f"chosen configuration (searched on every question; in-sample {cv['measure']} "
-          f"{cv['in_sample']:.4f}, not an estimate): "
+          f"{cv['in_sample']:.4f} vs base {cv['base_in_sample']:.4f}, not an estimate): "
           + ", ".join(f"{k}={v}" for k, v in out.best_params.items()))
+    print("note: the CV estimate weights every fold equally (a mean of fold means); the "
+          "in-sample score pools the questions (a mean over questions)")
+    if not cv["diff_mean"] > 0:
+        print(f"warning: the tuned procedure is not better than the base {out.manifest['base']!r}"
+              f" on held-out folds ({cv['diff_mean']:+.4f}); keep the base", file=sys.stderr)
     print("importance: " + ", ".join(f"{k} {v:.3f}" for k, v in out.importance.items()))
     if out.holdout is not None:
         h = out.holdout.iloc[0]

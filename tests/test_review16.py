@@ -189,3 +189,37 @@ def test_recipe_file_names_are_case_insensitive(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMLAB_RECIPE_PATH", str(tmp_path))
     assert get_recipe("MINE").centrality_weight == 1.5 == get_recipe("mine").centrality_weight
     assert get_recipe("Default") is DEFAULT
+
+
+# 7. tune reports the base on the same folds, paired; 10. the CV interval stays in [0, 1]
+def test_tune_reports_base_on_the_same_folds_and_a_bounded_interval():
+    from memlab.tuning import cv_fixed, tune
+    trace = synthetic_trace(400, 80, seed=0)
+    out = tune(trace, folds=3, n_trials=3, group_by="question")
+    base = cv_fixed(trace, "default", folds=3, group_by="question")
+    assert out.folds["base_score"].round(6).tolist() == base.loc[0, "fold_scores"]
+    cv = out.cv.iloc[0]
+    assert cv["base_cv_mean"] == pytest.approx(base.loc[0, "cv_mean"])
+    assert cv["diff_mean"] == pytest.approx(cv["cv_mean"] - cv["base_cv_mean"])
+    assert cv["diff_ci_low"] < cv["diff_mean"] < cv["diff_ci_high"]
+    # the unclipped t-interval of these fold scores runs past 1 (the reviewer's [0.897, 1.038])
+    assert cv["ci_high"] == 1.0 and 0.0 <= cv["ci_low"] < cv["cv_mean"]
+    assert 0.0 <= base.loc[0, "ci_low"] <= base.loc[0, "ci_high"] <= 1.0
+
+
+def test_tune_cli_prints_base_difference_and_the_weighting_note(tmp_path, capsys):
+    code = main(["tune", "synthetic:400:80", "--group-by", "question", "--folds", "3",
+                 "--trials", "3", "--out", str(tmp_path)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0
+    assert "base 'default' on the same folds: 0.9385; tuned - base, paired by fold: +0.0293" in out
+    assert "weights every fold equally" in out and "pools the questions" in out
+    assert "(clipped to the measure's range [0, 1])" in out
+
+
+def test_tune_warns_when_the_tuned_procedure_is_not_better(tmp_path, capsys):
+    # a single-value space: the "tuned" configuration is the base
+    code = main(["tune", "synthetic:200:40", "--group-by", "question", "--folds", "2",
+                 "--trials", "1", "--space", "centrality_weight=0.5", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 0 and "warning: the tuned procedure is not better than the base" in err

@@ -32,8 +32,8 @@ from memlab.harness.replay import ReplayResult, replay, resolve_config
 from memlab.harness.trace import Trace
 from memlab.surfacing.rerank import FEATURES, RankerModel, candidate_features
 from memlab.tuning.evaluate import rank_frame
-from memlab.tuning.search import (GROUP_BY, _check_categories, _question_frame, _t_interval,
-                                  grouped_folds)
+from memlab.tuning.search import (BOUNDS, GROUP_BY, _check_categories, _question_frame,
+                                  _t_interval, grouped_folds)
 
 __all__ = ["frame_features", "fit_ranker", "cv_ranker", "RankerCV", "KINDS"]
 
@@ -216,7 +216,7 @@ def cv_ranker(trace: Trace, *, base: Any = None, live: ReplayResult | None = Non
     for m in measures:
         f = fold_frame[fold_frame["measure"] == str(m)]
         h = held_out[held_out["measure"] == str(m)]
-        low, high = _t_interval(f["score"].to_numpy())
+        low, high = _t_interval(f["score"].to_numpy(), bounds=BOUNDS)
         d_low, d_high = _t_interval((f["score"] - f["base_score"]).to_numpy())
         b_low, b_high = bootstrap_ci(h["value"].to_numpy(), seed=seed)
         rows.append({"measure": str(m), "cv_mean": float(f["score"].mean()), "ci_low": low,

@@ -182,11 +182,14 @@ class TuneResult:
 
     ``config``: the chosen configuration (searched on every question). ``cv``: the CV estimate
     (one row: ``measure``, ``cv_mean`` = mean of held-out fold scores, ``ci_low``/``ci_high``
-    its 95 % Student-t interval over the folds, ``boot_low``/``boot_high`` a bootstrap interval
+    its 95 % Student-t interval over the folds (clipped to the measure's range [0, 1]), ``boot_low``/``boot_high`` a bootstrap interval
     over the pooled held-out questions, ``folds``, ``in_sample`` = the chosen configuration on
     every question it was searched on, labelled as such). ``folds``: per fold its held-out
     ``score``, the ``search_score`` on the other folds, question counts and the chosen
-    parameters. ``trials``: every trial (``study`` = fold number or ``"final"``). ``held_out``:
+    parameters, and ``base_score``: the base configuration on the same held-out fold (the
+    ``cv`` row's ``base_cv_mean``, ``diff_mean`` = mean over folds of tuned minus base, and
+    ``diff_ci_low``/``diff_ci_high`` its 95 % t-interval; ``base_in_sample`` = the base on every
+    question). ``trials``: every trial (``study`` = fold number or ``"final"``). ``held_out``:
     per-question held-out values. ``importance``: the final search's parameter importances.
     ``audit``: every question set each evaluator was asked about (the leakage test's record).
     """
@@ -223,13 +226,23 @@ def _jsonable(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
 
 
-def _t_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+def _t_interval(values: np.ndarray, level: float = 0.95,
+                bounds: tuple[float, float] | None = None) -> tuple[float, float]:
+    """Student-t interval of the mean; with ``bounds`` (a bounded measure's range, e.g. (0, 1)
+    for every relevance measure) clipped to it: with a handful of folds the symmetric t
+    interval can run past what the measure can take ([0.897, 1.038] for R@10)."""
     values = np.asarray(values, dtype=float)
     if len(values) < 2:
         return math.nan, math.nan
     half = stats.t.ppf(0.5 + level / 2, len(values) - 1) * values.std(ddof=1) / math.sqrt(
         len(values))
-    return float(values.mean() - half), float(values.mean() + half)
+    low, high = float(values.mean() - half), float(values.mean() + half)
+    if bounds is not None:
+        low, high = max(low, bounds[0]), min(high, bounds[1])
+    return low, high
+
+
+BOUNDS = (0.0, 1.0)  # every relevance measure (R@k, P@k, nDCG@k, MRR, Hit@k) lies in [0, 1]
 
 
 def _question_frame(trace: Trace, categories: set | None) -> pd.DataFrame:
@@ -416,12 +429,28 @@ def tune(trace: Trace, space: Mapping[str, Any] | None = None, *, base: Any = No
     fold_frame = pd.DataFrame(fold_rows)
     held_out = pd.concat(held, ignore_index=True)
     scores = fold_frame["score"].to_numpy()
-    low, high = _t_interval(scores)
+    low, high = _t_interval(scores, bounds=BOUNDS)
     boot_low, boot_high = bootstrap_ci(held_out["value"].to_numpy(), seed=seed)
+    # the base on the same folds (one replay of the whole trace under ``base``; the
+    # counterfactual path's ``live`` is that replay): paired per fold against the tuned scores
+    base_metrics = (live if counterfactual else replay(
+        trace, base, mode=mode, k=k, measures=[str(measure)], seed=seed,
+        record_candidates=False, measure_on=measure_on, analyzer=analyzer,
+        progress=False)).metrics
+    base_values = base_metrics[base_metrics["measure"] == str(measure)].set_index("qid")[
+        "value"]
+    fold_frame["base_score"] = [float(base_values.reindex(test).fillna(0.0).mean())
+                                for test in split]
+    diffs = scores - fold_frame["base_score"].to_numpy()
+    diff_low, diff_high = _t_interval(diffs)
+    in_sample_base = float(base_values.reindex(all_qids).fillna(0.0).mean())
     cv = pd.DataFrame([{"measure": str(measure), "cv_mean": float(scores.mean()),
                         "ci_low": low, "ci_high": high, "boot_low": boot_low,
                         "boot_high": boot_high, "folds": folds, "group_by": group_by,
-                        "questions": len(held_out), "in_sample": float(final.best_value)}])
+                        "questions": len(held_out), "in_sample": float(final.best_value),
+                        "base_cv_mean": float(fold_frame["base_score"].mean()),
+                        "diff_mean": float(diffs.mean()), "diff_ci_low": diff_low,
+                        "diff_ci_high": diff_high, "base_in_sample": in_sample_base}])
     importance = _importance(final, params, seed)
     manifest = {"trace": {"name": trace.name, "hash": trace.hash(),
                           "queries": len(trace.queries)},
@@ -599,7 +628,7 @@ def cv_fixed(trace: Trace, config: Any = None, *, measure: str | Measure = "R@10
     split = grouped_folds(_groups(questions, group_by), folds, seed)
     values = result.metrics.set_index("qid")["value"]
     scores = np.array([values.reindex(f).mean() for f in split])
-    low, high = _t_interval(scores)
+    low, high = _t_interval(scores, bounds=BOUNDS)
     pooled = values.reindex(questions["qid"]).dropna().to_numpy()
     boot_low, boot_high = bootstrap_ci(pooled, seed=seed)
     return pd.DataFrame([{"measure": str(measure), "cv_mean": float(scores.mean()),
