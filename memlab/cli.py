@@ -21,7 +21,8 @@ __all__ = ["main", "build_parser"]
 
 _TRACE_HELP = ("a trace: a JSON Lines file (see memlab.harness.trace), or fixture:<name> for a "
                "repository fixture such as fixture:apollo_demo, or synthetic:<items>:<queries> "
-               "for a seeded synthetic trace")
+               "for a seeded synthetic trace, or shared:locomo / shared:musique for the shared "
+               "datasets (see memlab eval --data)")
 _CONFIG_HELP = ("a recipe name (default, seed_compat, bm25) or a JSON file holding "
                 "SurfacingConfig.to_dict() output")
 
@@ -37,15 +38,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _load_trace(spec: str):
+def _load_trace(spec: str, option: str = "trace"):
+    """A trace: a JSON Lines file, ``fixture:<name>``, ``synthetic:<items>:<queries>``, or
+    ``shared:locomo`` / ``shared:musique`` from the shared datasets (one resolver for every
+    command); errors name ``option``."""
     from memlab.harness.trace import Trace
 
+    if spec.startswith("shared:"):
+        return _shared_trace(spec, option)
     if spec.startswith("fixture:"):
         from memlab.datasets import load_fixture_trace
         try:
             return load_fixture_trace(spec.split(":", 1)[1])
         except ValueError as exc:
-            raise _Fail(f"trace {spec!r}: {exc}") from None
+            raise _Fail(f"{option} {spec!r}: {exc}") from None
     if spec.startswith("synthetic:"):
         from memlab.datasets.synthetic import synthetic_trace
         parts = spec.split(":")
@@ -54,20 +60,21 @@ def _load_trace(spec: str):
                 raise ValueError
             items, queries = int(parts[1]), int(parts[2])
         except ValueError:
-            raise _Fail(f"trace {spec!r} must look like synthetic:<items>:<queries>") from None
+            raise _Fail(f"{option} {spec!r} must look like synthetic:<items>:<queries>") from None
         try:
             return synthetic_trace(items, queries, seed=0)
         except ValueError as exc:
-            raise _Fail(f"trace {spec!r}: {exc}") from None
+            raise _Fail(f"{option} {spec!r}: {exc}") from None
     path = Path(spec)
     if not path.is_file():
-        raise _Fail(f"trace {spec!r} is not a file (nor fixture:<name> / synthetic:<n>:<q>)")
+        raise _Fail(f"{option} {spec!r} is not a file (nor fixture:<name> / synthetic:<n>:<q> / "
+                    f"shared:locomo / shared:musique)")
     try:
         return Trace.read_jsonl(path)
     except ValueError as exc:
-        raise _Fail(f"trace {spec!r}: {exc}") from None
+        raise _Fail(f"{option} {spec!r}: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise _Fail(f"trace {spec!r} cannot be read: {exc}") from None
+        raise _Fail(f"{option} {spec!r} cannot be read: {exc}") from None
 
 
 def _load_traces(specs: list[str]):
@@ -399,8 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the other folds and scored once on it. Composite weights are re-scored on one replay's "
         "candidates; other fields replay. Writes the chosen configuration as a recipe file, the "
         "CV estimate, per-fold scores, the trial history and plots."))
-    tn.add_argument("trace", help=_TRACE_HELP + ", or shared:locomo / shared:musique for the "
-                    "shared datasets (see memlab eval --data)")
+    tn.add_argument("trace", help=_TRACE_HELP)
     tn.add_argument("--space", nargs="+", default=None, metavar="FIELD=LOW:HIGH|V1,V2",
                     help="fields to search: a range (centrality_weight=0:2) or choices "
                     "(ppr.alpha=0.5,0.85); router_rules=permutations searches every rule order "
@@ -825,19 +831,17 @@ def _run(args: argparse.Namespace) -> int:
     return code
 
 
-def _tune_trace(spec: str, option: str = "trace"):
-    """A trace, or ``shared:locomo`` / ``shared:musique`` from the shared datasets."""
-    if spec.startswith("shared:"):
-        from memlab.datasets import shared_data_dir
-        from memlab.datasets.loaders import load_hipporag, load_locomo
-        from memlab.evaluation import DATASET_FILES, check_data_root
-        which = spec.split(":", 1)[1]
-        if which not in DATASET_FILES:
-            raise _Fail(f"{option} {spec!r}: shared datasets are {sorted(DATASET_FILES)}")
-        root = check_data_root(shared_data_dir(), (which,), option=option)
-        files = [root / rel for rel in DATASET_FILES[which]]
-        return load_locomo(files[0]) if which == "locomo" else load_hipporag(*files)
-    return _load_trace(spec)
+def _shared_trace(spec: str, option: str = "trace"):
+    """``shared:locomo`` / ``shared:musique`` from the shared datasets."""
+    from memlab.datasets import shared_data_dir
+    from memlab.datasets.loaders import load_hipporag, load_locomo
+    from memlab.evaluation import DATASET_FILES, check_data_root
+    which = spec.split(":", 1)[1]
+    if which not in DATASET_FILES:
+        raise _Fail(f"{option} {spec!r}: shared datasets are {sorted(DATASET_FILES)}")
+    root = check_data_root(shared_data_dir(), (which,), option=option)
+    files = [root / rel for rel in DATASET_FILES[which]]
+    return load_locomo(files[0]) if which == "locomo" else load_hipporag(*files)
 
 
 def _space(entries: list[str] | None) -> dict[str, Any] | None:
@@ -891,8 +895,8 @@ def _tune(args) -> int:
     categories = None if args.categories is None else [
         int(c) if c.lstrip("-").isdigit() else c for c in args.categories]
     _writable_folder("--out", args.out)
-    trace = _tune_trace(args.trace)
-    holdout = None if args.holdout is None else _tune_trace(args.holdout, "--holdout")
+    trace = _load_trace(args.trace)
+    holdout = None if args.holdout is None else _load_trace(args.holdout, "--holdout")
     if holdout is not None:
         from memlab.tuning import check_disjoint_holdout
         try:

@@ -223,3 +223,26 @@ def test_tune_warns_when_the_tuned_procedure_is_not_better(tmp_path, capsys):
                  "--trials", "1", "--space", "centrality_weight=0.5", "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 0 and "warning: the tuned procedure is not better than the base" in err
+
+
+# 8. shared:<dataset> works wherever a trace is accepted; 12. errors name the option
+@pytest.mark.parametrize("command", [
+    ["replay", "shared:locomo", "--measures", "MRR"],
+    ["experiment", "shared:locomo", "--config", "a=default", "--config", "b=bm25",
+     "--measures", "MRR"],
+    ["sweep", "shared:locomo", "--grid", "centrality_weight=0,1", "--measures", "MRR"],
+])
+def test_shared_trace_names_work_in_every_command(command, data_root, tmp_path, monkeypatch,
+                                                  capsys):
+    monkeypatch.setenv("MEMLAB_SHARED_DATA", str(data_root))
+    code = main([*command, "--out", str(tmp_path / "o")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "wrote" in captured.out
+
+
+def test_missing_holdout_file_is_named_as_holdout(tmp_path, capsys):
+    code = main(["tune", "synthetic:60:12", "--holdout", str(tmp_path / "nope.jsonl"),
+                 "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--holdout {str(tmp_path / 'nope.jsonl')!r} is not a file" in err
