@@ -691,8 +691,13 @@ def _run(args: argparse.Namespace) -> int:
             _print_blocks(frame, keep, False)
             print(textwrap.fill(note, 100))
         if comparisons is not None:
+            from memlab.harness.display import point_label
             print()
-            _print_blocks(comparisons._printable(3), ["name", "vs", "measure"], args.wide)
+            named = comparisons._printable(3)
+            for column in ("name", "vs"):  # points named by their parameter values
+                named[column] = [f"{p} ({point_label(out.table, int(p))})"
+                                 for p in named[column]]
+            _print_blocks(named, ["name", "vs", "measure"], args.wide)
             print(textwrap.fill(comparisons.footnote(), 100))
         if out.subsets is not None:
             for label, group in out.subsets.groupby("subset", sort=False):

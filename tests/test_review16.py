@@ -1,5 +1,6 @@
 """Review of issues 16/17 (notebooks, statistics, tuning): each test failed before its fix."""
 
+import numpy as np
 import pytest
 
 from memlab.cli import main
@@ -246,3 +247,57 @@ def test_missing_holdout_file_is_named_as_holdout(tmp_path, capsys):
                  "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and f"--holdout {str(tmp_path / 'nope.jsonl')!r} is not a file" in err
+
+
+# 9. tune's plots: memlab style, trace and n, "in-sample", and no blank importance plot
+def _tune_figures(space, trace=None):
+    from memlab.tuning import plot_history, plot_importance, plot_top_params, tune
+    out = tune(trace or synthetic_trace(200, 40, seed=1), space, measure="MRR", folds=2,
+               n_trials=4, group_by="question")
+    return out, [plot_history(out), plot_importance(out), plot_top_params(out)]
+
+
+def test_tune_plots_name_the_trace_n_and_in_sample_and_are_not_blank(tmp_path):
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from test_issue16_figures import check_pixels, written_png
+    out, figures = _tune_figures({"centrality_weight": (0.0, 2.0),
+                                  "activation_floor": (0.0, 1.0)})
+    name = out.manifest["trace"]["name"]
+    for fig in figures:
+        assert fig.dpi == 150  # memlab's style sheet
+        check_pixels(written_png(fig, tmp_path), fig)
+        text = " ".join([fig._suptitle.get_text() if fig._suptitle else ""]
+                        + [a.get_title() for a in fig.axes])
+        assert f"{name}, n=40 questions, in-sample" in text
+
+
+def test_importance_plot_of_a_flat_objective_says_so(tmp_path):
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from test_issue16_figures import check_pixels, written_png
+    # two fields that change nothing here: every trial scores the same
+    out, (_, fig, _) = _tune_figures({"pin_boost_factor": (0.1, 3.0),
+                                      "anchor_boost": (0.5, 3.0)})
+    assert out.importance.isna().all()
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert any("no importance: the objective was flat" in t for t in texts)
+    pixels = written_png(fig, tmp_path)
+    assert np.any(pixels < 0.95, axis=-1).mean() > 0.03  # not blank
+
+
+def test_sweep_tables_and_figure_name_the_reference_by_its_values(tmp_path, capsys):
+    from memlab.harness import sweep
+    from memlab.harness.display import sweep_printable
+    from memlab.harness.plots import plot_measure_vs_parameter
+    swept = sweep(synthetic_trace(100, 20), {"spreading.damping": [0.3, 0.7],
+                                              "ppr.alpha": [0.85]}, measures=["MRR"])
+    fig = plot_measure_vs_parameter(swept, "spreading.damping", "MRR", reference=0)
+    legend = [t.get_text() for t in fig.axes[0].get_legend().texts]
+    assert "reference: damping=0.3, α=0.85" in legend
+    _, note = sweep_printable(swept, comparisons=swept.compare(0, warn=False))
+    assert "each point vs point 0 (damping=0.3, α=0.85)" in note
+    code = main(["sweep", "synthetic:100:20", "--grid", "spreading.damping=0.3,0.7",
+                 "--measures", "MRR", "--reference", "0", "--out", str(tmp_path)])
+    assert code == 0 and "| 1 (damping=0.7) | 0 (damping=0.3) |" in \
+        capsys.readouterr().out

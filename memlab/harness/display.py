@@ -27,7 +27,7 @@ import pandas as pd
 __all__ = ["config_diff", "config_html", "config_repr", "context_record_html",
            "context_record_repr", "replay_html", "replay_repr", "experiment_html",
            "experiment_repr", "experiment_printable", "sweep_html", "sweep_repr",
-           "sweep_printable", "comparison_html", "score_bar"]
+           "sweep_printable", "comparison_html", "score_bar", "point_label"]
 
 _STYLE = ("<style>.memlab-t td,.memlab-t th{padding:2px 6px;text-align:left}"
           ".memlab-note{color:#555;font-size:90%}</style>")
@@ -262,6 +262,25 @@ def comparison_html(table, style: bool = True) -> str:
 # ---------------------------------------------------------------------------- sweeps
 
 
+def point_label(table: pd.DataFrame, point: int) -> str:
+    """A sweep point named by its parameter values (``damping=0.3, α=0.85``), not its number.
+
+    Examples
+    --------
+    >>> table = pd.DataFrame({"point": [0, 1], "cfg_spreading.damping": [0.3, 0.7],
+    ...                       "cfg_ppr.alpha": [0.85, 0.5]})
+    >>> point_label(table, 1)
+    'damping=0.7, α=0.5'
+    """
+    row = table[table["point"] == point].iloc[0]
+    parts = []
+    for column in [c for c in table.columns if c.startswith("cfg_")]:
+        name = column.removeprefix("cfg_").split(".")[-1]
+        name = {"alpha": "α"}.get(name, name)
+        parts.append(f"{name}={row[column]}")
+    return ", ".join(parts) or f"point {point}"
+
+
 def sweep_printable(result, measures: list[str] | None = None, digits: int = 3,
                     comparisons=None) -> tuple[pd.DataFrame, str]:
     """The sweep table as text cells (point, parameters, mean [95% CI] + marks) and a note."""
@@ -280,8 +299,8 @@ def sweep_printable(result, measures: list[str] | None = None, digits: int = 3,
     note = "Mean [95% bootstrap CI] over queries"
     if comparisons is not None:
         refs = sorted(set(comparisons.table["reference"]))
-        note += f"; marks: each point vs point {', '.join(map(str, refs))}. " + \
-            comparisons.footnote()
+        named = "; ".join(f"point {r} ({point_label(result.table, r)})" for r in refs)
+        note += f"; marks: each point vs {named}. " + comparisons.footnote()
     else:
         note += "."
     return pd.DataFrame(rows), note
