@@ -301,3 +301,40 @@ def test_sweep_tables_and_figure_name_the_reference_by_its_values(tmp_path, caps
                  "--measures", "MRR", "--reference", "0", "--out", str(tmp_path)])
     assert code == 0 and "| 1 (damping=0.7) | 0 (damping=0.3) |" in \
         capsys.readouterr().out
+
+
+# 11. rich display: records show what was surfaced; results repr in one line
+def test_context_record_html_shows_surfaced_titles_not_only_ids():
+    from memlab import Memory
+    memory = Memory()
+    memory.add("We picked JWT because sessions did not scale", metadata={"title": "Auth pick"})
+    memory.add("JWT " + "lunch on friday is pizza " * 10)
+    memory.get_working_context("s1", "JWT", k=2)
+    record = memory.last_context_record
+    assert sorted(record.labels.values())[0] == "Auth pick"
+    assert max(map(len, record.labels.values())) <= 60  # kept small
+    html = record._repr_html_()
+    assert "Auth pick" in html and "JWT lunch on friday" in html
+
+
+def test_tune_and_ranker_cv_reprs_are_one_line():
+    from memlab.tuning import tune
+    out = tune(synthetic_trace(200, 40, seed=1), {"centrality_weight": (0.0, 2.0)},
+               measure="MRR", folds=2, n_trials=2, group_by="question")
+    text = repr(out)
+    assert "\n" not in text and text.startswith("TuneResult(MRR CV ") and len(text) < 200
+    pytest.importorskip("sklearn")
+    from memlab.learn import cv_ranker
+    cv = cv_ranker(synthetic_trace(200, 40, seed=1), measures=["MRR"], folds=2,
+                   group_by="question")
+    text = repr(cv)
+    assert "\n" not in text and text.startswith("RankerCV(logistic, 2 folds, ") and \
+        len(text) < 200
+
+
+def test_hybrid_recipe_repr_shows_the_dense_fields():
+    from memlab import DEFAULT
+    from memlab.signals.dense import hybrid_recipe
+    text = repr(hybrid_recipe(DEFAULT, weight=0.7))
+    assert "name='default+dense'" in text and "dense.weight=0.7" in text
+    assert "'configured'" not in text

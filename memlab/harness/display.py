@@ -97,10 +97,27 @@ def _flat(data: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _stage_fields(config, diff: dict) -> dict:
+    """A stage configured here but not in the reference (``"dense": (None, "configured")``)
+    shown by its fields (``dense.weight`` …), so a repr says what the stage is."""
+    out, stages = {}, {}
+    for key, value in diff.items():
+        stage = getattr(config, key, None) if key in ("dense", "ppr", "spreading") else None
+        if value[1] == "configured" and stage is not None:
+            for name, v in stage.to_dict().items() if hasattr(stage, "to_dict") else \
+                    vars(stage).items():
+                if v is not None:
+                    stages[f"{key}.{name}"] = (None, v)
+        else:
+            out[key] = value
+    return {**out, **stages}  # the plain fields first, then the stage's
+
+
 def config_repr(config) -> str:
     diff = config_diff(config)
     if not diff:
         return f"SurfacingConfig({config.name!r}, = DEFAULT)"
+    diff = _stage_fields(config, diff)
     shown = ", ".join(f"{k}={v[1]!r}" for k, v in list(diff.items())[:6])
     more = f", … {len(diff) - 6} more" if len(diff) > 6 else ""
     return f"SurfacingConfig({config.name!r}, vs DEFAULT: {shown}{more})"
@@ -156,7 +173,7 @@ def context_record_html(record, top: int = 15) -> str:
             f"{record.timings_ms.get('total', math.nan):.1f} ms")
     if frame.empty:
         return f"{_STYLE}<div>{head}</div>"
-    rows = _candidate_rows(frame, top)
+    rows = _candidate_rows(frame, top, getattr(record, "labels", None))
     more = f"<div class='memlab-note'>top {top} of {len(frame)} shown</div>" \
         if len(frame) > top else ""
     return f"{_STYLE}<div>{head}{_table_html(rows, escape=False)}{more}</div>"

@@ -143,6 +143,18 @@ class RankerCV:
     models: list[RankerModel] = field(default_factory=list)
     split: list[list[str]] = field(default_factory=list)
 
+    def __repr__(self) -> str:
+        """One line: per measure the CV mean with its interval and the base's (the frames,
+        models and question lists are attributes)."""
+        parts = []
+        for row in self.table.to_dict("records"):
+            base = f" vs base {row['base_cv_mean']:.3f}" if "base_cv_mean" in row else ""
+            parts.append(f"{row['measure']} {row['cv_mean']:.3f} [{row['ci_low']:.3f}, "
+                         f"{row['ci_high']:.3f}]{base}")
+        kind = self.models[0].kind if self.models else "?"
+        return (f"RankerCV({kind}, {len(self.split)} folds, "
+                f"{sum(len(s) for s in self.split)} held-out questions: {'; '.join(parts)})")
+
 
 def cv_ranker(trace: Trace, *, base: Any = None, live: ReplayResult | None = None,
               kind: str = "logistic", measures: Iterable[str | Measure] = ("R@10", "MRR"),

@@ -206,6 +206,16 @@ class TuneResult:
     manifest: dict[str, Any] = field(default_factory=dict)
     holdout: pd.DataFrame | None = None
 
+    def __repr__(self) -> str:
+        """One line: the measure, the CV estimate with its interval, the base's, and the
+        chosen parameters (the frames are attributes)."""
+        cv = self.cv.iloc[0]
+        params = ", ".join(f"{k}={_short_value(v)}" for k, v in self.best_params.items())
+        base = f", base {cv['base_cv_mean']:.3f}" if "base_cv_mean" in cv else ""
+        return (f"TuneResult({self.measure} CV {cv['cv_mean']:.3f} [{cv['ci_low']:.3f}, "
+                f"{cv['ci_high']:.3f}]{base}, {cv['folds']} folds, in-sample "
+                f"{cv['in_sample']:.3f}; {params})")
+
     def recipe(self) -> dict[str, Any]:
         """The chosen configuration as a recipe file's content, with its provenance."""
         return {"format": RECIPE_FORMAT, "name": self.config.name,
@@ -220,6 +230,10 @@ class TuneResult:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.recipe(), indent=2, sort_keys=True) + "\n")
         return path
+
+
+def _short_value(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else repr(value)
 
 
 def _jsonable(params: Mapping[str, Any]) -> dict[str, Any]:
