@@ -217,6 +217,19 @@ def _grid(pairs: list[str]) -> dict[str, list[Any]]:
     return grid
 
 
+def _check_grid(grid: dict[str, list[Any]], base, entries: list[str]) -> None:
+    """Every ``--grid`` value applied to the base now, so a bad one fails before any replay,
+    named as the user wrote it (``--grid centrality_weight=a,b: …``)."""
+    from memlab.harness.sweep import apply_point
+    raw = {e.partition("=")[0].strip(): e for e in entries}
+    for key, values in grid.items():
+        for value in values:
+            try:
+                apply_point(base, {key: value})
+            except (ValueError, TypeError) as exc:
+                raise _Fail(f"--grid {raw.get(key, key)}: {exc}") from None
+
+
 def _measures(names: list[str] | None) -> list[str] | None:
     """``--measures``, parsed now (before any work) so a bad name fails first."""
     if names is None:
@@ -662,6 +675,7 @@ def _run(args: argparse.Namespace) -> int:
                             f"{args.reference!r}") from None
         grid, base, measures = _grid(args.grid), _load_config(_recipe_spec(args.config)), \
             _measures(args.measures)
+        _check_grid(grid, base, args.grid)
         where = _where(args.where)
         _writable_folder("--out", args.out)
         with warnings.catch_warnings(record=True) as caught:
@@ -886,9 +900,13 @@ def _tune(args) -> int:
         raise _Fail(f"--address {args.address!r} needs --executor dask, got "
                     f"--executor {args.executor}")
     try:
-        parse_measure(args.measure)
+        if not parse_measure(args.measure).needs_gold:
+            raise ValueError(f"{args.measure!r} is not a relevance measure (tune maximises "
+                             f"one of R@k, P@k, nDCG@k, MRR, Hit@k)")
     except ValueError as exc:
-        raise _Fail(f"--measure: {exc}") from None
+        raise _Fail(f"--measure {args.measure}: {exc}") from None
+    if args.seed < 0:
+        raise _Fail(f"--seed must be a non-negative integer, got {args.seed}")
     if not args.name or Path(args.name).name != args.name:
         raise _Fail(f"--name must be a plain file name, got {args.name!r}")
     try:
@@ -901,6 +919,13 @@ def _tune(args) -> int:
         int(c) if c.lstrip("-").isdigit() else c for c in args.categories]
     _writable_folder("--out", args.out)
     trace = _load_trace(args.trace)
+    if categories is not None:
+        present = {q.get("category") for q in trace.queries if q.get("gold")}
+        if not present & set(categories):
+            shown = sorted((c for c in present if c is not None), key=str)
+            raise _Fail(f"--categories {' '.join(args.categories)}: the trace has no judged "
+                        f"question in these categories (its categories: "
+                        f"{', '.join(map(str, shown)) or 'none'})")
     holdout = None if args.holdout is None else _load_trace(args.holdout, "--holdout")
     if holdout is not None:
         from memlab.tuning import check_disjoint_holdout

@@ -338,3 +338,25 @@ def test_hybrid_recipe_repr_shows_the_dense_fields():
     text = repr(hybrid_recipe(DEFAULT, weight=0.7))
     assert "name='default+dense'" in text and "dense.weight=0.7" in text
     assert "'configured'" not in text
+
+
+# 12. bad input names the argument as the user wrote it
+@pytest.mark.parametrize("args, message", [
+    (["sweep", "fixture:apollo_demo", "--grid", "centrality_weight=a,b"],
+     "--grid centrality_weight=a,b: centrality_weight must be a finite number, got 'a'"),
+    (["sweep", "fixture:apollo_demo", "--grid", "ppr.alpha=2"],
+     "--grid ppr.alpha=2: alpha must be in (0, 1), got 2"),
+    (["sweep", "fixture:apollo_demo", "--grid", "foo=1,2"],
+     "--grid foo=1,2: unknown configuration field(s) ['foo']"),
+    (["tune", "synthetic:60:12", "--seed", "-1"], "--seed must be a non-negative integer"),
+    (["tune", "synthetic:60:12", "--measure", "Latency"],
+     "--measure Latency: 'Latency' is not a relevance measure"),
+    (["tune", "synthetic:60:12", "--categories", "9"],
+     "--categories 9: the trace has no judged question in these categories"),
+    (["tune", "synthetic:60:12", "--categories", "x"],
+     "--categories x: the trace has no judged question in these categories"),
+])
+def test_bad_input_names_the_argument(args, message, tmp_path, capsys):
+    code = main([*args, "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and message in err, err

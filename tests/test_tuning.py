@@ -227,7 +227,7 @@ def test_recipe_lookup_errors_name_the_argument(tmp_path):
     ({"folds": 1}, "folds must be an integer >= 2, got 1"),
     ({"n_trials": 0}, "n_trials must be an integer >= 1, got 0"),
     ({"group_by": "session"}, "group_by must be one of"),
-    ({"seed": "x"}, "seed must be an integer"),
+    ({"seed": "x"}, "seed must be a non-negative integer"),
     ({"space": {"nope": (0, 1)}}, r"space\['nope'\]: unknown configuration field"),
     ({"space": {"centrality_weight": (1, 0)}}, "must have low < high"),
     ({"space": {"centrality_weight": "wide"}}, r"space\['centrality_weight'\] must be"),

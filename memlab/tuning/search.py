@@ -290,8 +290,8 @@ def _check_common(trace, measure, folds, n_trials, group_by, seed):
         raise ValueError(f"n_trials must be an integer >= 1, got {n_trials!r}")
     if group_by not in GROUP_BY:
         raise ValueError(f"group_by must be one of {list(GROUP_BY)}, got {group_by!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     return measure
 
 
