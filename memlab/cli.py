@@ -675,9 +675,9 @@ def _run(args: argparse.Namespace) -> int:
                             f"{args.reference!r}") from None
         grid, base, measures = _grid(args.grid), _load_config(_recipe_spec(args.config)), \
             _measures(args.measures)
-        _check_grid(grid, base, args.grid)
         where = _where(args.where)
         _writable_folder("--out", args.out)
+        _check_grid(grid, base, args.grid)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
@@ -820,16 +820,20 @@ def _run(args: argparse.Namespace) -> int:
         check_data_root(args.data, tuple(args.datasets), option="--data")
         where = _where(args.where)
         _writable_folder("--out", args.out)
-        try:
-            table = run_eval(args.data, out=args.out, k=args.k, dense=args.dense,
-                             datasets=tuple(args.datasets), measure_on=args.measure_on,
-                             where=where, by=args.by, progress=sys.stderr.isatty())
-        except ValueError as exc:
-            if not str(exc).startswith(("where", "by ")):
-                raise
-            raise _Fail(f"--{exc}") from None
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                table = run_eval(args.data, out=args.out, k=args.k, dense=args.dense,
+                                 datasets=tuple(args.datasets), measure_on=args.measure_on,
+                                 where=where, by=args.by, progress=sys.stderr.isatty())
+            except ValueError as exc:
+                if not str(exc).startswith(("where", "by ")):
+                    raise
+                raise _Fail(f"--{exc}") from None
         print(interval_markdown(table, None if args.wide else 100))
         print(textwrap.fill(_measure_on_line(args.measure_on), 100))
+        _print_warnings([c for c in caught if c.category.__name__ in _SHOWN_WARNINGS])
         print(f"wrote {args.out}/results.csv, results.md and results.tex")
         return 0
     # bench

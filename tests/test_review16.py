@@ -360,3 +360,19 @@ def test_bad_input_names_the_argument(args, message, tmp_path, capsys):
     code = main([*args, "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and message in err, err
+
+
+# 13. eval: small-sample warnings on stderr, the real cause in the footnote, marks with direction
+def test_eval_warns_on_stderr_with_the_cause_and_marks_show_direction(data_root, tmp_path,
+                                                                      capsys):
+    code = main(["eval", "--data", str(data_root), "--out", str(tmp_path / "o"),
+                 "--datasets", "musique"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "warning: musique, all: 12 of 12 comparisons marked † (fewer than 6 non-zero " \
+        "differences)" in captured.err
+    flat = " ".join(captured.out.split())
+    assert "† fewer than 6 non-zero paired differences" in flat and "▲/▼" in flat
+    from memlab.harness.stats import significance_mark
+    assert significance_mark(0.001, delta=0.2) == "▲**"
+    assert significance_mark(0.0001, delta=-0.2) == "▼***"

@@ -19,7 +19,8 @@ are compared on their per-query differences, matched by ``qid``. Each row of a
 
 The table names its test and correction in every row and in its printed forms
 (:meth:`ComparisonTable.to_markdown`, :meth:`ComparisonTable.to_latex`), with significance marks
-``*`` (adjusted p < 0.05), ``**`` (< 0.01), ``***`` (< 0.001) and ``†`` (n too small).
+``*`` (adjusted p < 0.05), ``**`` (< 0.01), ``***`` (< 0.001), led by ``▲``/``▼`` (the compared
+mean is higher/lower), and ``†`` (too few pairs for the test: see :data:`SMALL_SAMPLE_CAUSE`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ CORRECTIONS = {"holm": "Holm–Bonferroni", "bh": "Benjamini–Hochberg", "none"
 TESTS = {"wilcoxon": "Wilcoxon signed-rank", "ttest": "paired t-test"}
 # the least n (non-zero differences for Wilcoxon, pairs for the t-test) a test is run honestly at
 MIN_PAIRS = {"wilcoxon": 6, "ttest": 3}
+# what a † mark means, per test
+SMALL_SAMPLE_CAUSE = {
+    "wilcoxon": "fewer than 6 non-zero paired differences: Wilcoxon cannot reach p<0.05",
+    "ttest": "fewer than 3 pairs: too few for the paired t-test"}
 LOWER_IS_BETTER = ("Latency", "Tokens")
 METADATA_COLUMNS = ("qid", "category", "session_id", "workspace_id", "dataset")
 
@@ -161,12 +166,23 @@ def paired_test(a: Sequence[float], b: Sequence[float], test: str = "wilcoxon"
     return float(stats.ttest_rel(a, b).pvalue), warning
 
 
-def significance_mark(p_adjusted: float, warning: Any = None) -> str:
-    """``***`` / ``**`` / ``*`` for adjusted p below 0.001 / 0.01 / 0.05, ``†`` for a warning."""
+def significance_mark(p_adjusted: float, warning: Any = None, delta: float | None = None
+                      ) -> str:
+    """``***`` / ``**`` / ``*`` for adjusted p below 0.001 / 0.01 / 0.05, led by the direction
+    of the difference when ``delta`` is given (``▲``: the compared mean is higher, ``▼``:
+    lower), and ``†`` for a warning.
+
+    Examples
+    --------
+    >>> significance_mark(0.004, delta=-0.1), significance_mark(0.2, "few", delta=0.3)
+    ('▼**', '†')
+    """
     mark = ""
     if isinstance(p_adjusted, (int, float)) and not math.isnan(p_adjusted):
         mark = "***" if p_adjusted < 0.001 else "**" if p_adjusted < 0.01 else \
             "*" if p_adjusted < 0.05 else ""
+    if mark and delta is not None and not math.isnan(delta) and delta != 0:
+        mark = ("▲" if delta > 0 else "▼") + mark
     if isinstance(warning, str) and warning:
         mark += "†"
     return mark
@@ -203,9 +219,10 @@ class ComparisonTable:
         note = (f"Paired {TESTS[self.test]} on per-query differences, p adjusted by "
                 f"{CORRECTIONS[self.correction]} across the {len(self.table)} comparisons; "
                 f"delta = mean paired difference with its {self.level:.0%} paired-bootstrap "
-                f"interval; * p<0.05, ** p<0.01, *** p<0.001 (adjusted)")
+                f"interval; * p<0.05, ** p<0.01, *** p<0.001 (adjusted), ▲/▼ the compared "
+                f"mean higher/lower")
         if self.table["warning"].astype(bool).any():
-            note += "; † n too small for the test"
+            note += f"; † {SMALL_SAMPLE_CAUSE[self.test]}"
         return note + "."
 
     def _printable(self, digits: int) -> pd.DataFrame:
@@ -315,8 +332,8 @@ def compare_paired(per_query: pd.DataFrame, *, key: str, measures: Sequence[str]
     table["correction"] = correction
     table["p_adjusted"] = adjusted
     table["significant"] = table["p_adjusted"] < alpha
-    table["mark"] = [significance_mark(p, w) for p, w in zip(table["p_adjusted"],
-                                                             table["warning"])]
+    table["mark"] = [significance_mark(p, w, d) for p, w, d in zip(
+        table["p_adjusted"], table["warning"], table["delta"])]
     table = table[columns]
     notes = [f"{n} vs {r} on {m}: {w}" for n, r, m, w in
              zip(table["name"], table["reference"], table["measure"], table["warning"]) if w]
