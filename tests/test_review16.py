@@ -376,3 +376,30 @@ def test_eval_warns_on_stderr_with_the_cause_and_marks_show_direction(data_root,
     from memlab.harness.stats import significance_mark
     assert significance_mark(0.001, delta=0.2) == "▲**"
     assert significance_mark(0.0001, delta=-0.2) == "▼***"
+
+
+# 14. to_markdown: a note only about what the table shows; subsets sorted, with comparisons
+def test_experiment_markdown_note_subsets_sorted_with_their_comparisons():
+    from memlab.datasets import load_fixture_trace
+    from memlab.harness import Experiment
+    trace = load_fixture_trace("locomo_sample")
+    out = Experiment(trace, {"a": "default", "b": "bm25"}, ["MRR"], by="category")
+    md = out.to_markdown()
+    main_note = md.split("\n\n")[1]
+    assert "d_z" not in main_note and "delta =" not in main_note and "marks:" in main_note
+    labels = [line for line in md.splitlines() if line.startswith("category=")]
+    assert labels == sorted(labels, key=lambda s: float(s.split("=")[1])) and len(labels) > 1
+    for label in labels:  # each subset table has its own marks note
+        assert md.split(label, 1)[1].split("\n\n")[2].startswith("Mean [95% bootstrap CI]")
+    assert out.subsets["subset"].tolist() == sorted(
+        out.subsets["subset"].tolist(), key=lambda s: float(s.split("=")[1]))
+
+
+def test_by_category_on_a_trace_without_categories_says_so(tmp_path, capsys):
+    from memlab.harness import Experiment
+    with pytest.raises(ValueError, match="no query of this trace has a category"):
+        Experiment(_with_unjudged(), {"a": "default"}, ["MRR"], by="category")
+    code = main(["experiment", "fixture:apollo_demo", "--config", "a=default", "--by",
+                 "category", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "--by 'category': no query of this trace has a category" in err

@@ -239,13 +239,44 @@ def experiment_printable(result, digits: int = 3) -> tuple[pd.DataFrame, str]:
     if result.where:
         note += f"; queries where {result.where}"
     if comparisons is not None:
-        note += f"; marks: vs {result.baseline}. " + comparisons.footnote()
+        note += f"; vs {result.baseline}, " + comparisons.marks_note()
     else:
         note += "."
     for name, replayed in (result.results or {}).items():
         if replayed.manifest.get("in_sample"):
             note += f" WARNING ({name}): {replayed.manifest['in_sample']}."
     return pd.DataFrame(rows), note
+
+
+def subset_printable(result, digits: int = 3) -> list[tuple[str, pd.DataFrame, str]]:
+    """Per subset (in :func:`~memlab.harness.stats.subset_order`): its label, its table as
+    text cells (name, n, mean [95% CI] + marks from the subset's own paired comparisons
+    against the baseline) and the marks' note."""
+    from memlab.harness.stats import compare_paired, subset_order
+    if result.subsets is None:
+        return []
+    out = []
+    for label in subset_order(result.subsets["subset"]):
+        group = result.subsets[result.subsets["subset"] == label]
+        marks: dict[tuple[str, str], str] = {}
+        note = "Mean [95% bootstrap CI] over the n judged queries of this subset."
+        labels = getattr(result, "labels", None)
+        if labels is not None and len(group) > 1:
+            chosen = result.per_query[result.per_query["qid"].map(labels) == label]
+            if chosen["name"].nunique() > 1:
+                compared = compare_paired(chosen, key="name", measures=result.measures,
+                                          reference=result.baseline, warn=False)
+                marks = {(r.name, r.measure): r.mark
+                         for r in compared.table.itertuples(index=False)}
+                note = note[:-1] + f"; vs {result.baseline}, " + compared.marks_note()
+        cells = pd.DataFrame({"name": group["name"].to_numpy(),
+                              "n": group["n"].to_numpy() if "n" in group
+                              else group["queries"].to_numpy()})
+        for m in result.measures:
+            cells[m] = [_mean_ci(row, m, digits) + marks.get((row["name"], m), "")
+                        for row in group.to_dict("records")]
+        out.append((label, cells, note))
+    return out
 
 
 def experiment_repr(result) -> str:
@@ -317,7 +348,7 @@ def sweep_printable(result, measures: list[str] | None = None, digits: int = 3,
     if comparisons is not None:
         refs = sorted(set(comparisons.table["reference"]))
         named = "; ".join(f"point {r} ({point_label(result.table, r)})" for r in refs)
-        note += f"; marks: each point vs {named}. " + comparisons.footnote()
+        note += f"; each point vs {named}, " + comparisons.marks_note()
     else:
         note += "."
     return pd.DataFrame(rows), note

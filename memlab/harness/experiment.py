@@ -21,6 +21,7 @@ from memlab.harness.measures import DEFAULT_MEASURES, Measure, check_measure_on,
 from memlab.harness.replay import ReplayResult, replay, resolve_config
 from memlab.harness.stats import (ComparisonTable, compare_paired, format_table_latex,
                                   format_table_markdown, query_metadata, select_queries,
+                                  subset_order,
                                   subset_labels)
 from memlab.harness.trace import Trace
 
@@ -112,6 +113,7 @@ class ExperimentResult:
     subsets: pd.DataFrame | None = None
     where: dict[str, Any] | None = None
     measures: list[str] = field(default_factory=list)
+    labels: pd.Series | None = None  # qid -> subset label (with ``by``)
 
     def compare(self, reference: Any = None, *, measures: Iterable[str] | None = None,
                 correction: str = "holm", test: str = "wilcoxon", n_boot: int = 1000,
@@ -136,9 +138,12 @@ class ExperimentResult:
     def to_markdown(self, digits: int = 3) -> str:
         """The table as a paper prints it: mean [95% CI] per measure, significance marks against
         the baseline (adjusted p, the test and correction named in the footnote)."""
-        from memlab.harness.display import experiment_printable
+        from memlab.harness.display import experiment_printable, subset_printable
         frame, note = experiment_printable(self, digits)
-        return format_table_markdown(frame) + "\n" + note + "\n"
+        text = format_table_markdown(frame) + "\n" + note + "\n"
+        for label, cells, marks in subset_printable(self, digits):
+            text += f"\n{label}\n\n" + format_table_markdown(cells) + "\n" + marks + "\n"
+        return text
 
     def to_latex(self, digits: int = 3, caption: str | None = None) -> str:
         """The :meth:`to_markdown` table as a LaTeX ``table`` (booktabs)."""
@@ -245,7 +250,7 @@ def run_experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],
     subsets = None
     if labels is not None:
         frames = []
-        for label in dict.fromkeys(labels):
+        for label in subset_order(labels):
             chosen = per_query[per_query["qid"].map(labels) == label]
             frames.append(pd.DataFrame(_summary_rows(
                 chosen, names, specs, results, measures, baseline, n_boot, seed,
@@ -257,7 +262,7 @@ def run_experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],
                                  correction=correction, test=test, n_boot=n_boot,
                                  seed=seed) if len(names) > 1 else None
     return ExperimentResult(table, per_query, results, baseline, measure_on, comparisons,
-                            subsets, None if where is None else dict(where), labels_)
+                            subsets, None if where is None else dict(where), labels_, labels)
 
 
 Experiment = run_experiment  # as pt.Experiment: a function returning an ExperimentResult

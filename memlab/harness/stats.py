@@ -37,6 +37,7 @@ from scipy import stats
 __all__ = ["holm", "benjamini_hochberg", "adjust_pvalues", "paired_bootstrap_ci", "paired_test",
            "compare_paired", "ComparisonTable", "SmallSampleWarning", "CORRECTIONS", "TESTS",
            "MIN_PAIRS", "query_metadata", "select_queries", "subset_labels", "significance_mark",
+           "subset_order", "SMALL_SAMPLE_CAUSE",
            "LOWER_IS_BETTER", "format_table_markdown", "format_table_latex", "interval_text"]
 
 CORRECTIONS = {"holm": "Holm–Bonferroni", "bh": "Benjamini–Hochberg", "none": "uncorrected"}
@@ -225,6 +226,16 @@ class ComparisonTable:
             note += f"; † {SMALL_SAMPLE_CAUSE[self.test]}"
         return note + "."
 
+    def marks_note(self) -> str:
+        """What the significance marks beside a results table mean (the test, the correction
+        and the marks; nothing about columns that table does not have)."""
+        note = (f"marks: paired {TESTS[self.test]}, p adjusted by {CORRECTIONS[self.correction]}"
+                f" across the {len(self.table)} comparisons; * p<0.05, ** p<0.01, *** p<0.001 "
+                f"(adjusted), ▲/▼ the mean higher/lower than the reference")
+        if self.table["warning"].astype(bool).any():
+            note += f"; † {SMALL_SAMPLE_CAUSE[self.test]}"
+        return note + "."
+
     def _printable(self, digits: int) -> pd.DataFrame:
         t = self.table
         return pd.DataFrame({
@@ -399,7 +410,28 @@ def subset_labels(metadata: pd.DataFrame, by: str, *, argument: str = "by") -> p
     if not isinstance(by, str) or by not in metadata.columns or by == "qid":
         raise ValueError(f"{argument} must be one of "
                          f"{[c for c in metadata.columns if c != 'qid']}, got {by!r}")
+    if len(metadata) and metadata[by].isna().all():
+        raise ValueError(f"{argument} {by!r}: no query of this trace has a {by} (nothing to "
+                         f"split by)")
     return pd.Series([f"{by}={v}" for v in metadata[by]], index=metadata["qid"].to_numpy())
+
+
+def subset_order(labels: Iterable[str]) -> list[str]:
+    """The distinct subset labels in a stable order: by value, numbers numerically
+    (``category=2`` before ``category=10``), whatever order the queries came in.
+
+    Examples
+    --------
+    >>> subset_order(["category=10", "category=2", "category=2", "session_id=b"])
+    ['category=2', 'category=10', 'session_id=b']
+    """
+    def key(label: str):
+        field, _, value = str(label).partition("=")
+        try:
+            return (field, 0, float(value), "")
+        except ValueError:
+            return (field, 1, 0.0, value)
+    return sorted(dict.fromkeys(labels), key=key)
 
 
 # ---------------------------------------------------------------------------- printed tables

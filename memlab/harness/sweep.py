@@ -34,6 +34,7 @@ from memlab.harness.measures import DEFAULT_MEASURES, Measure, check_measure_on,
 from memlab.harness.replay import replay, resolve_config
 from memlab.harness.stats import (ComparisonTable, compare_paired, format_table_latex,
                                   format_table_markdown, query_metadata, select_queries,
+                                  subset_order,
                                   subset_labels)
 from memlab.harness.trace import Trace
 from memlab.surfacing.config import SurfacingConfig
@@ -241,7 +242,7 @@ def sweep(trace: Trace, grid: Mapping[str, Sequence[Any]], *, base: Any = None,
     subsets = None
     if labels is not None:
         parts = []
-        for label in dict.fromkeys(labels):
+        for label in subset_order(labels):
             chosen = [f[f["qid"].map(labels) == label] for f in per_query]
             parts.append(pd.DataFrame(_point_rows(points, chosen, measures, n_boot, seed)
                                       ).assign(subset=label))
