@@ -403,3 +403,12 @@ def test_by_category_on_a_trace_without_categories_says_so(tmp_path, capsys):
                  "category", "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and "--by 'category': no query of this trace has a category" in err
+
+
+# 15. fixture_trace of a fixture in a published format says which loader to use
+def test_fixture_trace_of_a_published_format_names_the_loader():
+    from memlab.datasets import fixture_trace, load_fixture, load_fixture_trace
+    with pytest.raises(ValueError, match=r"load_fixture_trace\('locomo_sample'\)"):
+        fixture_trace(load_fixture("locomo_sample"))
+    assert len(load_fixture_trace("locomo_sample").queries) > 0
+    assert len(fixture_trace(load_fixture("apollo_demo")).queries) == 7
