@@ -98,6 +98,7 @@ def fixture_trace(fixture: dict[str, Any]):
             f"{type(fixture).__name__}; fixtures in a published format have their own loader: "
             "load_fixture_trace(name) (e.g. load_fixture_trace('locomo_sample')), or "
             "memlab.datasets.loaders.load_locomo / load_hipporag / load_longmemeval")
+    first = min(item["created_at"] for item in fixture["items"])
     builder = TraceBuilder(fixture.get("name", "fixture"), start=first,
                            metadata={"description": fixture.get("description", "")})
     builder.add_many({"content": item["content"], "item_id": item["item_id"],
