@@ -179,4 +179,5 @@ def test_measure_vs_parameter_png_title_range_legend_and_differences(swept, tmp_
 def test_strategy_mix_png(live, tmp_path):
     fig = plot_strategy_mix({"memlab": live})
     check_pixels(written_png(fig, tmp_path), fig)
-    assert fig.axes[0].get_title() == "strategy mix"
+    assert fig.axes[0].get_title() == "strategy mix (memlab: n=7)"
+    assert fig.axes[0].get_xlabel() == "strategy used"

@@ -236,7 +236,7 @@ def run_experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],
         if bar is not None:
             bar.set_description(f"experiment: {name}")
         results[name] = replay(trace, config, mode=mode, k=k, measures=measures, seed=seed,
-                               measure_on=measure_on)
+                               measure_on=measure_on, progress=False)  # one bar: this one
         if bar is not None:
             bar.update(1)
     if bar is not None:

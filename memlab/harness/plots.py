@@ -332,8 +332,11 @@ def plot_strategy_mix(results: ReplayResult | Mapping[str, ReplayResult]) -> Inl
     for i, name in enumerate(counts.columns):
         ax.bar(x + i * width, counts[name].to_numpy(), width, label=name)
     ax.set_xticks(x + width * (counts.shape[1] - 1) / 2, counts.index, rotation=20, ha="right")
+    ax.set_xlabel("strategy used")
     ax.set_ylabel("queries")
-    ax.set_title("strategy mix")
+    sizes = ", ".join(f"{name}: n={len(r.decisions)}" for name, r in results.items())
+    ax.set_title(f"strategy mix ({sizes})" if len(sizes) <= 70 else
+                 f"strategy mix (n={sum(len(r.decisions) for r in results.values())} queries)")
     ax.legend()
     fig.tight_layout()
     return fig

@@ -194,13 +194,23 @@ def _flatten_stage(prefix: str, info: Any) -> dict[str, Any]:
 
 
 def _progress(total: int, enabled: bool | None):
-    if enabled is False or (enabled is None and total < 1000):
+    """The bar: when asked (True), or by default (None) for 1,000+ events and only when stderr
+    is a terminal (not in a notebook, a log file or CI, where a text bar prints line upon
+    line)."""
+    if enabled is False or (enabled is None and (total < 1000 or not _stderr_is_terminal())):
         return None
     try:
         from tqdm.auto import tqdm
     except ImportError:  # tqdm is optional (the notebooks/test extras install it)
         return None
     return tqdm(total=total, desc="replay", unit="event")
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stderr
+        return False
 
 
 class _Runner:
@@ -413,7 +423,8 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
     record_candidates : bool
         Keep every candidate (the ``candidates`` frame); False leaves it empty.
     progress : bool, optional
-        A tqdm bar (when tqdm is installed); by default on for traces of 1,000+ events.
+        A tqdm bar (when tqdm is installed); by default on for traces of 1,000+ events when
+        stderr is a terminal (off in notebooks and logs; pass True for one there).
     seed : int
         Seeds decision ids, so two replays give identical frames (latency columns aside).
     force_strategy : str, optional

@@ -82,7 +82,7 @@ def _run_point(trace: Trace, config: SurfacingConfig, mode: str, k: int,
                measures: list[str], seed: int, measure_on: str = "retrieved") -> pd.DataFrame:
     """One grid point's per-query metrics (module level, so process pools can pickle it)."""
     return replay(trace, config, mode=mode, k=k, measures=measures, seed=seed,
-                  record_candidates=False, measure_on=measure_on).metrics
+                  record_candidates=False, measure_on=measure_on, progress=False).metrics
 
 
 @dataclass
@@ -208,7 +208,7 @@ def sweep(trace: Trace, grid: Mapping[str, Sequence[Any]], *, base: Any = None,
             raise ValueError(f"counterfactual sweeps can vary only {list(RESCORABLE)}; "
                              f"{unknown} need replays")
         live = replay(trace, base, mode=mode, k=k, measures=measures, seed=seed,
-                      measure_on=measure_on)
+                      measure_on=measure_on, progress=progress and None)
         frames = [rescore(live, p, measures).metrics for p in points]
     elif executor == "serial":
         bar = progress_bar(len(configs), "sweep", progress)
