@@ -121,7 +121,8 @@ def test_small_n_is_marked_in_the_table_and_warned(capsys):
     with pytest.warns(SmallSampleWarning, match="needs >= 6 non-zero differences, got 2"):
         table = compare_paired(frame, key="name", measures=["MRR"], reference="a")
     assert table.table["mark"].tolist() == ["†"]
-    assert "† fewer than 6 non-zero paired differences: Wilcoxon cannot reach p<0.05" in table.to_markdown()
+    assert "† fewer than 6 non-zero paired differences: Wilcoxon cannot reach p<0.05" in \
+        table.to_markdown()
     assert r"$^\dagger$" in table.to_latex()
 
 

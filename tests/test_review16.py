@@ -83,7 +83,8 @@ def test_experiment_cli_prints_the_in_sample_warning_and_table_note(tmp_path, ca
     path = fit_ranker(replay(trace, measures=["MRR"])).save(tmp_path / "m.json")
     recipe = tmp_path / "ranked.json"
     recipe.write_text(json.dumps(DEFAULT.replace(name="ranked", reranker=str(path)).to_dict()))
-    code = main(["experiment", "synthetic:120:20", "--config", "base=default", "--config", f"ranked={recipe}",
+    code = main(["experiment", "synthetic:120:20", "--config", "base=default", "--config",
+                 f"ranked={recipe}",
                  "--measures", "MRR", "--out", str(tmp_path / "out")])
     captured = capsys.readouterr()
     assert code == 0

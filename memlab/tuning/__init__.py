@@ -13,6 +13,7 @@ from memlab.tuning.search import (DEFAULT_SPACE, GROUP_BY, Param, TuneResult, cv
                                   check_disjoint_holdout)
 
 __all__ = ["tune", "cv_fixed", "TuneResult", "Param", "parse_space", "grouped_folds",
-           "score_holdout", "check_disjoint_holdout", "DEFAULT_SPACE", "GROUP_BY", "CounterfactualEvaluator",
+           "score_holdout", "check_disjoint_holdout", "DEFAULT_SPACE", "GROUP_BY",
+           "CounterfactualEvaluator",
            "ReplayEvaluator", "subtrace", "plot_history", "plot_importance", "plot_top_params",
            "save_plots"]

@@ -182,7 +182,8 @@ class TuneResult:
 
     ``config``: the chosen configuration (searched on every question). ``cv``: the CV estimate
     (one row: ``measure``, ``cv_mean`` = mean of held-out fold scores, ``ci_low``/``ci_high``
-    its 95 % Student-t interval over the folds (clipped to the measure's range [0, 1]), ``boot_low``/``boot_high`` a bootstrap interval
+    its 95 % Student-t interval over the folds (clipped to the measure's range [0, 1]),
+    ``boot_low``/``boot_high`` a bootstrap interval
     over the pooled held-out questions, ``folds``, ``in_sample`` = the chosen configuration on
     every question it was searched on, labelled as such). ``folds``: per fold its held-out
     ``score``, the ``search_score`` on the other folds, question counts and the chosen
@@ -504,7 +505,7 @@ def check_disjoint_holdout(trace: Trace, holdout: Trace) -> None:
     ... # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: holdout is the trace searched on (same hash ...): its score would be in-sample, not held out
+    ValueError: holdout is the trace searched on (same hash ...): its score would be ...
     """
     if holdout.hash() == trace.hash():
         raise ValueError(f"holdout is the trace searched on (same hash {trace.hash()[:12]}...): "
