@@ -413,3 +413,12 @@ def test_fixture_trace_of_a_published_format_names_the_loader():
         fixture_trace(load_fixture("locomo_sample"))
     assert len(load_fixture_trace("locomo_sample").queries) > 0
     assert len(fixture_trace(load_fixture("apollo_demo")).queries) == 7
+
+
+def test_eval_by_dataset_works_as_the_readme_lists_it(data_root):
+    from memlab.evaluation import run_eval
+    table = run_eval(data_root, datasets=("musique",), by="dataset")
+    assert set(table["subset"]) == {"all", "dataset=musique"}
+    plain = table[table["subset"] == "all"].reset_index(drop=True)
+    by = table[table["subset"] == "dataset=musique"].reset_index(drop=True)
+    assert plain["R@5"].tolist() == by["R@5"].tolist()  # one dataset: the same questions
