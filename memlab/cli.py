@@ -635,10 +635,11 @@ def _run(args: argparse.Namespace) -> int:
             _print_blocks(out.comparisons._printable(3), ["name", "vs", "measure"], args.wide)
             print(textwrap.fill(out.comparisons.footnote(), 100))
         if out.subsets is not None:
-            for label, group in out.subsets.groupby("subset", sort=False):
+            from memlab.harness.display import subset_printable
+            for label, cells, marks in subset_printable(out):  # sorted, each with its marks
                 print(f"\n{label}\n")
-                _print_blocks(_subset_cells(group, out.measures, "name"), ["name", "n"],
-                              args.wide)
+                _print_blocks(cells, ["name", "n"], args.wide)
+                print(textwrap.fill(marks, 100))
         print(textwrap.fill(_measure_on_line(args.measure_on), 100))
         _print_warnings([c for c in caught if c.category.__name__ in _SHOWN_WARNINGS])
         Path(args.out).mkdir(parents=True, exist_ok=True)
