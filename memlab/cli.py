@@ -21,7 +21,8 @@ __all__ = ["main", "build_parser"]
 
 _TRACE_HELP = ("a trace: a JSON Lines file (see memlab.harness.trace), or fixture:<name> for a "
                "repository fixture such as fixture:apollo_demo, or synthetic:<items>:<queries> "
-               "for a seeded synthetic trace")
+               "for a seeded synthetic trace, or shared:locomo / shared:musique for the shared "
+               "datasets (see memlab eval --data)")
 _CONFIG_HELP = ("a recipe name (default, seed_compat, bm25) or a JSON file holding "
                 "SurfacingConfig.to_dict() output")
 
@@ -37,15 +38,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _load_trace(spec: str):
+def _load_trace(spec: str, option: str = "trace"):
+    """A trace: a JSON Lines file, ``fixture:<name>``, ``synthetic:<items>:<queries>``, or
+    ``shared:locomo`` / ``shared:musique`` from the shared datasets (one resolver for every
+    command); errors name ``option``."""
     from memlab.harness.trace import Trace
 
+    if spec.startswith("shared:"):
+        return _shared_trace(spec, option)
     if spec.startswith("fixture:"):
         from memlab.datasets import load_fixture_trace
         try:
             return load_fixture_trace(spec.split(":", 1)[1])
         except ValueError as exc:
-            raise _Fail(f"trace {spec!r}: {exc}") from None
+            raise _Fail(f"{option} {spec!r}: {exc}") from None
     if spec.startswith("synthetic:"):
         from memlab.datasets.synthetic import synthetic_trace
         parts = spec.split(":")
@@ -54,20 +60,21 @@ def _load_trace(spec: str):
                 raise ValueError
             items, queries = int(parts[1]), int(parts[2])
         except ValueError:
-            raise _Fail(f"trace {spec!r} must look like synthetic:<items>:<queries>") from None
+            raise _Fail(f"{option} {spec!r} must look like synthetic:<items>:<queries>") from None
         try:
             return synthetic_trace(items, queries, seed=0)
         except ValueError as exc:
-            raise _Fail(f"trace {spec!r}: {exc}") from None
+            raise _Fail(f"{option} {spec!r}: {exc}") from None
     path = Path(spec)
     if not path.is_file():
-        raise _Fail(f"trace {spec!r} is not a file (nor fixture:<name> / synthetic:<n>:<q>)")
+        raise _Fail(f"{option} {spec!r} is not a file (nor fixture:<name> / synthetic:<n>:<q> / "
+                    f"shared:locomo / shared:musique)")
     try:
         return Trace.read_jsonl(path)
     except ValueError as exc:
-        raise _Fail(f"trace {spec!r}: {exc}") from None
+        raise _Fail(f"{option} {spec!r}: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise _Fail(f"trace {spec!r} cannot be read: {exc}") from None
+        raise _Fail(f"{option} {spec!r} cannot be read: {exc}") from None
 
 
 def _load_traces(specs: list[str]):
@@ -116,17 +123,26 @@ def _load_config(spec: str):
             try:
                 return load_recipe_file(path)
             except ValueError as exc:
-                raise _Fail(f"config {spec!r}: {exc}") from None
+                raise _Fail(f"--config {spec!r}: {exc}") from None
         try:
-            return SurfacingConfig.from_dict(data)
+            config = SurfacingConfig.from_dict(data)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise _Fail(f"config {spec!r} is not a valid configuration: "
                         f"{exc if isinstance(exc, ValueError) else repr(exc)}") from None
+        from memlab.surfacing.config import check_reranker_file
+        try:
+            check_reranker_file(config, f"--config {spec!r}")
+        except ValueError as exc:
+            raise _Fail(str(exc)) from None
+        return config
+    from memlab.errors import UnknownRecipeError
     from memlab.surfacing.config import get_recipe
     try:  # a recipe file by name, in $MEMLAB_RECIPE_PATH or memlab/recipes
         return get_recipe(spec)
-    except ValueError:
+    except UnknownRecipeError:
         pass
+    except ValueError as exc:  # the file exists but is bad: show why
+        raise _Fail(f"--config {spec!r}: {exc}") from None
     raise _Fail(f"config {spec!r} is neither a recipe ({', '.join(sorted(RECIPES))}, or a "
                 f"recipe file's name in $MEMLAB_RECIPE_PATH) nor a JSON file")
 
@@ -199,6 +215,19 @@ def _grid(pairs: list[str]) -> dict[str, list[Any]]:
                 raise _Fail(f"--grid entry {pair!r}: a value is nested too deeply") from None
         grid[key] = parsed
     return grid
+
+
+def _check_grid(grid: dict[str, list[Any]], base, entries: list[str]) -> None:
+    """Every ``--grid`` value applied to the base now, so a bad one fails before any replay,
+    named as the user wrote it (``--grid centrality_weight=a,b: …``)."""
+    from memlab.harness.sweep import apply_point
+    raw = {e.partition("=")[0].strip(): e for e in entries}
+    for key, values in grid.items():
+        for value in values:
+            try:
+                apply_point(base, {key: value})
+            except (ValueError, TypeError) as exc:
+                raise _Fail(f"--grid {raw.get(key, key)}: {exc}") from None
 
 
 def _measures(names: list[str] | None) -> list[str] | None:
@@ -296,11 +325,15 @@ def _subset_cells(group, measures: list[str], key: str):
     import pandas as pd
 
     from memlab.harness.stats import interval_text
-    cells = pd.DataFrame({key: group[key].to_numpy(), "n": group["queries"].to_numpy()})
+    counts = group["n"] if "n" in group else group["queries"]
+    cells = pd.DataFrame({key: group[key].to_numpy(), "n": counts.to_numpy()})
     for m in measures:
         cells[m] = [interval_text(v, lo, hi) for v, lo, hi in
                     zip(group[m], group[f"{m} ci_low"], group[f"{m} ci_high"])]
     return cells
+
+
+_SHOWN_WARNINGS = ("SmallSampleWarning", "InSampleWarning")
 
 
 def _print_warnings(caught) -> None:
@@ -386,8 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the other folds and scored once on it. Composite weights are re-scored on one replay's "
         "candidates; other fields replay. Writes the chosen configuration as a recipe file, the "
         "CV estimate, per-fold scores, the trial history and plots."))
-    tn.add_argument("trace", help=_TRACE_HELP + ", or shared:locomo / shared:musique for the "
-                    "shared datasets (see memlab eval --data)")
+    tn.add_argument("trace", help=_TRACE_HELP)
     tn.add_argument("--space", nargs="+", default=None, metavar="FIELD=LOW:HIGH|V1,V2",
                     help="fields to search: a range (centrality_weight=0:2) or choices "
                     "(ppr.alpha=0.5,0.85); router_rules=permutations searches every rule order "
@@ -560,9 +592,13 @@ def _run(args: argparse.Namespace) -> int:
         _check_k(args.k)
         config, measures = _load_config(args.config), _measures(args.measures)
         _writable_folder("--out", args.out)
-        result = replay(_load_traces(args.trace), config, mode=args.mode,
-                        k=args.k, measures=measures, seed=args.seed,
-                        measure_on=args.measure_on)
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = replay(_load_traces(args.trace), config, mode=args.mode,
+                            k=args.k, measures=measures, seed=args.seed,
+                            measure_on=args.measure_on)
+        _print_warnings([c for c in caught if c.category.__name__ in _SHOWN_WARNINGS])
         print(result.summary().to_string(float_format=lambda v: f"{v:.4f}"))
         print(_measure_on_line(args.measure_on))
         result.save(args.out)
@@ -604,12 +640,13 @@ def _run(args: argparse.Namespace) -> int:
             _print_blocks(out.comparisons._printable(3), ["name", "vs", "measure"], args.wide)
             print(textwrap.fill(out.comparisons.footnote(), 100))
         if out.subsets is not None:
-            for label, group in out.subsets.groupby("subset", sort=False):
+            from memlab.harness.display import subset_printable
+            for label, cells, marks in subset_printable(out):  # sorted, each with its marks
                 print(f"\n{label}\n")
-                _print_blocks(_subset_cells(group, out.measures, "name"), ["name", "n"],
-                              args.wide)
+                _print_blocks(cells, ["name", "n"], args.wide)
+                print(textwrap.fill(marks, 100))
         print(textwrap.fill(_measure_on_line(args.measure_on), 100))
-        _print_warnings([c for c in caught if c.category.__name__ == "SmallSampleWarning"])
+        _print_warnings([c for c in caught if c.category.__name__ in _SHOWN_WARNINGS])
         Path(args.out).mkdir(parents=True, exist_ok=True)
         out.table.to_csv(Path(args.out) / "experiment.csv", index=False)
         out.per_query.to_csv(Path(args.out) / "per_query.csv", index=False)
@@ -646,6 +683,7 @@ def _run(args: argparse.Namespace) -> int:
             _measures(args.measures)
         where = _where(args.where)
         _writable_folder("--out", args.out)
+        _check_grid(grid, base, args.grid)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
@@ -673,8 +711,13 @@ def _run(args: argparse.Namespace) -> int:
             _print_blocks(frame, keep, False)
             print(textwrap.fill(note, 100))
         if comparisons is not None:
+            from memlab.harness.display import point_label
             print()
-            _print_blocks(comparisons._printable(3), ["name", "vs", "measure"], args.wide)
+            named = comparisons._printable(3)
+            for column in ("name", "vs"):  # points named by their parameter values
+                named[column] = [f"{p} ({point_label(out.table, int(p))})"
+                                 for p in named[column]]
+            _print_blocks(named, ["name", "vs", "measure"], args.wide)
             print(textwrap.fill(comparisons.footnote(), 100))
         if out.subsets is not None:
             for label, group in out.subsets.groupby("subset", sort=False):
@@ -682,7 +725,7 @@ def _run(args: argparse.Namespace) -> int:
                 cells = _subset_cells(group, out.measures, "point")
                 _print_blocks(cells, ["point", "n"], args.wide)
         print(textwrap.fill(_measure_on_line(args.measure_on), 100))
-        _print_warnings([c for c in caught if c.category.__name__ == "SmallSampleWarning"])
+        _print_warnings([c for c in caught if c.category.__name__ in _SHOWN_WARNINGS])
         Path(args.out).mkdir(parents=True, exist_ok=True)
         out.table.to_csv(Path(args.out) / "sweep.csv", index=False)
         if comparisons is not None:
@@ -794,16 +837,20 @@ def _run(args: argparse.Namespace) -> int:
         check_data_root(args.data, tuple(args.datasets), option="--data")
         where = _where(args.where)
         _writable_folder("--out", args.out)
-        try:
-            table = run_eval(args.data, out=args.out, k=args.k, dense=args.dense,
-                             datasets=tuple(args.datasets), measure_on=args.measure_on,
-                             where=where, by=args.by, progress=sys.stderr.isatty())
-        except ValueError as exc:
-            if not str(exc).startswith(("where", "by ")):
-                raise
-            raise _Fail(f"--{exc}") from None
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                table = run_eval(args.data, out=args.out, k=args.k, dense=args.dense,
+                                 datasets=tuple(args.datasets), measure_on=args.measure_on,
+                                 where=where, by=args.by, progress=sys.stderr.isatty())
+            except ValueError as exc:
+                if not str(exc).startswith(("where", "by ")):
+                    raise
+                raise _Fail(f"--{exc}") from None
         print(interval_markdown(table, None if args.wide else 100))
         print(textwrap.fill(_measure_on_line(args.measure_on), 100))
+        _print_warnings([c for c in caught if c.category.__name__ in _SHOWN_WARNINGS])
         print(f"wrote {args.out}/results.csv, results.md and results.tex")
         return 0
     # bench
@@ -824,19 +871,17 @@ def _run(args: argparse.Namespace) -> int:
     return code
 
 
-def _tune_trace(spec: str, option: str = "trace"):
-    """A trace, or ``shared:locomo`` / ``shared:musique`` from the shared datasets."""
-    if spec.startswith("shared:"):
-        from memlab.datasets import shared_data_dir
-        from memlab.datasets.loaders import load_hipporag, load_locomo
-        from memlab.evaluation import DATASET_FILES, check_data_root
-        which = spec.split(":", 1)[1]
-        if which not in DATASET_FILES:
-            raise _Fail(f"{option} {spec!r}: shared datasets are {sorted(DATASET_FILES)}")
-        root = check_data_root(shared_data_dir(), (which,), option=option)
-        files = [root / rel for rel in DATASET_FILES[which]]
-        return load_locomo(files[0]) if which == "locomo" else load_hipporag(*files)
-    return _load_trace(spec)
+def _shared_trace(spec: str, option: str = "trace"):
+    """``shared:locomo`` / ``shared:musique`` from the shared datasets."""
+    from memlab.datasets import shared_data_dir
+    from memlab.datasets.loaders import load_hipporag, load_locomo
+    from memlab.evaluation import DATASET_FILES, check_data_root
+    which = spec.split(":", 1)[1]
+    if which not in DATASET_FILES:
+        raise _Fail(f"{option} {spec!r}: shared datasets are {sorted(DATASET_FILES)}")
+    root = check_data_root(shared_data_dir(), (which,), option=option)
+    files = [root / rel for rel in DATASET_FILES[which]]
+    return load_locomo(files[0]) if which == "locomo" else load_hipporag(*files)
 
 
 def _space(entries: list[str] | None) -> dict[str, Any] | None:
@@ -876,9 +921,13 @@ def _tune(args) -> int:
         raise _Fail(f"--address {args.address!r} needs --executor dask, got "
                     f"--executor {args.executor}")
     try:
-        parse_measure(args.measure)
+        if not parse_measure(args.measure).needs_gold:
+            raise ValueError(f"{args.measure!r} is not a relevance measure (tune maximises "
+                             f"one of R@k, P@k, nDCG@k, MRR, Hit@k)")
     except ValueError as exc:
-        raise _Fail(f"--measure: {exc}") from None
+        raise _Fail(f"--measure {args.measure}: {exc}") from None
+    if args.seed < 0:
+        raise _Fail(f"--seed must be a non-negative integer, got {args.seed}")
     if not args.name or Path(args.name).name != args.name:
         raise _Fail(f"--name must be a plain file name, got {args.name!r}")
     try:
@@ -890,13 +939,33 @@ def _tune(args) -> int:
     categories = None if args.categories is None else [
         int(c) if c.lstrip("-").isdigit() else c for c in args.categories]
     _writable_folder("--out", args.out)
-    trace = _tune_trace(args.trace)
-    holdout = None if args.holdout is None else _tune_trace(args.holdout, "--holdout")
-    out = tune(trace, space, base=base, measure=args.measure, folds=args.folds,
-               n_trials=args.trials, group_by=args.group_by, seed=args.seed, k=args.k,
-               categories=categories, measure_on=args.measure_on, executor=args.executor,
-               n_workers=args.workers, address=args.address, name=args.name,
-               holdout=holdout, progress=not args.no_progress)
+    trace = _load_trace(args.trace)
+    if categories is not None:
+        present = {q.get("category") for q in trace.queries if q.get("gold")}
+        if not present & set(categories):
+            shown = sorted((c for c in present if c is not None), key=str)
+            raise _Fail(f"--categories {' '.join(args.categories)}: the trace has no judged "
+                        f"question in these categories (its categories: "
+                        f"{', '.join(map(str, shown)) or 'none'})")
+    holdout = None if args.holdout is None else _load_trace(args.holdout, "--holdout")
+    if holdout is not None:
+        from memlab.tuning import check_disjoint_holdout
+        try:
+            check_disjoint_holdout(trace, holdout)
+        except ValueError as exc:
+            raise _Fail(f"--{exc}") from None
+    try:
+        out = tune(trace, space, base=base, measure=args.measure, folds=args.folds,
+                   n_trials=args.trials, group_by=args.group_by, seed=args.seed, k=args.k,
+                   categories=categories, measure_on=args.measure_on,
+                   executor=args.executor, n_workers=args.workers, address=args.address,
+                   name=args.name, holdout=holdout,
+                   progress=not args.no_progress and sys.stderr.isatty())
+    except OSError as exc:  # a Dask scheduler that cannot be reached
+        if args.executor != "dask":
+            raise
+        raise _Fail(f"--address {args.address!r}: cannot reach the Dask scheduler "
+                    f"({' '.join(str(exc).split())})") from None
     folder = Path(args.out)
     recipe = out.save_recipe(folder / f"{args.name}.json")
     out.cv.to_csv(folder / "cv.csv", index=False)
@@ -908,12 +977,20 @@ def _tune(args) -> int:
     cv = out.cv.iloc[0]
     print(f"{cv['measure']} grouped {cv['folds']}-fold CV estimate (by {cv['group_by']}): "
           f"{cv['cv_mean']:.4f} [95% t-interval over folds {cv['ci_low']:.4f}, "
-          f"{cv['ci_high']:.4f}; bootstrap over {cv['questions']} held-out questions "
-          f"{cv['boot_low']:.4f}, {cv['boot_high']:.4f}]")
+          f"{cv['ci_high']:.4f} (clipped to the measure's range [0, 1]); bootstrap over "
+          f"{cv['questions']} held-out questions {cv['boot_low']:.4f}, {cv['boot_high']:.4f}]")
+    print(f"base {out.manifest['base']!r} on the same folds: {cv['base_cv_mean']:.4f}; tuned "
+          f"- base, paired by fold: {cv['diff_mean']:+.4f} [95% t-interval "
+          f"{cv['diff_ci_low']:+.4f}, {cv['diff_ci_high']:+.4f}]")
     print(out.folds.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     print(f"chosen configuration (searched on every question; in-sample {cv['measure']} "
-          f"{cv['in_sample']:.4f}, not an estimate): "
+          f"{cv['in_sample']:.4f} vs base {cv['base_in_sample']:.4f}, not an estimate): "
           + ", ".join(f"{k}={v}" for k, v in out.best_params.items()))
+    print("note: the CV estimate weights every fold equally (a mean of fold means); the "
+          "in-sample score pools the questions (a mean over questions)")
+    if not cv["diff_mean"] > 0:
+        print(f"warning: the tuned procedure is not better than the base {out.manifest['base']!r}"
+              f" on held-out folds ({cv['diff_mean']:+.4f}); keep the base", file=sys.stderr)
     print("importance: " + ", ".join(f"{k} {v:.3f}" for k, v in out.importance.items()))
     if out.holdout is not None:
         h = out.holdout.iloc[0]

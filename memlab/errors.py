@@ -4,7 +4,8 @@ bad argument) is a :class:`ValueError`, so callers may catch either."""
 from __future__ import annotations
 
 __all__ = ["BudgetTooSmall", "SessionPinWorkspaceConflict", "UnknownItemError",
-           "DuplicateItemError", "PPRConvergenceError", "PPRUnavailable"]
+           "DuplicateItemError", "PPRConvergenceError", "PPRUnavailable", "InSampleWarning",
+           "UnknownRecipeError"]
 
 
 class BudgetTooSmall(ValueError):
@@ -57,3 +58,13 @@ class PPRUnavailable(RuntimeError):
     def __init__(self, reason: str) -> None:
         super().__init__(f"personalized PageRank not computed: {reason}")
         self.reason = reason
+
+
+class InSampleWarning(UserWarning):
+    """A score that is in-sample: a replay under a recipe whose learned ``reranker`` was trained
+    on questions of the trace being scored (the score flatters the model)."""
+
+
+class UnknownRecipeError(ValueError):
+    """A recipe name that is neither built in, nor a recipe file, nor a recipe file's name in
+    the recipe search path (a recipe file that exists but is bad raises plain ValueError)."""

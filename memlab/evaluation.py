@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import textwrap
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -34,7 +35,8 @@ from memlab.datasets.loaders import load_hipporag, load_locomo
 from memlab.harness.experiment import bootstrap_ci, progress_bar
 from memlab.harness.measures import check_measure_on
 from memlab.harness.replay import replay
-from memlab.harness.stats import (compare_paired, format_table_latex, format_table_markdown,
+from memlab.harness.stats import (SmallSampleWarning, compare_paired, format_table_latex,
+                                  format_table_markdown,
                                   interval_text, query_metadata, select_queries)
 from memlab.surfacing.config import BM25_ONLY, DEFAULT
 
@@ -146,7 +148,8 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
                 if metrics.empty:
                     continue
             subsets = {"all": metrics} if dataset == "musique" else {
-                "categories 1-4": metrics[metrics["category"].isin([1, 2, 3, 4])],
+                "categories 1-4" if where is None else _categories_label(metrics["category"]):
+                    metrics[metrics["category"].isin([1, 2, 3, 4])],
                 "adversarial (5)": metrics[metrics["category"] == 5]}
             if by is not None and meta[by].notna().any():
                 labels = dict(zip(meta["qid"], meta[by]))
@@ -181,6 +184,25 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
     return table
 
 
+def _categories_label(categories: pd.Series) -> str:
+    """The LoCoMo block's label from the categories 1-4 actually present (a ``where`` filter
+    may keep only some): ``"categories 1-4"`` for all four, else e.g. ``"categories 1, 2"``.
+
+    Examples
+    --------
+    >>> _categories_label(pd.Series([1, 2, 3, 4, 5])), _categories_label(pd.Series([2, 1, 1]))
+    ('categories 1-4', 'categories 1, 2')
+    >>> _categories_label(pd.Series([3]))
+    'category 3'
+    """
+    present = sorted({int(c) for c in categories.dropna().unique() if c in (1, 2, 3, 4)})
+    if present == [1, 2, 3, 4] or not present:
+        return "categories 1-4"
+    if len(present) == 1:
+        return f"category {present[0]}"
+    return "categories " + ", ".join(map(str, present))
+
+
 def to_markdown(table: pd.DataFrame) -> str:
     """The table as a Markdown table (no extra dependency)."""
     columns = ["dataset", "subset", "config", *EVAL_MEASURES, "queries"]
@@ -207,6 +229,11 @@ def _with_marks(table: pd.DataFrame, frames: dict, n_boot: int, seed: int) -> pd
             continue
         compared = compare_paired(long, key="name", measures=EVAL_MEASURES,
                                   reference=EVAL_REFERENCE, n_boot=n_boot, seed=seed, warn=False)
+        if compared.warnings:  # the block's † rows, one SmallSampleWarning (the CLI: stderr)
+            warnings.warn(f"{dataset}, {subset}: {len(compared.warnings)} of "
+                          f"{len(compared.table)} comparisons marked † (fewer than 6 non-zero "
+                          f"differences)",
+                          SmallSampleWarning, stacklevel=3)
         for row in compared.table.itertuples(index=False):
             marks[(dataset, subset, row.name, row.measure)] = (row.p_adjusted, row.mark)
     for m in EVAL_MEASURES:
@@ -228,7 +255,8 @@ def _interval_cells(group: pd.DataFrame) -> pd.DataFrame:
 EVAL_NOTE = ("Mean in % [95% bootstrap interval over the queries: percentile method, seeded]. "
              f"Marks: paired Wilcoxon signed-rank against {EVAL_REFERENCE}, Holm–Bonferroni "
              "across each block's comparisons; * p<0.05, ** p<0.01, *** p<0.001 (adjusted), "
-             "† n too small for the test.")
+             "▲/▼ higher/lower than the reference; † fewer than 6 non-zero paired "
+             "differences: Wilcoxon cannot reach p<0.05.")
 
 
 def to_latex(table: pd.DataFrame) -> str:
@@ -262,7 +290,7 @@ def interval_markdown(table: pd.DataFrame, width: int | None = None) -> str:
         head = f"{dataset}, {subset} ({int(group['queries'].iloc[0])} queries)"
         blocks.append(head + "\n\n" + "\n".join(
             format_table_markdown(part) for part in fit_width(cells, ["config"], width)))
-    note = EVAL_NOTE if width is None else textwrap.fill(EVAL_NOTE, width)
+    note = EVAL_NOTE if width is None else textwrap.fill(EVAL_NOTE, width, break_on_hyphens=False)
     return "\n".join(blocks) + "\n" + note + "\n"
 
 

@@ -47,8 +47,9 @@ def test_every_subcommand_explains_every_option(name, capsys):
     (["replay", "synthetic:ten:5"], "memlab replay: error: trace 'synthetic:ten:5' must look"),
     (["experiment", "fixture:apollo_demo", "--config", "oops"], "memlab experiment: error: "
                                                                 "--config 'oops' must look like"),
-    (["sweep", "fixture:apollo_demo", "--grid", "colour=1"], "memlab sweep: error: unknown "
-                                                             "configuration field"),
+    (["sweep", "fixture:apollo_demo", "--grid", "colour=1"], "memlab sweep: error: --grid "
+                                                             "colour=1: unknown configuration "
+                                                             "field"),
     (["sweep", "fixture:apollo_demo", "--grid", "nonsense"], "memlab sweep: error: --grid entry"),
     (["eval", "--data", "/nonexistent"], "memlab eval: error: --data '/nonexistent' has no"),
     (["demo", "-k", "500"], "memlab demo: error: k must be in 1..100"),

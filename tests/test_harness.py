@@ -295,7 +295,7 @@ def test_plots_return_labelled_figures(live, apollo):
     assert fig.axes[0].get_xlabel().startswith("ms") and \
         [t.get_text() for t in fig.axes[0].get_legend().texts][:3] == ["p50", "p95", "p99"]
     fig = plot_strategy_mix({"memlab": live})
-    assert fig.axes[0].get_title() == "strategy mix"
+    assert fig.axes[0].get_title() == "strategy mix (memlab: n=7)"
     out = sweep(apollo, {"centrality_weight": [0.0, 1.0, 2.0]}, measures=["MRR"], k=10,
                 counterfactual=True)
     fig = plot_measure_vs_parameter(out, "centrality_weight", "MRR")

@@ -98,7 +98,8 @@ def test_sweep_cli_reference_point_and_wide(tmp_path, capsys):
     assert main(["sweep", "fixture:apollo_demo", "--grid", "centrality_weight=0,1",
                  "--counterfactual", "--reference", "1", "--out", str(tmp_path / "sw")]) == 0
     out = capsys.readouterr().out
-    assert widest(out) <= 100 and "| 0 | 1 | R@2 |" in out
+    assert widest(out) <= 100
+    assert "| 0 (centrality_weight=0.0) | 1 (centrality_weight=1.0) | R@2 |" in out
     assert main(["sweep", "fixture:apollo_demo", "--grid", "centrality_weight=0,1",
                  "--counterfactual", "--reference", "7", "--out", str(tmp_path / "sw")]) == 2
     assert "--reference 7 is not a point (0..1)" in capsys.readouterr().err

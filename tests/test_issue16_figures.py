@@ -79,8 +79,16 @@ def test_score_breakdown_png_title_labels_legend_and_cuts(live, apollo, tmp_path
     assert "[goal] Goal: ship Project Apollo checko…" in ticks
     assert "★ Decision: we picked JWT with 15 minute …" in ticks
     legend = [t.get_text() for t in ax.get_legend().texts]
-    assert legend == ["base", "centrality", "anchor", "surfaced", "not surfaced",
-                      "gold (★, bold)", "k cut"]
+    assert legend == ["base", "centrality", "anchor", "surfaced (solid)",
+                      "not surfaced (faded)", "gold (★, bold)", "k cut"]
+    # the surfaced / not surfaced swatches are drawn as the bars are (colour and alpha)
+    handles = dict(zip(legend, ax.get_legend().legend_handles))
+    bars = ax.patches
+    for label, alpha in (("surfaced (solid)", 1.0), ("not surfaced (faded)", 0.3)):
+        swatch = handles[label].get_facecolor()
+        assert swatch[3] == pytest.approx(alpha)
+        assert any(np.allclose(b.get_facecolor()[:3], swatch[:3]) and
+                   (b.get_alpha() or 1.0) == pytest.approx(alpha) for b in bars)
     # the legend is outside the bars: its box starts right of the axes
     fig.canvas.draw()
     assert ax.get_legend().get_window_extent().x0 > ax.get_window_extent().x1
@@ -156,12 +164,12 @@ def test_measure_vs_parameter_png_title_range_legend_and_differences(swept, tmp_
     ax, dax = fig.axes
     assert ax.get_title() == "R@2 against centrality_weight: apollo-demo, n=7 queries"
     assert ax.get_ylim() == (0.0, 1.0)  # the full range of the measure, no truncated axis
-    assert ax.get_ylabel() == "R@2 (mean, 95% CI)" and dax.get_ylabel() == "Δ R@2 vs point 0"
+    assert ax.get_ylabel() == "R@2 (mean, 95% CI)" and dax.get_ylabel() == "Δ R@2 vs centrality_weight=0.0"
     assert dax.get_xlabel() == "centrality_weight"
     fig.canvas.draw()
     for axes in (ax, dax):  # legends outside the data
         assert axes.get_legend().get_window_extent().x0 > axes.get_window_extent().x1
-    assert "reference: point 0" in [t.get_text() for t in ax.get_legend().texts]
+    assert "reference: centrality_weight=0.0" in [t.get_text() for t in ax.get_legend().texts]
     # the lower panel plots the paired differences the comparison table holds
     table = swept.compare(0, measures=["R@2"], warn=False).table.set_index("name")
     line = dax.get_lines()[0]
@@ -171,4 +179,5 @@ def test_measure_vs_parameter_png_title_range_legend_and_differences(swept, tmp_
 def test_strategy_mix_png(live, tmp_path):
     fig = plot_strategy_mix({"memlab": live})
     check_pixels(written_png(fig, tmp_path), fig)
-    assert fig.axes[0].get_title() == "strategy mix"
+    assert fig.axes[0].get_title() == "strategy mix (memlab: n=7)"
+    assert fig.axes[0].get_xlabel() == "strategy used"

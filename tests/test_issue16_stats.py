@@ -107,7 +107,7 @@ def test_compare_against_best_and_named_reference_with_corrections():
     assert rows.loc["a", "delta"] == pytest.approx(-(np.clip(base + 0.2, 0, 1) - base).mean())
     assert rows.loc["a", "delta_ci_low"] <= rows.loc["a", "delta"] <= rows.loc["a",
                                                                              "delta_ci_high"]
-    assert rows["significant"].all() and rows.loc["a", "mark"] == "***"
+    assert rows["significant"].all() and rows.loc["a", "mark"] == "▼***"  # a is below b
     named = compare_paired(frame, key="name", measures=["MRR"], reference="a",
                            correction="bh", test="ttest")
     assert list(named.table["reference"]) == ["a", "a"] and named.test == "ttest"
@@ -121,7 +121,8 @@ def test_small_n_is_marked_in_the_table_and_warned(capsys):
     with pytest.warns(SmallSampleWarning, match="needs >= 6 non-zero differences, got 2"):
         table = compare_paired(frame, key="name", measures=["MRR"], reference="a")
     assert table.table["mark"].tolist() == ["†"]
-    assert "† n too small for the test" in table.to_markdown()
+    assert "† fewer than 6 non-zero paired differences: Wilcoxon cannot reach p<0.05" in \
+        table.to_markdown()
     assert r"$^\dagger$" in table.to_latex()
 
 

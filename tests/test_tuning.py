@@ -23,12 +23,13 @@ from memlab.tuning import (CounterfactualEvaluator, ReplayEvaluator, cv_fixed,  
 from memlab.tuning import evaluate as tuning_evaluate  # noqa: E402
 
 
-def planted_trace(n: int = 24):
+def planted_trace(n: int = 24, first: int = 0):
     """Each question names a topic; an old item repeats the topic word (more BM25), a new one
     (created an hour before the question) is the gold. Only ``freshness_weight`` >= about 0.3
-    lifts the new one to rank 1; ``pin_boost_factor`` does nothing (there are no pins)."""
+    lifts the new one to rank 1; ``pin_boost_factor`` does nothing (there are no pins).
+    ``first`` numbers the topics from there (a holdout with other questions)."""
     b = TraceBuilder("planted", start="2024-01-01T00:00:00+00:00")
-    words = [f"topic{chr(97 + i % 26)}{chr(97 + i // 26)}" for i in range(n)]
+    words = [f"topic{chr(97 + i % 26)}{chr(97 + i // 26)}" for i in range(first, first + n)]
     for i, w in enumerate(words):
         b.add(f"{w} {w} {w} notes from the archive", item_id=f"old{i}",
               ts="2024-01-01T00:00:00+00:00")
@@ -227,7 +228,7 @@ def test_recipe_lookup_errors_name_the_argument(tmp_path):
     ({"folds": 1}, "folds must be an integer >= 2, got 1"),
     ({"n_trials": 0}, "n_trials must be an integer >= 1, got 0"),
     ({"group_by": "session"}, "group_by must be one of"),
-    ({"seed": "x"}, "seed must be an integer"),
+    ({"seed": "x"}, "seed must be a non-negative integer"),
     ({"space": {"nope": (0, 1)}}, r"space\['nope'\]: unknown configuration field"),
     ({"space": {"centrality_weight": (1, 0)}}, "must have low < high"),
     ({"space": {"centrality_weight": "wide"}}, r"space\['centrality_weight'\] must be"),
@@ -264,7 +265,7 @@ def test_bad_trace_raises():
 def test_cli_tune_writes_recipe_and_reports_holdout(tmp_path, capsys):
     trace, holdout = tmp_path / "dev.jsonl", tmp_path / "holdout.jsonl"
     planted_trace(12).write_jsonl(trace)
-    planted_trace(6).write_jsonl(holdout)
+    planted_trace(6, first=12).write_jsonl(holdout)  # other questions: a real holdout
     out = tmp_path / "out"
     code = main(["tune", str(trace), "--space", "freshness_weight=0:1", "pin_boost_factor=0,0.5",
                  "--measure", "MRR", "--folds", "3", "--trials", "6", "--group-by", "question",
@@ -288,8 +289,8 @@ def test_cli_tune_writes_recipe_and_reports_holdout(tmp_path, capsys):
 @pytest.mark.parametrize("args, fragments", [
     (["--folds", "1"], ["--folds must be at least 2, got 1"]),
     (["--trials", "0"], ["--trials must be at least 1, got 0"]),
-    (["--measure", "Latency"], ["measure must be a relevance measure"]),
-    (["--measure", "Q@1"], ["--measure: measure must look like"]),
+    (["--measure", "Latency"], ["--measure Latency: 'Latency' is not a relevance measure"]),
+    (["--measure", "Q@1"], ["--measure Q@1: measure must look like"]),
     (["--space", "centrality_weight"], ["--space entry 'centrality_weight' must look like"]),
     (["--space", "centrality_weight=a:b"], ["low and high must be numbers"]),
     (["--address", "tcp://x:1"], ["--address 'tcp://x:1' needs --executor dask"]),

@@ -90,6 +90,14 @@ def fixture_trace(fixture: dict[str, Any]):
     """
     from memlab.harness.trace import TraceBuilder
 
+    if not isinstance(fixture, dict) or not isinstance(fixture.get("items"), list) or \
+            "queries" not in fixture or "now" not in fixture:
+        raise ValueError(
+            "fixture must be a memlab-format fixture (a dict with 'items', 'queries' and "
+            "'now', such as load_fixture('apollo_demo')), got "
+            f"{type(fixture).__name__}; fixtures in a published format have their own loader: "
+            "load_fixture_trace(name) (e.g. load_fixture_trace('locomo_sample')), or "
+            "memlab.datasets.loaders.load_locomo / load_hipporag / load_longmemeval")
     first = min(item["created_at"] for item in fixture["items"])
     builder = TraceBuilder(fixture.get("name", "fixture"), start=first,
                            metadata={"description": fixture.get("description", "")})

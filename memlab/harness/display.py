@@ -27,7 +27,7 @@ import pandas as pd
 __all__ = ["config_diff", "config_html", "config_repr", "context_record_html",
            "context_record_repr", "replay_html", "replay_repr", "experiment_html",
            "experiment_repr", "experiment_printable", "sweep_html", "sweep_repr",
-           "sweep_printable", "comparison_html", "score_bar"]
+           "sweep_printable", "comparison_html", "score_bar", "point_label"]
 
 _STYLE = ("<style>.memlab-t td,.memlab-t th{padding:2px 6px;text-align:left}"
           ".memlab-note{color:#555;font-size:90%}</style>")
@@ -97,10 +97,27 @@ def _flat(data: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _stage_fields(config, diff: dict) -> dict:
+    """A stage configured here but not in the reference (``"dense": (None, "configured")``)
+    shown by its fields (``dense.weight`` …), so a repr says what the stage is."""
+    out, stages = {}, {}
+    for key, value in diff.items():
+        stage = getattr(config, key, None) if key in ("dense", "ppr", "spreading") else None
+        if value[1] == "configured" and stage is not None:
+            for name, v in stage.to_dict().items() if hasattr(stage, "to_dict") else \
+                    vars(stage).items():
+                if v is not None:
+                    stages[f"{key}.{name}"] = (None, v)
+        else:
+            out[key] = value
+    return {**out, **stages}  # the plain fields first, then the stage's
+
+
 def config_repr(config) -> str:
     diff = config_diff(config)
     if not diff:
         return f"SurfacingConfig({config.name!r}, = DEFAULT)"
+    diff = _stage_fields(config, diff)
     shown = ", ".join(f"{k}={v[1]!r}" for k, v in list(diff.items())[:6])
     more = f", … {len(diff) - 6} more" if len(diff) > 6 else ""
     return f"SurfacingConfig({config.name!r}, vs DEFAULT: {shown}{more})"
@@ -156,7 +173,7 @@ def context_record_html(record, top: int = 15) -> str:
             f"{record.timings_ms.get('total', math.nan):.1f} ms")
     if frame.empty:
         return f"{_STYLE}<div>{head}</div>"
-    rows = _candidate_rows(frame, top)
+    rows = _candidate_rows(frame, top, getattr(record, "labels", None))
     more = f"<div class='memlab-note'>top {top} of {len(frame)} shown</div>" \
         if len(frame) > top else ""
     return f"{_STYLE}<div>{head}{_table_html(rows, escape=False)}{more}</div>"
@@ -213,18 +230,53 @@ def experiment_printable(result, digits: int = 3) -> tuple[pd.DataFrame, str]:
             marks[(row.name, row.measure)] = row.mark
     rows = []
     for row in result.table.to_dict("records"):
-        out = {"name": row["name"], "n": row["queries"]}
+        out = {"name": row["name"], "n": row.get("n", row["queries"])}
         for label in result.measures:
             out[label] = _mean_ci(row, label, digits) + marks.get((row["name"], label), "")
         rows.append(out)
-    note = f"Mean [95% bootstrap CI] over queries (measures read the {result.measure_on} ranking)"
+    note = (f"Mean [95% bootstrap CI] over the n judged queries (measures read the "
+            f"{result.measure_on} ranking)")
     if result.where:
         note += f"; queries where {result.where}"
     if comparisons is not None:
-        note += f"; marks: vs {result.baseline}. " + comparisons.footnote()
+        note += f"; vs {result.baseline}, " + comparisons.marks_note()
     else:
         note += "."
+    for name, replayed in (result.results or {}).items():
+        if replayed.manifest.get("in_sample"):
+            note += f" WARNING ({name}): {replayed.manifest['in_sample']}."
     return pd.DataFrame(rows), note
+
+
+def subset_printable(result, digits: int = 3) -> list[tuple[str, pd.DataFrame, str]]:
+    """Per subset (in :func:`~memlab.harness.stats.subset_order`): its label, its table as
+    text cells (name, n, mean [95% CI] + marks from the subset's own paired comparisons
+    against the baseline) and the marks' note."""
+    from memlab.harness.stats import compare_paired, subset_order
+    if result.subsets is None:
+        return []
+    out = []
+    for label in subset_order(result.subsets["subset"]):
+        group = result.subsets[result.subsets["subset"] == label]
+        marks: dict[tuple[str, str], str] = {}
+        note = "Mean [95% bootstrap CI] over the n judged queries of this subset."
+        labels = getattr(result, "labels", None)
+        if labels is not None and len(group) > 1:
+            chosen = result.per_query[result.per_query["qid"].map(labels) == label]
+            if chosen["name"].nunique() > 1:
+                compared = compare_paired(chosen, key="name", measures=result.measures,
+                                          reference=result.baseline, warn=False)
+                marks = {(r.name, r.measure): r.mark
+                         for r in compared.table.itertuples(index=False)}
+                note = note[:-1] + f"; vs {result.baseline}, " + compared.marks_note()
+        cells = pd.DataFrame({"name": group["name"].to_numpy(),
+                              "n": group["n"].to_numpy() if "n" in group
+                              else group["queries"].to_numpy()})
+        for m in result.measures:
+            cells[m] = [_mean_ci(row, m, digits) + marks.get((row["name"], m), "")
+                        for row in group.to_dict("records")]
+        out.append((label, cells, note))
+    return out
 
 
 def experiment_repr(result) -> str:
@@ -244,7 +296,7 @@ def experiment_html(result) -> str:
     if result.comparisons is not None and len(result.comparisons.table):
         parts += ["<b>Paired comparisons</b>", comparison_html(result.comparisons, style=False)]
     if result.subsets is not None:
-        cells = result.subsets[["subset", "name", "queries", *result.measures]]
+        cells = result.subsets[["subset", "name", "n", *result.measures]]
         parts += ["<b>Per subset</b>", _table_html(cells)]
     return "".join(parts) + "</div>"
 
@@ -256,6 +308,25 @@ def comparison_html(table, style: bool = True) -> str:
 
 
 # ---------------------------------------------------------------------------- sweeps
+
+
+def point_label(table: pd.DataFrame, point: int) -> str:
+    """A sweep point named by its parameter values (``damping=0.3, α=0.85``), not its number.
+
+    Examples
+    --------
+    >>> table = pd.DataFrame({"point": [0, 1], "cfg_spreading.damping": [0.3, 0.7],
+    ...                       "cfg_ppr.alpha": [0.85, 0.5]})
+    >>> point_label(table, 1)
+    'damping=0.7, α=0.5'
+    """
+    row = table[table["point"] == point].iloc[0]
+    parts = []
+    for column in [c for c in table.columns if c.startswith("cfg_")]:
+        name = column.removeprefix("cfg_").split(".")[-1]
+        name = {"alpha": "α"}.get(name, name)
+        parts.append(f"{name}={row[column]}")
+    return ", ".join(parts) or f"point {point}"
 
 
 def sweep_printable(result, measures: list[str] | None = None, digits: int = 3,
@@ -276,8 +347,8 @@ def sweep_printable(result, measures: list[str] | None = None, digits: int = 3,
     note = "Mean [95% bootstrap CI] over queries"
     if comparisons is not None:
         refs = sorted(set(comparisons.table["reference"]))
-        note += f"; marks: each point vs point {', '.join(map(str, refs))}. " + \
-            comparisons.footnote()
+        named = "; ".join(f"point {r} ({point_label(result.table, r)})" for r in refs)
+        note += f"; each point vs {named}, " + comparisons.marks_note()
     else:
         note += "."
     return pd.DataFrame(rows), note
@@ -296,6 +367,6 @@ def sweep_html(result) -> str:
              f"<div class='memlab-note'>{_e(note)}</div>"]
     if result.subsets is not None:
         keep = ["subset", "point", *[c for c in result.subsets.columns if c.startswith("cfg_")],
-                "queries", *result.measures]
+                "n", *result.measures]
         parts += ["<b>Per subset</b>", _table_html(result.subsets[keep])]
     return "".join(parts) + "</div>"

@@ -21,10 +21,12 @@ from memlab.harness.measures import DEFAULT_MEASURES, Measure, check_measure_on,
 from memlab.harness.replay import ReplayResult, replay, resolve_config
 from memlab.harness.stats import (ComparisonTable, compare_paired, format_table_latex,
                                   format_table_markdown, query_metadata, select_queries,
+                                  subset_order,
                                   subset_labels)
 from memlab.harness.trace import Trace
 
 __all__ = ["Experiment", "run_experiment", "ExperimentResult", "bootstrap_ci", "paired_tests",
+           "judged_n",
            "run_spec", "progress_bar"]
 
 
@@ -46,6 +48,24 @@ def bootstrap_ci(values: np.ndarray, *, n_boot: int = 1000, seed: int = 0,
     tail = (1.0 - level) / 2.0 * 100.0
     low, high = np.percentile(means, [tail, 100.0 - tail])
     return float(low), float(high)
+
+
+def judged_n(frame: pd.DataFrame, measures: Iterable[Measure | str]) -> int:
+    """How many queries a table row's means are over: the judged queries (those with a value of
+    a relevance measure) when the row has one, else the queries with any value (long ``frame``:
+    ``qid``, ``measure``, ``value``).
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"qid": ["a", "b", "b"], "measure": ["Latency", "Latency", "MRR"],
+    ...                       "value": [1.0, 2.0, 0.5]})
+    >>> judged_n(frame, ["MRR", "Latency"]), judged_n(frame, ["Latency"])
+    (1, 2)
+    """
+    parsed = parse_measures(list(measures))
+    relevance = [str(m) for m in parsed if m.needs_gold]
+    chosen = frame[frame["measure"].isin(relevance or [str(m) for m in parsed])]
+    return int(chosen["qid"].nunique())
 
 
 def paired_tests(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
@@ -93,6 +113,7 @@ class ExperimentResult:
     subsets: pd.DataFrame | None = None
     where: dict[str, Any] | None = None
     measures: list[str] = field(default_factory=list)
+    labels: pd.Series | None = None  # qid -> subset label (with ``by``)
 
     def compare(self, reference: Any = None, *, measures: Iterable[str] | None = None,
                 correction: str = "holm", test: str = "wilcoxon", n_boot: int = 1000,
@@ -117,9 +138,12 @@ class ExperimentResult:
     def to_markdown(self, digits: int = 3) -> str:
         """The table as a paper prints it: mean [95% CI] per measure, significance marks against
         the baseline (adjusted p, the test and correction named in the footnote)."""
-        from memlab.harness.display import experiment_printable
+        from memlab.harness.display import experiment_printable, subset_printable
         frame, note = experiment_printable(self, digits)
-        return format_table_markdown(frame) + "\n" + note + "\n"
+        text = format_table_markdown(frame) + "\n" + note + "\n"
+        for label, cells, marks in subset_printable(self, digits):
+            text += f"\n{label}\n\n" + format_table_markdown(cells) + "\n" + marks + "\n"
+        return text
 
     def to_latex(self, digits: int = 3, caption: str | None = None) -> str:
         """The :meth:`to_markdown` table as a LaTeX ``table`` (booktabs)."""
@@ -212,7 +236,7 @@ def run_experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],
         if bar is not None:
             bar.set_description(f"experiment: {name}")
         results[name] = replay(trace, config, mode=mode, k=k, measures=measures, seed=seed,
-                               measure_on=measure_on)
+                               measure_on=measure_on, progress=False)  # one bar: this one
         if bar is not None:
             bar.update(1)
     if bar is not None:
@@ -226,7 +250,7 @@ def run_experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],
     subsets = None
     if labels is not None:
         frames = []
-        for label in dict.fromkeys(labels):
+        for label in subset_order(labels):
             chosen = per_query[per_query["qid"].map(labels) == label]
             frames.append(pd.DataFrame(_summary_rows(
                 chosen, names, specs, results, measures, baseline, n_boot, seed,
@@ -238,7 +262,7 @@ def run_experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],
                                  correction=correction, test=test, n_boot=n_boot,
                                  seed=seed) if len(names) > 1 else None
     return ExperimentResult(table, per_query, results, baseline, measure_on, comparisons,
-                            subsets, None if where is None else dict(where), labels_)
+                            subsets, None if where is None else dict(where), labels_, labels)
 
 
 Experiment = run_experiment  # as pt.Experiment: a function returning an ExperimentResult
@@ -255,7 +279,7 @@ def _summary_rows(per_query: pd.DataFrame, names: list[str], specs: dict, result
         mine = per_query[per_query["name"] == name]
         row: dict[str, Any] = {"name": name, "mode": mode, "recipe": config.name,
                                "queries": len(results[name].decisions) if queries is None
-                               else queries}
+                               else queries, "n": judged_n(mine, measures)}
         for m in measures:
             label = str(m)
             values = mine[mine["measure"] == label].set_index("qid")["value"]

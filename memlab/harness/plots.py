@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from memlab.harness.display import point_label
 from memlab.harness.replay import ReplayResult
 from memlab.harness.sweep import SweepResult
 from memlab.surfacing.composite import TERM_COLUMNS
@@ -31,7 +32,7 @@ from memlab.surfacing.stages.base import PHASE_TIMINGS
 
 __all__ = ["plot_score_breakdown", "plot_stage_latency", "plot_strategy_mix",
            "plot_measure_vs_parameter", "InlineFigure", "TERM_COLOURS", "PALETTE", "STYLE",
-           "use_style", "item_labels", "NESTED_STAGES", "nested_stages"]
+           "use_style", "item_labels", "NESTED_STAGES", "nested_stages", "point_label"]
 
 STYLE = str(Path(__file__).with_name("memlab.mplstyle"))
 # Okabe & Ito (2008): distinguishable under the common colour-vision deficiencies
@@ -197,8 +198,14 @@ def plot_score_breakdown(result: ReplayResult, qid: str, top: int = 10, *, trace
     for tick, gold in zip(ax.get_yticklabels(), rows["gold"]):
         if gold > 0:
             tick.set_fontweight("bold")
-    handles.append(Patch(facecolor="#777777", alpha=1.0, label="surfaced"))
-    handles.append(Patch(facecolor="#777777", alpha=0.3, label="not surfaced"))
+    # the swatches are drawn as the bars are: the first term's colour, solid or faded, and
+    # only for what the plot shows
+    swatch = TERM_COLOURS[next((t for t in TERM_COLUMNS if np.any(rows[t].to_numpy(
+        dtype=float))), "term_base")]
+    if surfaced.any():
+        handles.append(Patch(facecolor=swatch, alpha=1.0, label="surfaced (solid)"))
+    if (~surfaced).any():
+        handles.append(Patch(facecolor=swatch, alpha=0.3, label="not surfaced (faded)"))
     if (rows["gold"] > 0).any():
         handles.append(Line2D([], [], linestyle="none", marker="$★$", color="black",
                               markersize=8, label="gold (★, bold)"))
@@ -325,11 +332,19 @@ def plot_strategy_mix(results: ReplayResult | Mapping[str, ReplayResult]) -> Inl
     for i, name in enumerate(counts.columns):
         ax.bar(x + i * width, counts[name].to_numpy(), width, label=name)
     ax.set_xticks(x + width * (counts.shape[1] - 1) / 2, counts.index, rotation=20, ha="right")
+    ax.set_xlabel("strategy used")
     ax.set_ylabel("queries")
-    ax.set_title("strategy mix")
+    sizes = ", ".join(f"{name}: n={len(r.decisions)}" for name, r in results.items())
+    ax.set_title(f"strategy mix ({sizes})" if len(sizes) <= 70 else
+                 f"strategy mix (n={sum(len(r.decisions) for r in results.values())} queries)")
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+def _wrap(text: str, width: int = 28) -> str:
+    import textwrap
+    return "\n".join(textwrap.wrap(text, width)) or text
 
 
 @_styled
@@ -394,8 +409,9 @@ def plot_measure_vs_parameter(sweep: SweepResult, parameter: str, measure: str, 
             dax.plot([xv], [dv], marker="o", color=colour,
                      markerfacecolor=colour if f else "white")
     ref_row = table[table["point"] == ref_point].iloc[0]
+    ref_name = point_label(table, ref_point)
     ax.plot([ref_row[column]], [ref_row[measure]], marker="*", markersize=12, color="black",
-            linestyle="none", label=f"reference: point {ref_point}")
+            linestyle="none", label=f"reference: {ref_name}")
     relevance = measure.split("@")[0] not in LOWER_IS_BETTER
     if relevance:
         ax.set_ylim(0.0, 1.0)  # the measure's full range: no truncated axis to exaggerate
@@ -410,11 +426,11 @@ def plot_measure_vs_parameter(sweep: SweepResult, parameter: str, measure: str, 
     dax.plot([], [], marker="o", color="grey", markerfacecolor="white", linestyle="none",
              label="not significant")
     ax.set_ylabel(f"{measure} (mean, 95% CI)")
-    dax.set_ylabel(f"Δ {measure} vs point {ref_point}")
+    dax.set_ylabel(f"Δ {measure} vs {_wrap(ref_name)}")
     dax.set_xlabel(parameter)
     name = dataset if dataset is not None else (sweep.dataset or "trace")
-    n = int(table["queries"].max()) if "queries" in table else \
-        int(sweep.per_query["qid"].nunique())
+    n = int(table["n"].max()) if "n" in table else int(table["queries"].max()) \
+        if "queries" in table else int(sweep.per_query["qid"].nunique())
     ax.set_title(f"{measure} against {parameter}: {name}, n={n} queries")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     dax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))

@@ -50,7 +50,7 @@ from memlab.model import SurfacingStrategy
 from memlab.surfacing.config import DEFAULT, SurfacingConfig, get_recipe
 
 __all__ = ["ReplayResult", "ReplayError", "replay", "build_manifest", "resolve_config",
-           "measured_judgements", "DEFAULT_START"]
+           "in_sample_note", "measured_judgements", "DEFAULT_START"]
 
 DEFAULT_START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 _FRAMES = ("decisions", "candidates", "metrics", "log")
@@ -194,13 +194,23 @@ def _flatten_stage(prefix: str, info: Any) -> dict[str, Any]:
 
 
 def _progress(total: int, enabled: bool | None):
-    if enabled is False or (enabled is None and total < 1000):
+    """The bar: when asked (True), or by default (None) for 1,000+ events and only when stderr
+    is a terminal (not in a notebook, a log file or CI, where a text bar prints line upon
+    line)."""
+    if enabled is False or (enabled is None and (total < 1000 or not _stderr_is_terminal())):
         return None
     try:
         from tqdm.auto import tqdm
     except ImportError:  # tqdm is optional (the notebooks/test extras install it)
         return None
     return tqdm(total=total, desc="replay", unit="event")
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stderr
+        return False
 
 
 class _Runner:
@@ -413,7 +423,8 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
     record_candidates : bool
         Keep every candidate (the ``candidates`` frame); False leaves it empty.
     progress : bool, optional
-        A tqdm bar (when tqdm is installed); by default on for traces of 1,000+ events.
+        A tqdm bar (when tqdm is installed); by default on for traces of 1,000+ events when
+        stderr is a terminal (off in notebooks and logs; pass True for one there).
     seed : int
         Seeds decision ids, so two replays give identical frames (latency columns aside).
     force_strategy : str, optional
@@ -501,4 +512,38 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
                               extra={"force_strategy": force_strategy, "analyzer": analyzer,
                                      "record_candidates": record_candidates,
                                      "unjudged_queries": runner.unjudged})
+    note = in_sample_note(trace, config, metrics["qid"].unique())
+    if note is not None:
+        import warnings
+
+        from memlab.errors import InSampleWarning
+        manifest["in_sample"] = note
+        warnings.warn(note, InSampleWarning, stacklevel=2)
     return ReplayResult(decisions, candidates, metrics, log, manifest)
+
+
+def in_sample_note(trace: Trace, config: SurfacingConfig, judged: Iterable[Any]) -> str | None:
+    """``"in-sample: the ranker was trained on N of these questions"`` when ``config``'s learned
+    ``reranker`` (a ranker file, or a registered :class:`~memlab.surfacing.rerank.RankerModel`)
+    lists in its training manifest ``N > 0`` of the ``judged`` question ids of ``trace``, and
+    was trained on this trace (same hash or name; query ids alone such as ``q0`` repeat across
+    traces); else None. :func:`replay` issues it as an
+    :class:`~memlab.errors.InSampleWarning` and records it in the manifest (``in_sample``).
+    """
+    if config.reranker is None:
+        return None
+    from memlab.surfacing.rerank import resolve_reranker
+    try:
+        scorer = resolve_reranker(config.reranker)
+    except ValueError:
+        return None
+    manifest = getattr(getattr(scorer, "__self__", None), "manifest", None) or {}
+    source = manifest.get("trace") or {}
+    if source.get("hash") != trace.hash() and source.get("name") != trace.name:
+        return None
+    shared = set(map(str, manifest.get("train_qids") or ())) & set(map(str, judged))
+    if not shared:
+        return None
+    return (f"in-sample: the ranker {config.reranker!r} was trained on {len(shared)} of these "
+            f"questions (of trace {trace.name!r}); its score flatters it - estimate it with "
+            f"memlab.learn.cv_ranker")

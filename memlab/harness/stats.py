@@ -19,7 +19,8 @@ are compared on their per-query differences, matched by ``qid``. Each row of a
 
 The table names its test and correction in every row and in its printed forms
 (:meth:`ComparisonTable.to_markdown`, :meth:`ComparisonTable.to_latex`), with significance marks
-``*`` (adjusted p < 0.05), ``**`` (< 0.01), ``***`` (< 0.001) and ``†`` (n too small).
+``*`` (adjusted p < 0.05), ``**`` (< 0.01), ``***`` (< 0.001), led by ``▲``/``▼`` (the compared
+mean is higher/lower), and ``†`` (too few pairs for the test: see :data:`SMALL_SAMPLE_CAUSE`).
 """
 
 from __future__ import annotations
@@ -36,12 +37,17 @@ from scipy import stats
 __all__ = ["holm", "benjamini_hochberg", "adjust_pvalues", "paired_bootstrap_ci", "paired_test",
            "compare_paired", "ComparisonTable", "SmallSampleWarning", "CORRECTIONS", "TESTS",
            "MIN_PAIRS", "query_metadata", "select_queries", "subset_labels", "significance_mark",
+           "subset_order", "SMALL_SAMPLE_CAUSE",
            "LOWER_IS_BETTER", "format_table_markdown", "format_table_latex", "interval_text"]
 
 CORRECTIONS = {"holm": "Holm–Bonferroni", "bh": "Benjamini–Hochberg", "none": "uncorrected"}
 TESTS = {"wilcoxon": "Wilcoxon signed-rank", "ttest": "paired t-test"}
 # the least n (non-zero differences for Wilcoxon, pairs for the t-test) a test is run honestly at
 MIN_PAIRS = {"wilcoxon": 6, "ttest": 3}
+# what a † mark means, per test
+SMALL_SAMPLE_CAUSE = {
+    "wilcoxon": "fewer than 6 non-zero paired differences: Wilcoxon cannot reach p<0.05",
+    "ttest": "fewer than 3 pairs: too few for the paired t-test"}
 LOWER_IS_BETTER = ("Latency", "Tokens")
 METADATA_COLUMNS = ("qid", "category", "session_id", "workspace_id", "dataset")
 
@@ -161,12 +167,23 @@ def paired_test(a: Sequence[float], b: Sequence[float], test: str = "wilcoxon"
     return float(stats.ttest_rel(a, b).pvalue), warning
 
 
-def significance_mark(p_adjusted: float, warning: Any = None) -> str:
-    """``***`` / ``**`` / ``*`` for adjusted p below 0.001 / 0.01 / 0.05, ``†`` for a warning."""
+def significance_mark(p_adjusted: float, warning: Any = None, delta: float | None = None
+                      ) -> str:
+    """``***`` / ``**`` / ``*`` for adjusted p below 0.001 / 0.01 / 0.05, led by the direction
+    of the difference when ``delta`` is given (``▲``: the compared mean is higher, ``▼``:
+    lower), and ``†`` for a warning.
+
+    Examples
+    --------
+    >>> significance_mark(0.004, delta=-0.1), significance_mark(0.2, "few", delta=0.3)
+    ('▼**', '†')
+    """
     mark = ""
     if isinstance(p_adjusted, (int, float)) and not math.isnan(p_adjusted):
         mark = "***" if p_adjusted < 0.001 else "**" if p_adjusted < 0.01 else \
             "*" if p_adjusted < 0.05 else ""
+    if mark and delta is not None and not math.isnan(delta) and delta != 0:
+        mark = ("▲" if delta > 0 else "▼") + mark
     if isinstance(warning, str) and warning:
         mark += "†"
     return mark
@@ -203,9 +220,20 @@ class ComparisonTable:
         note = (f"Paired {TESTS[self.test]} on per-query differences, p adjusted by "
                 f"{CORRECTIONS[self.correction]} across the {len(self.table)} comparisons; "
                 f"delta = mean paired difference with its {self.level:.0%} paired-bootstrap "
-                f"interval; * p<0.05, ** p<0.01, *** p<0.001 (adjusted)")
+                f"interval; * p<0.05, ** p<0.01, *** p<0.001 (adjusted), ▲/▼ the compared "
+                f"mean higher/lower")
         if self.table["warning"].astype(bool).any():
-            note += "; † n too small for the test"
+            note += f"; † {SMALL_SAMPLE_CAUSE[self.test]}"
+        return note + "."
+
+    def marks_note(self) -> str:
+        """What the significance marks beside a results table mean (the test, the correction
+        and the marks; nothing about columns that table does not have)."""
+        note = (f"marks: paired {TESTS[self.test]}, p adjusted by {CORRECTIONS[self.correction]}"
+                f" across the {len(self.table)} comparisons; * p<0.05, ** p<0.01, *** p<0.001 "
+                f"(adjusted), ▲/▼ the mean higher/lower than the reference")
+        if self.table["warning"].astype(bool).any():
+            note += f"; † {SMALL_SAMPLE_CAUSE[self.test]}"
         return note + "."
 
     def _printable(self, digits: int) -> pd.DataFrame:
@@ -315,8 +343,8 @@ def compare_paired(per_query: pd.DataFrame, *, key: str, measures: Sequence[str]
     table["correction"] = correction
     table["p_adjusted"] = adjusted
     table["significant"] = table["p_adjusted"] < alpha
-    table["mark"] = [significance_mark(p, w) for p, w in zip(table["p_adjusted"],
-                                                             table["warning"])]
+    table["mark"] = [significance_mark(p, w, d) for p, w, d in zip(
+        table["p_adjusted"], table["warning"], table["delta"])]
     table = table[columns]
     notes = [f"{n} vs {r} on {m}: {w}" for n, r, m, w in
              zip(table["name"], table["reference"], table["measure"], table["warning"]) if w]
@@ -382,7 +410,28 @@ def subset_labels(metadata: pd.DataFrame, by: str, *, argument: str = "by") -> p
     if not isinstance(by, str) or by not in metadata.columns or by == "qid":
         raise ValueError(f"{argument} must be one of "
                          f"{[c for c in metadata.columns if c != 'qid']}, got {by!r}")
+    if len(metadata) and metadata[by].isna().all():
+        raise ValueError(f"{argument} {by!r}: no query of this trace has a {by} (nothing to "
+                         f"split by)")
     return pd.Series([f"{by}={v}" for v in metadata[by]], index=metadata["qid"].to_numpy())
+
+
+def subset_order(labels: Iterable[str]) -> list[str]:
+    """The distinct subset labels in a stable order: by value, numbers numerically
+    (``category=2`` before ``category=10``), whatever order the queries came in.
+
+    Examples
+    --------
+    >>> subset_order(["category=10", "category=2", "category=2", "session_id=b"])
+    ['category=2', 'category=10', 'session_id=b']
+    """
+    def key(label: str):
+        field, _, value = str(label).partition("=")
+        try:
+            return (field, 0, float(value), "")
+        except ValueError:
+            return (field, 1, 0.0, value)
+    return sorted(dict.fromkeys(labels), key=key)
 
 
 # ---------------------------------------------------------------------------- printed tables

@@ -29,11 +29,12 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from memlab.harness.counterfactual import RESCORABLE, rescore
-from memlab.harness.experiment import bootstrap_ci, progress_bar
+from memlab.harness.experiment import bootstrap_ci, judged_n, progress_bar
 from memlab.harness.measures import DEFAULT_MEASURES, Measure, check_measure_on, parse_measures
 from memlab.harness.replay import replay, resolve_config
 from memlab.harness.stats import (ComparisonTable, compare_paired, format_table_latex,
                                   format_table_markdown, query_metadata, select_queries,
+                                  subset_order,
                                   subset_labels)
 from memlab.harness.trace import Trace
 from memlab.surfacing.config import SurfacingConfig
@@ -81,7 +82,7 @@ def _run_point(trace: Trace, config: SurfacingConfig, mode: str, k: int,
                measures: list[str], seed: int, measure_on: str = "retrieved") -> pd.DataFrame:
     """One grid point's per-query metrics (module level, so process pools can pickle it)."""
     return replay(trace, config, mode=mode, k=k, measures=measures, seed=seed,
-                  record_candidates=False, measure_on=measure_on).metrics
+                  record_candidates=False, measure_on=measure_on, progress=False).metrics
 
 
 @dataclass
@@ -207,7 +208,7 @@ def sweep(trace: Trace, grid: Mapping[str, Sequence[Any]], *, base: Any = None,
             raise ValueError(f"counterfactual sweeps can vary only {list(RESCORABLE)}; "
                              f"{unknown} need replays")
         live = replay(trace, base, mode=mode, k=k, measures=measures, seed=seed,
-                      measure_on=measure_on)
+                      measure_on=measure_on, progress=progress and None)
         frames = [rescore(live, p, measures).metrics for p in points]
     elif executor == "serial":
         bar = progress_bar(len(configs), "sweep", progress)
@@ -241,7 +242,7 @@ def sweep(trace: Trace, grid: Mapping[str, Sequence[Any]], *, base: Any = None,
     subsets = None
     if labels is not None:
         parts = []
-        for label in dict.fromkeys(labels):
+        for label in subset_order(labels):
             chosen = [f[f["qid"].map(labels) == label] for f in per_query]
             parts.append(pd.DataFrame(_point_rows(points, chosen, measures, n_boot, seed)
                                       ).assign(subset=label))
@@ -261,6 +262,7 @@ def _point_rows(points: list[dict], frames: list[pd.DataFrame], measures: list[s
         row: dict[str, Any] = {"point": index, **{f"cfg_{key}": value
                                                   for key, value in point.items()}}
         row["queries"] = int(frame["qid"].nunique()) if len(frame) else 0
+        row["n"] = judged_n(frame, measures) if len(frame) else 0
         for m in measures:
             values = frame.loc[frame["measure"] == m, "value"].to_numpy()
             row[m] = float(values.mean()) if len(values) else math.nan

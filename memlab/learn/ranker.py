@@ -32,8 +32,8 @@ from memlab.harness.replay import ReplayResult, replay, resolve_config
 from memlab.harness.trace import Trace
 from memlab.surfacing.rerank import FEATURES, RankerModel, candidate_features
 from memlab.tuning.evaluate import rank_frame
-from memlab.tuning.search import (GROUP_BY, _check_categories, _question_frame, _t_interval,
-                                  grouped_folds)
+from memlab.tuning.search import (BOUNDS, GROUP_BY, _check_categories, _question_frame,
+                                  _t_interval, grouped_folds)
 
 __all__ = ["frame_features", "fit_ranker", "cv_ranker", "RankerCV", "KINDS"]
 
@@ -143,6 +143,18 @@ class RankerCV:
     models: list[RankerModel] = field(default_factory=list)
     split: list[list[str]] = field(default_factory=list)
 
+    def __repr__(self) -> str:
+        """One line: per measure the CV mean with its interval and the base's (the frames,
+        models and question lists are attributes)."""
+        parts = []
+        for row in self.table.to_dict("records"):
+            base = f" vs base {row['base_cv_mean']:.3f}" if "base_cv_mean" in row else ""
+            parts.append(f"{row['measure']} {row['cv_mean']:.3f} [{row['ci_low']:.3f}, "
+                         f"{row['ci_high']:.3f}]{base}")
+        kind = self.models[0].kind if self.models else "?"
+        return (f"RankerCV({kind}, {len(self.split)} folds, "
+                f"{sum(len(s) for s in self.split)} held-out questions: {'; '.join(parts)})")
+
 
 def cv_ranker(trace: Trace, *, base: Any = None, live: ReplayResult | None = None,
               kind: str = "logistic", measures: Iterable[str | Measure] = ("R@10", "MRR"),
@@ -216,7 +228,7 @@ def cv_ranker(trace: Trace, *, base: Any = None, live: ReplayResult | None = Non
     for m in measures:
         f = fold_frame[fold_frame["measure"] == str(m)]
         h = held_out[held_out["measure"] == str(m)]
-        low, high = _t_interval(f["score"].to_numpy())
+        low, high = _t_interval(f["score"].to_numpy(), bounds=BOUNDS)
         d_low, d_high = _t_interval((f["score"] - f["base_score"]).to_numpy())
         b_low, b_high = bootstrap_ci(h["value"].to_numpy(), seed=seed)
         rows.append({"measure": str(m), "cv_mean": float(f["score"].mean()), "ci_low": low,

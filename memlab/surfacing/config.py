@@ -424,14 +424,50 @@ def load_recipe_file(path: str | Path) -> SurfacingConfig:
         if data["format"] != RECIPE_FORMAT or not isinstance(data.get("config"), dict):
             raise ValueError(f"path {str(path)!r} must hold a {RECIPE_FORMAT!r} recipe with a "
                              f"'config' object, got format {data.get('format')!r}")
+        unknown = sorted(set(data) - set(RECIPE_KEYS), key=str)
+        if unknown:
+            raise ValueError(f"path {str(path)!r} holds unknown recipe key(s) {unknown} (a "
+                             f"recipe has {list(RECIPE_KEYS)})")
         data = data["config"]
     if not isinstance(data, dict):
         raise ValueError(f"path {str(path)!r} must hold a JSON object (a recipe or "
                          f"SurfacingConfig.to_dict() output), got {type(data).__name__}")
     try:
-        return SurfacingConfig.from_dict(data)
-    except TypeError as exc:
+        config = SurfacingConfig.from_dict(data)
+    except (ValueError, TypeError) as exc:
         raise ValueError(f"path {str(path)!r} is not a valid configuration: {exc}") from None
+    check_reranker_file(config, f"path {str(path)!r}")
+    return config
+
+
+RECIPE_KEYS = ("format", "name", "config", "provenance")
+
+
+def check_reranker_file(config: SurfacingConfig, where: str = "config") -> None:
+    """Read ``config``'s ranker file now (when its ``reranker`` is a ``*.json`` path), so a
+    missing or bad file is blamed on the recipe that names it, not on a trace mid-replay."""
+    if config.reranker is None or not config.reranker.endswith(".json"):
+        return
+    from memlab.surfacing.rerank import load_ranker
+    try:
+        load_ranker(config.reranker)
+    except ValueError as exc:
+        raise ValueError(f"{where}: its reranker {config.reranker!r} is not usable: "
+                         f"{exc}") from None
+
+
+def _recipe_in(folder: Path, name: str) -> Path | None:
+    """``<name>.json`` in ``folder``, the exact name first, else matched case-insensitively
+    (as built-in names are: ``DEFAULT``); None when absent."""
+    exact = folder / f"{name}.json"
+    if exact.is_file():
+        return exact
+    try:
+        matches = sorted(p for p in folder.iterdir()
+                         if p.name.lower() == f"{name}.json".lower() and p.is_file())
+    except OSError:
+        return None
+    return matches[0] if matches else None
 
 
 def get_recipe(name: str) -> SurfacingConfig:
@@ -448,18 +484,21 @@ def get_recipe(name: str) -> SurfacingConfig:
     >>> get_recipe("nope")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: recipe must be one of ['bm25', 'default', 'seed_compat'], a recipe file ...
+    memlab.errors.UnknownRecipeError: recipe must be one of ['bm25', 'default', 'seed_compat'], ...
     """
     if isinstance(name, str) and name in RECIPES:
         return RECIPES[name]
+    if isinstance(name, str) and name.lower() in RECIPES and not Path(name).exists():
+        return RECIPES[name.lower()]
     if isinstance(name, (str, Path)) and str(name).strip():
         path = Path(name)
         if path.suffix == ".json" and path.is_file():
             return load_recipe_file(path)
         if path.suffix != ".json" and path.name == str(name):  # a bare name: search the path
             for folder in recipe_search_path():
-                candidate = folder / f"{name}.json"
-                if candidate.is_file():
+                candidate = _recipe_in(folder, str(name))
+                if candidate is not None:
                     return load_recipe_file(candidate)
-    raise ValueError(f"recipe must be one of {sorted(RECIPES)}, a recipe file (*.json) or the "
+    from memlab.errors import UnknownRecipeError
+    raise UnknownRecipeError(f"recipe must be one of {sorted(RECIPES)}, a recipe file (*.json) or the "
                      f"name of one in {[str(p) for p in recipe_search_path()]}, got {name!r}")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -50,6 +50,14 @@ _RECORD_COLUMNS = ("source", "mandatory", "tokens") + SIGNAL_COLUMNS + TERM_COLU
 TIMING_ALIASES = {"relevance": "bm25", "select": "budget"}
 
 
+def _label(item: dict[str, Any], width: int = 60) -> str:
+    """A surfaced item's short label: its ``title`` metadata, else its content, one line."""
+    title = (item.get("metadata") or {}).get("title") if isinstance(item.get("metadata"),
+                                                                    dict) else None
+    text = " ".join(str(title or item.get("content") or item["item_id"]).split())
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 @dataclass
 class ContextRecord:
     """Everything one ``get_working_context`` call considered and decided.
@@ -76,6 +84,9 @@ class ContextRecord:
     timings_ms: dict[str, float]
     notes: dict[str, Any]
     now: str
+    # item_id -> a short label (the title metadata, else the content's first 60 characters) of
+    # the surfaced items only, so displays show what was surfaced, not ids (kept small)
+    labels: dict[str, str] = field(default_factory=dict)
 
     def _repr_html_(self) -> str:
         from memlab.harness.display import context_record_html; return context_record_html(self)  # noqa: E702,E501
@@ -209,5 +220,5 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
         requested_strategy=None if requested is None else requested.value,
         strategy_used=decision.strategy.value, implementation=impl_name, tokens_used=int(used),
         surfaced_ids=[it["item_id"] for it in items], candidates=columns, timings_ms=timings,
-        notes=notes, now=now.isoformat())
+        notes=notes, now=now.isoformat(), labels={it["item_id"]: _label(it) for it in items})
     return response, record

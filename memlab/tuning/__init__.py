@@ -9,9 +9,11 @@ configuration), the evaluators in :mod:`memlab.tuning.evaluate` and the plots in
 from memlab.tuning.evaluate import CounterfactualEvaluator, ReplayEvaluator, subtrace
 from memlab.tuning.plots import plot_history, plot_importance, plot_top_params, save_plots
 from memlab.tuning.search import (DEFAULT_SPACE, GROUP_BY, Param, TuneResult, cv_fixed,
-                                  grouped_folds, parse_space, score_holdout, tune)
+                                  grouped_folds, parse_space, score_holdout, tune,
+                                  check_disjoint_holdout)
 
 __all__ = ["tune", "cv_fixed", "TuneResult", "Param", "parse_space", "grouped_folds",
-           "score_holdout", "DEFAULT_SPACE", "GROUP_BY", "CounterfactualEvaluator",
+           "score_holdout", "check_disjoint_holdout", "DEFAULT_SPACE", "GROUP_BY",
+           "CounterfactualEvaluator",
            "ReplayEvaluator", "subtrace", "plot_history", "plot_importance", "plot_top_params",
            "save_plots"]

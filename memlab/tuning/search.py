@@ -182,11 +182,15 @@ class TuneResult:
 
     ``config``: the chosen configuration (searched on every question). ``cv``: the CV estimate
     (one row: ``measure``, ``cv_mean`` = mean of held-out fold scores, ``ci_low``/``ci_high``
-    its 95 % Student-t interval over the folds, ``boot_low``/``boot_high`` a bootstrap interval
+    its 95 % Student-t interval over the folds (clipped to the measure's range [0, 1]),
+    ``boot_low``/``boot_high`` a bootstrap interval
     over the pooled held-out questions, ``folds``, ``in_sample`` = the chosen configuration on
     every question it was searched on, labelled as such). ``folds``: per fold its held-out
     ``score``, the ``search_score`` on the other folds, question counts and the chosen
-    parameters. ``trials``: every trial (``study`` = fold number or ``"final"``). ``held_out``:
+    parameters, and ``base_score``: the base configuration on the same held-out fold (the
+    ``cv`` row's ``base_cv_mean``, ``diff_mean`` = mean over folds of tuned minus base, and
+    ``diff_ci_low``/``diff_ci_high`` its 95 % t-interval; ``base_in_sample`` = the base on every
+    question). ``trials``: every trial (``study`` = fold number or ``"final"``). ``held_out``:
     per-question held-out values. ``importance``: the final search's parameter importances.
     ``audit``: every question set each evaluator was asked about (the leakage test's record).
     """
@@ -202,6 +206,16 @@ class TuneResult:
     audit: pd.DataFrame
     manifest: dict[str, Any] = field(default_factory=dict)
     holdout: pd.DataFrame | None = None
+
+    def __repr__(self) -> str:
+        """One line: the measure, the CV estimate with its interval, the base's, and the
+        chosen parameters (the frames are attributes)."""
+        cv = self.cv.iloc[0]
+        params = ", ".join(f"{k}={_short_value(v)}" for k, v in self.best_params.items())
+        base = f", base {cv['base_cv_mean']:.3f}" if "base_cv_mean" in cv else ""
+        return (f"TuneResult({self.measure} CV {cv['cv_mean']:.3f} [{cv['ci_low']:.3f}, "
+                f"{cv['ci_high']:.3f}]{base}, {cv['folds']} folds, in-sample "
+                f"{cv['in_sample']:.3f}; {params})")
 
     def recipe(self) -> dict[str, Any]:
         """The chosen configuration as a recipe file's content, with its provenance."""
@@ -219,17 +233,31 @@ class TuneResult:
         return path
 
 
+def _short_value(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else repr(value)
+
+
 def _jsonable(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
 
 
-def _t_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+def _t_interval(values: np.ndarray, level: float = 0.95,
+                bounds: tuple[float, float] | None = None) -> tuple[float, float]:
+    """Student-t interval of the mean; with ``bounds`` (a bounded measure's range, e.g. (0, 1)
+    for every relevance measure) clipped to it: with a handful of folds the symmetric t
+    interval can run past what the measure can take ([0.897, 1.038] for R@10)."""
     values = np.asarray(values, dtype=float)
     if len(values) < 2:
         return math.nan, math.nan
     half = stats.t.ppf(0.5 + level / 2, len(values) - 1) * values.std(ddof=1) / math.sqrt(
         len(values))
-    return float(values.mean() - half), float(values.mean() + half)
+    low, high = float(values.mean() - half), float(values.mean() + half)
+    if bounds is not None:
+        low, high = max(low, bounds[0]), min(high, bounds[1])
+    return low, high
+
+
+BOUNDS = (0.0, 1.0)  # every relevance measure (R@k, P@k, nDCG@k, MRR, Hit@k) lies in [0, 1]
 
 
 def _question_frame(trace: Trace, categories: set | None) -> pd.DataFrame:
@@ -263,8 +291,8 @@ def _check_common(trace, measure, folds, n_trials, group_by, seed):
         raise ValueError(f"n_trials must be an integer >= 1, got {n_trials!r}")
     if group_by not in GROUP_BY:
         raise ValueError(f"group_by must be one of {list(GROUP_BY)}, got {group_by!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     return measure
 
 
@@ -349,6 +377,8 @@ def tune(trace: Trace, space: Mapping[str, Any] | None = None, *, base: Any = No
         raise ValueError(f"name must be a non-empty string, got {name!r}")
     if holdout is not None and not isinstance(holdout, Trace):
         raise ValueError(f"holdout must be a Trace, got {type(holdout).__name__}")
+    if holdout is not None:
+        check_disjoint_holdout(trace, holdout)
     params = parse_space(DEFAULT_SPACE if space is None else space, base)
     counterfactual = all(p.name in RESCORABLE for p in params)
     categories = _check_categories(categories)
@@ -414,12 +444,28 @@ def tune(trace: Trace, space: Mapping[str, Any] | None = None, *, base: Any = No
     fold_frame = pd.DataFrame(fold_rows)
     held_out = pd.concat(held, ignore_index=True)
     scores = fold_frame["score"].to_numpy()
-    low, high = _t_interval(scores)
+    low, high = _t_interval(scores, bounds=BOUNDS)
     boot_low, boot_high = bootstrap_ci(held_out["value"].to_numpy(), seed=seed)
+    # the base on the same folds (one replay of the whole trace under ``base``; the
+    # counterfactual path's ``live`` is that replay): paired per fold against the tuned scores
+    base_metrics = (live if counterfactual else replay(
+        trace, base, mode=mode, k=k, measures=[str(measure)], seed=seed,
+        record_candidates=False, measure_on=measure_on, analyzer=analyzer,
+        progress=False)).metrics
+    base_values = base_metrics[base_metrics["measure"] == str(measure)].set_index("qid")[
+        "value"]
+    fold_frame["base_score"] = [float(base_values.reindex(test).fillna(0.0).mean())
+                                for test in split]
+    diffs = scores - fold_frame["base_score"].to_numpy()
+    diff_low, diff_high = _t_interval(diffs)
+    in_sample_base = float(base_values.reindex(all_qids).fillna(0.0).mean())
     cv = pd.DataFrame([{"measure": str(measure), "cv_mean": float(scores.mean()),
                         "ci_low": low, "ci_high": high, "boot_low": boot_low,
                         "boot_high": boot_high, "folds": folds, "group_by": group_by,
-                        "questions": len(held_out), "in_sample": float(final.best_value)}])
+                        "questions": len(held_out), "in_sample": float(final.best_value),
+                        "base_cv_mean": float(fold_frame["base_score"].mean()),
+                        "diff_mean": float(diffs.mean()), "diff_ci_low": diff_low,
+                        "diff_ci_high": diff_high, "base_in_sample": in_sample_base}])
     importance = _importance(final, params, seed)
     manifest = {"trace": {"name": trace.name, "hash": trace.hash(),
                           "queries": len(trace.queries)},
@@ -439,6 +485,37 @@ def tune(trace: Trace, space: Mapping[str, Any] | None = None, *, base: Any = No
                                        measure_on=measure_on, analyzer=analyzer,
                                        categories=categories, seed=seed)
     return result
+
+
+def _question_keys(trace: Trace) -> set[tuple]:
+    """Each question's identity: (workspace, qid, query text). Query ids alone are not enough
+    (every synthetic trace numbers its questions q0, q1, ...)."""
+    return {(event.get("workspace_id", trace.workspace_id), event.get("qid"),
+             event.get("query")) for event in trace.queries}
+
+
+def check_disjoint_holdout(trace: Trace, holdout: Trace) -> None:
+    """Refuse a ``holdout`` that is the searched ``trace`` or shares questions with it: its
+    score would be in-sample, not held out (ValueError naming ``holdout``).
+
+    Examples
+    --------
+    >>> from memlab.datasets.synthetic import synthetic_trace
+    >>> check_disjoint_holdout(synthetic_trace(50, 10), synthetic_trace(50, 10))
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: holdout is the trace searched on (same hash ...): its score would be ...
+    """
+    if holdout.hash() == trace.hash():
+        raise ValueError(f"holdout is the trace searched on (same hash {trace.hash()[:12]}...): "
+                         f"its score would be in-sample, not held out")
+    shared = _question_keys(trace) & _question_keys(holdout)
+    if shared:
+        qids = sorted(str(q[1]) for q in shared)
+        raise ValueError(f"holdout shares {len(shared)} questions with the trace searched on "
+                         f"(e.g. {', '.join(qids[:3])}): their scores would be in-sample, not "
+                         f"held out")
 
 
 def score_holdout(trace: Trace, config: SurfacingConfig, measure: Measure | str, *, k: int = 20,
@@ -566,7 +643,7 @@ def cv_fixed(trace: Trace, config: Any = None, *, measure: str | Measure = "R@10
     split = grouped_folds(_groups(questions, group_by), folds, seed)
     values = result.metrics.set_index("qid")["value"]
     scores = np.array([values.reindex(f).mean() for f in split])
-    low, high = _t_interval(scores)
+    low, high = _t_interval(scores, bounds=BOUNDS)
     pooled = values.reindex(questions["qid"]).dropna().to_numpy()
     boot_low, boot_high = bootstrap_ci(pooled, seed=seed)
     return pd.DataFrame([{"measure": str(measure), "cv_mean": float(scores.mean()),
