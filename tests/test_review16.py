@@ -276,7 +276,7 @@ def test_tune_plots_name_the_trace_n_and_in_sample_and_are_not_blank(tmp_path):
 def test_importance_plot_of_a_flat_objective_says_so(tmp_path):
     import sys
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
-    from test_issue16_figures import check_pixels, written_png
+    from test_issue16_figures import written_png
     # two fields that change nothing here: every trial scores the same
     out, (_, fig, _) = _tune_figures({"pin_boost_factor": (0.1, 3.0),
                                       "anchor_boost": (0.5, 3.0)})

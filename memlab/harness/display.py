@@ -1,8 +1,9 @@
 """Rich display for notebooks: ``_repr_html_`` and concise ``__repr__`` of memlab's results.
 
-Classes elsewhere (``ContextRecord``, ``ReplayResult``, ``ExperimentResult``, ``SweepResult``,
-``SurfacingConfig``, ``ComparisonTable``) delegate here with one line and a lazy import, so the
-rendering lives in one module and the classes' modules stay free of it. The HTML is plain
+The harness's classes (``ReplayResult``, ``ExperimentResult``, ``SweepResult``,
+``ComparisonTable``) delegate here with one line and a lazy import; ``SurfacingConfig`` and
+``ContextRecord`` delegate to :mod:`memlab.surfacing.display` (below the harness), whose
+functions this module re-exports. The HTML is plain
 (pandas' ``DataFrame.to_html`` and inline-styled ``<div>`` score bars): no jinja2, no widgets,
 and it renders the same in JupyterLab, VS Code and a static nbconvert export.
 
@@ -17,49 +18,22 @@ True
 
 from __future__ import annotations
 
-import html
 import math
 from typing import Any
 
-import numpy as np
 import pandas as pd
+
+from memlab.harness.stats import (bootstrap_ci, compare_paired, comparison_html, interval_text,
+                                  subset_order)
+from memlab.surfacing import display as _surfacing
+from memlab.surfacing.config import DEFAULT
+from memlab.surfacing.display import (_STYLE, _e, _table_html, context_record_html,
+                                      context_record_repr, score_bar)
 
 __all__ = ["config_diff", "config_html", "config_repr", "context_record_html",
            "context_record_repr", "replay_html", "replay_repr", "experiment_html",
            "experiment_repr", "experiment_printable", "sweep_html", "sweep_repr",
            "sweep_printable", "comparison_html", "score_bar", "point_label"]
-
-_STYLE = ("<style>.memlab-t td,.memlab-t th{padding:2px 6px;text-align:left}"
-          ".memlab-note{color:#555;font-size:90%}</style>")
-# the memlab palette (Okabe–Ito, colour-blind safe); kept in step with plots.PALETTE
-_BAR_SURFACED, _BAR_DROPPED = "#0072B2", "#BBBBBB"
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value))
-
-
-def score_bar(value: float, top: float, surfaced: bool = True, width_px: int = 120) -> str:
-    """An inline HTML bar of ``value`` on a scale whose full width is ``top``.
-
-    Examples
-    --------
-    >>> 'width:60px' in score_bar(0.5, 1.0)
-    True
-    """
-    fraction = 0.0 if not top or not np.isfinite(value) else max(0.0, min(1.0, value / top))
-    colour = _BAR_SURFACED if surfaced else _BAR_DROPPED
-    return (f'<div style="display:inline-block;width:{round(fraction * width_px)}px;height:10px;'
-            f'background:{colour};vertical-align:middle"></div> '
-            f'<span style="font-family:monospace">{value:.3f}</span>')
-
-
-def _table_html(frame: pd.DataFrame, escape: bool = True) -> str:
-    return frame.to_html(index=False, escape=escape, classes="memlab-t", border=0,
-                         na_rep="–", float_format=lambda v: f"{v:.3f}")
-
-
-# ---------------------------------------------------------------------------- SurfacingConfig
 
 
 def config_diff(config, reference=None) -> dict[str, tuple[Any, Any]]:
@@ -72,111 +46,17 @@ def config_diff(config, reference=None) -> dict[str, tuple[Any, Any]]:
     >>> config_diff(DEFAULT.replace(centrality_weight=0.25))
     {'centrality_weight': (0.5, 0.25)}
     """
-    from memlab.surfacing.config import DEFAULT
-
-    reference = DEFAULT if reference is None else reference
-    mine, theirs = _flat(config.to_dict()), _flat(reference.to_dict())
-    diff = {key: (theirs.get(key), mine.get(key)) for key in sorted(set(mine) | set(theirs))
-            if mine.get(key) != theirs.get(key)}
-    for stage in ("dense", "ppr", "spreading"):  # a stage on one side only: one entry
-        a, b = getattr(reference, stage), getattr(config, stage)
-        if (a is None) != (b is None):
-            diff = {k: v for k, v in diff.items() if not k.startswith(stage + ".")}
-            diff[stage] = (None if a is None else "configured", None if b is None
-                           else "configured")
-    return dict(sorted(diff.items()))
-
-
-def _flat(data: dict, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if key in ("spreading", "ppr", "dense") and isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
-def _stage_fields(config, diff: dict) -> dict:
-    """A stage configured here but not in the reference (``"dense": (None, "configured")``)
-    shown by its fields (``dense.weight`` …), so a repr says what the stage is."""
-    out, stages = {}, {}
-    for key, value in diff.items():
-        stage = getattr(config, key, None) if key in ("dense", "ppr", "spreading") else None
-        if value[1] == "configured" and stage is not None:
-            for name, v in stage.to_dict().items() if hasattr(stage, "to_dict") else \
-                    vars(stage).items():
-                if v is not None:
-                    stages[f"{key}.{name}"] = (None, v)
-        else:
-            out[key] = value
-    return {**out, **stages}  # the plain fields first, then the stage's
+    return _surfacing.config_diff(config, DEFAULT if reference is None else reference)
 
 
 def config_repr(config) -> str:
-    diff = config_diff(config)
-    if not diff:
-        return f"SurfacingConfig({config.name!r}, = DEFAULT)"
-    diff = _stage_fields(config, diff)
-    shown = ", ".join(f"{k}={v[1]!r}" for k, v in list(diff.items())[:6])
-    more = f", … {len(diff) - 6} more" if len(diff) > 6 else ""
-    return f"SurfacingConfig({config.name!r}, vs DEFAULT: {shown}{more})"
+    """One line: the recipe's name and its fields that differ from ``DEFAULT``."""
+    return _surfacing.config_repr(config, DEFAULT)
 
 
 def config_html(config) -> str:
-    diff = config_diff(config)
-    head = f"<b>SurfacingConfig</b> <code>{_e(config.name)}</code>"
-    if not diff:
-        return f"{_STYLE}<div>{head}: identical to <code>DEFAULT</code></div>"
-    frame = pd.DataFrame([{"field": k, "DEFAULT": _short(a), "this": _short(b)}
-                          for k, (a, b) in diff.items()])
-    return (f"{_STYLE}<div>{head}: {len(diff)} field(s) differ from <code>DEFAULT</code>"
-            f"{_table_html(frame)}</div>")
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-# ---------------------------------------------------------------------------- ContextRecord
-
-
-def context_record_repr(record) -> str:
-    return (f"ContextRecord({record.query!r:.50}, strategy={record.strategy_used!r}, "
-            f"surfaced={len(record.surfaced_ids)}/{len(record.candidates.get('item_id', []))} "
-            f"candidates, tokens={record.tokens_used}, "
-            f"{record.timings_ms.get('total', math.nan):.1f} ms)")
-
-
-def _candidate_rows(frame: pd.DataFrame, top: int, labels: dict | None = None) -> pd.DataFrame:
-    frame = frame.sort_values("rank").head(top)
-    best = float(frame["score"].max()) if len(frame) else 1.0
-    out = pd.DataFrame({
-        "rank": frame["rank"].to_numpy(),
-        "item": [_e((labels or {}).get(i, i)) for i in frame["item_id"]],
-        "surfaced": ["✓" if s else "" for s in frame["surfaced"]],
-        "score": [score_bar(float(v), best, bool(s)) for v, s in
-                  zip(frame["score"], frame["surfaced"])],
-        "drop reason": [_e(r) if isinstance(r, str) and r else "" for r in
-                        frame["drop_reason"]]})
-    if "gold" in frame:
-        out.insert(2, "gold", ["★" if g > 0 else "" for g in frame["gold"]])
-    return out
-
-
-def context_record_html(record, top: int = 15) -> str:
-    frame = pd.DataFrame(record.candidates)
-    head = (f"<b>ContextRecord</b> “{_e(record.query)}” → <code>{_e(record.strategy_used)}"
-            f"</code> ({_e(record.recipe)}, {_e(record.mode)}), {len(record.surfaced_ids)} "
-            f"surfaced of {len(frame)} candidates, {record.tokens_used} tokens, "
-            f"{record.timings_ms.get('total', math.nan):.1f} ms")
-    if frame.empty:
-        return f"{_STYLE}<div>{head}</div>"
-    rows = _candidate_rows(frame, top, getattr(record, "labels", None))
-    more = f"<div class='memlab-note'>top {top} of {len(frame)} shown</div>" \
-        if len(frame) > top else ""
-    return f"{_STYLE}<div>{head}{_table_html(rows, escape=False)}{more}</div>"
+    """The fields that differ from ``DEFAULT`` as an HTML table."""
+    return _surfacing.config_html(config, DEFAULT)
 
 
 # ---------------------------------------------------------------------------- ReplayResult
@@ -192,7 +72,6 @@ def replay_repr(result) -> str:
 
 
 def replay_html(result, n_boot: int = 1000, seed: int = 0) -> str:
-    from memlab.harness.experiment import bootstrap_ci
 
     name = result.manifest.get("trace", {}).get("name", "?")
     recipe = result.manifest.get("config", {}).get("name", "?")
@@ -216,7 +95,6 @@ def replay_html(result, n_boot: int = 1000, seed: int = 0) -> str:
 
 
 def _mean_ci(row, label: str, digits: int) -> str:
-    from memlab.harness.stats import interval_text
     return interval_text(row.get(label, math.nan), row.get(f"{label} ci_low", math.nan),
                          row.get(f"{label} ci_high", math.nan), digits)
 
@@ -252,7 +130,6 @@ def subset_printable(result, digits: int = 3) -> list[tuple[str, pd.DataFrame, s
     """Per subset (in :func:`~memlab.harness.stats.subset_order`): its label, its table as
     text cells (name, n, mean [95% CI] + marks from the subset's own paired comparisons
     against the baseline) and the marks' note."""
-    from memlab.harness.stats import compare_paired, subset_order
     if result.subsets is None:
         return []
     out = []
@@ -299,12 +176,6 @@ def experiment_html(result) -> str:
         cells = result.subsets[["subset", "name", "n", *result.measures]]
         parts += ["<b>Per subset</b>", _table_html(cells)]
     return "".join(parts) + "</div>"
-
-
-def comparison_html(table, style: bool = True) -> str:
-    frame = table._printable(3)
-    return (_STYLE if style else "") + _table_html(frame) + \
-        f"<div class='memlab-note'>{_e(table.footnote())}</div>"
 
 
 # ---------------------------------------------------------------------------- sweeps

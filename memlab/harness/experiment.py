@@ -19,7 +19,7 @@ from scipy import stats
 
 from memlab.harness.measures import DEFAULT_MEASURES, Measure, check_measure_on, parse_measures
 from memlab.harness.replay import ReplayResult, replay, resolve_config
-from memlab.harness.stats import (ComparisonTable, compare_paired, format_table_latex,
+from memlab.harness.stats import (ComparisonTable, bootstrap_ci, compare_paired, format_table_latex,
                                   format_table_markdown, query_metadata, select_queries,
                                   subset_order,
                                   subset_labels)
@@ -28,26 +28,6 @@ from memlab.harness.trace import Trace
 __all__ = ["Experiment", "run_experiment", "ExperimentResult", "bootstrap_ci", "paired_tests",
            "judged_n",
            "run_spec", "progress_bar"]
-
-
-def bootstrap_ci(values: np.ndarray, *, n_boot: int = 1000, seed: int = 0,
-                 level: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean (NaN, NaN for fewer than two values).
-
-    Examples
-    --------
-    >>> low, high = bootstrap_ci(np.array([0.0, 1.0, 1.0, 0.0, 1.0]), seed=1)
-    >>> 0.0 <= low < 0.6 < high <= 1.0
-    True
-    """
-    values = np.asarray(values, dtype=float)
-    if len(values) < 2:
-        return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    means = values[rng.integers(0, len(values), size=(n_boot, len(values)))].mean(axis=1)
-    tail = (1.0 - level) / 2.0 * 100.0
-    low, high = np.percentile(means, [tail, 100.0 - tail])
-    return float(low), float(high)
 
 
 def judged_n(frame: pd.DataFrame, measures: Iterable[Measure | str]) -> int:

@@ -34,7 +34,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-__all__ = ["holm", "benjamini_hochberg", "adjust_pvalues", "paired_bootstrap_ci", "paired_test",
+from memlab.surfacing.display import _STYLE, _e, _table_html
+
+__all__ = ["bootstrap_ci", "comparison_html", "holm", "benjamini_hochberg", "adjust_pvalues", "paired_bootstrap_ci", "paired_test",
            "compare_paired", "ComparisonTable", "SmallSampleWarning", "CORRECTIONS", "TESTS",
            "MIN_PAIRS", "query_metadata", "select_queries", "subset_labels", "significance_mark",
            "subset_order", "SMALL_SAMPLE_CAUSE",
@@ -110,6 +112,26 @@ def check_choice(argument: str, value: Any, choices: Iterable[str]) -> str:
     return value
 
 
+def bootstrap_ci(values: np.ndarray, *, n_boot: int = 1000, seed: int = 0,
+                 level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean (NaN, NaN for fewer than two values).
+
+    Examples
+    --------
+    >>> low, high = bootstrap_ci(np.array([0.0, 1.0, 1.0, 0.0, 1.0]), seed=1)
+    >>> 0.0 <= low < 0.6 < high <= 1.0
+    True
+    """
+    values = np.asarray(values, dtype=float)
+    if len(values) < 2:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, len(values), size=(n_boot, len(values)))].mean(axis=1)
+    tail = (1.0 - level) / 2.0 * 100.0
+    low, high = np.percentile(means, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
 def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float], *, n_boot: int = 1000,
                         seed: int = 0, level: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap interval of ``mean(a - b)``, pairs resampled together.
@@ -125,14 +147,7 @@ def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float], *, n_boot: int =
         raise ValueError(f"a and b must be paired (same length), got {len(a)} and {len(b)}")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
-    diff = a - b
-    if len(diff) < 2:
-        return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    means = diff[rng.integers(0, len(diff), size=(n_boot, len(diff)))].mean(axis=1)
-    tail = (1.0 - level) / 2.0 * 100.0
-    low, high = np.percentile(means, [tail, 100.0 - tail])
-    return float(low), float(high)
+    return bootstrap_ci(a - b, n_boot=n_boot, seed=seed, level=level)
 
 
 def paired_test(a: Sequence[float], b: Sequence[float], test: str = "wilcoxon"
@@ -256,7 +271,6 @@ class ComparisonTable:
         return format_table_latex(self._printable(digits), caption or self.footnote())
 
     def _repr_html_(self) -> str:
-        from memlab.harness.display import comparison_html
         return comparison_html(self)
 
     def __repr__(self) -> str:
@@ -477,3 +491,10 @@ def _latex_cell(text: str) -> str:
                     "<": r"$<$", ">": r"$>$", "~": r"\textasciitilde{}",
                     "^": r"\textasciicircum{}"}.get(ch, ch))
     return "".join(out)
+
+
+def comparison_html(table: ComparisonTable, style: bool = True) -> str:
+    """A comparison table as HTML, with its footnote (test, correction, marks)."""
+    frame = table._printable(3)
+    return (_STYLE if style else "") + _table_html(frame) + \
+        f"<div class='memlab-note'>{_e(table.footnote())}</div>"

@@ -18,7 +18,6 @@ it. Needs the ``learn`` extra.
 
 from __future__ import annotations
 
-import math
 import platform
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence

@@ -297,10 +297,10 @@ class SurfacingConfig:
         return dict(self.strategies)[strategy]
 
     def _repr_html_(self) -> str:
-        from memlab.harness.display import config_html; return config_html(self)  # noqa: E702
+        from memlab.surfacing.display import config_html; return config_html(self, DEFAULT)  # noqa: E702,E501
 
     def __repr__(self) -> str:
-        from memlab.harness.display import config_repr; return config_repr(self)  # noqa: E702
+        from memlab.surfacing.display import config_repr; return config_repr(self, DEFAULT)  # noqa: E702,E501
 
     def replace(self, **changes: Any) -> "SurfacingConfig":
         """A copy with ``changes`` applied (validated). Unknown names raise ValueError."""

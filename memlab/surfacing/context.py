@@ -89,10 +89,10 @@ class ContextRecord:
     labels: dict[str, str] = field(default_factory=dict)
 
     def _repr_html_(self) -> str:
-        from memlab.harness.display import context_record_html; return context_record_html(self)  # noqa: E702,E501
+        from memlab.surfacing.display import context_record_html; return context_record_html(self)  # noqa: E702,E501
 
     def __repr__(self) -> str:
-        from memlab.harness.display import context_record_repr; return context_record_repr(self)  # noqa: E702,E501
+        from memlab.surfacing.display import context_record_repr; return context_record_repr(self)  # noqa: E702,E501
 
     def candidates_frame(self):
         """The candidates as a pandas DataFrame (one row per candidate, rank order)."""
