@@ -37,3 +37,19 @@ def seed_router(store, clock):
 @pytest.fixture
 def legacy(store, clock):
     return Memory(store=store, workspace_id="ws-a", surfacing_mode="legacy", clock=clock)
+
+
+@pytest.fixture
+def data_root(tmp_path):
+    """The fixtures laid out as the shared data (locomo/ and hipporag/)."""
+    import shutil
+
+    from memlab.datasets import FIXTURES_DIR
+    root = tmp_path / "data"
+    (root / "locomo").mkdir(parents=True)
+    (root / "hipporag").mkdir()
+    shutil.copy(FIXTURES_DIR / "locomo_sample.json", root / "locomo" / "locomo_dev.json")
+    shutil.copy(FIXTURES_DIR / "hipporag_sample.json", root / "hipporag" / "musique_train.json")
+    shutil.copy(FIXTURES_DIR / "hipporag_sample_corpus.json",
+                root / "hipporag" / "musique_train_corpus.json")
+    return root

@@ -2,12 +2,10 @@
 comparisons with the correction named, small-n warnings on stderr, output within 100 columns."""
 
 import re
-import shutil
 
 import pytest
 
 from memlab.cli import main
-from memlab.datasets import FIXTURES_DIR
 
 
 def widest(text: str) -> int:
@@ -16,17 +14,6 @@ def widest(text: str) -> int:
     return max(len(line) for line in text.splitlines() if not line.startswith("wrote "))
 
 
-@pytest.fixture
-def data_root(tmp_path):
-    """The fixtures laid out as the shared data (locomo/ and hipporag/)."""
-    root = tmp_path / "data"
-    (root / "locomo").mkdir(parents=True)
-    (root / "hipporag").mkdir()
-    shutil.copy(FIXTURES_DIR / "locomo_sample.json", root / "locomo" / "locomo_dev.json")
-    shutil.copy(FIXTURES_DIR / "hipporag_sample.json", root / "hipporag" / "musique_train.json")
-    shutil.copy(FIXTURES_DIR / "hipporag_sample_corpus.json",
-                root / "hipporag" / "musique_train_corpus.json")
-    return root
 
 
 def test_eval_prints_intervals_and_per_category_tables_within_100_columns(data_root, tmp_path,

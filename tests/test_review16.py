@@ -115,20 +115,6 @@ def test_experiment_and_sweep_n_counts_judged_queries():
     assert swept.table["n"].tolist() == [3, 3]
 
 
-@pytest.fixture
-def data_root(tmp_path):
-    """The fixtures laid out as the shared data (locomo/ and hipporag/)."""
-    import shutil
-
-    from memlab.datasets import FIXTURES_DIR
-    root = tmp_path / "data"
-    (root / "locomo").mkdir(parents=True)
-    (root / "hipporag").mkdir()
-    shutil.copy(FIXTURES_DIR / "locomo_sample.json", root / "locomo" / "locomo_dev.json")
-    shutil.copy(FIXTURES_DIR / "hipporag_sample.json", root / "hipporag" / "musique_train.json")
-    shutil.copy(FIXTURES_DIR / "hipporag_sample_corpus.json",
-                root / "hipporag" / "musique_train_corpus.json")
-    return root
 
 
 # 5. the LoCoMo block is labelled from the filter actually applied

@@ -167,20 +167,18 @@ class CandidateTable:
                 values.flags.writeable = False  # the common case, inline: a stage's new array
             else:
                 columns[name] = _frozen(values, n, name)
-        # the per-call cost matters (a stage boundary per stage per query): copy, then update
-        out = object.__new__(CandidateTable)
-        d = out.__dict__
-        d.update(self.__dict__)
-        d.update(columns if _RESERVED.isdisjoint(columns) else
-                 {k: v for k, v in columns.items() if k not in _RESERVED})
-        d["_columns"] = {**self._columns, **columns}
-        return out
+        return self._copy_with(columns, None)
 
     def _with(self, columns: dict[str, np.ndarray], attrs: Mapping[str, Any] | None = None
               ) -> "CandidateTable":
         """with_columns for a stage's own fresh arrays (frozen here, not checked) and attrs."""
         for values in columns.values():
             values.flags.writeable = False
+        return self._copy_with(columns, attrs)
+
+    def _copy_with(self, columns: dict[str, np.ndarray], attrs: Mapping[str, Any] | None
+                   ) -> "CandidateTable":
+        # the per-call cost matters (a stage boundary per stage per query): copy, then update
         out = object.__new__(CandidateTable)
         d = out.__dict__
         d.update(self.__dict__)
