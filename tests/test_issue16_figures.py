@@ -1,6 +1,7 @@
 """Issue 16: every plot helper's figure is checked, not just run: the written PNG's size, its
 pixels (not blank, the memlab palette present), and its title, labels and legend."""
 
+import copy
 import io
 
 import numpy as np
@@ -142,8 +143,16 @@ def test_stage_latency_png_nested_stages_title_and_log_axis(live, tmp_path):
                 break
             block.append(tick)
         assert f"└ {child} (in {parent}, n={ran[child]})" in block
+    # pipeline order: a phase subtotal where its stages ran (after retrieval, before the budget)
+    at = {t.split(" ")[0]: i for i, t in enumerate(ticks)}
+    assert at["bm25"] < at["strategy_expand"] < at["signals"] < at["strategy_adjust"] \
+        < at["composite"] < at["budget"]
     # the deprecated alias keys (relevance = bm25, select = budget) are not drawn twice
     assert not any(t.startswith(("relevance ", "select ")) for t in ticks)
+    # whatever order the frame's columns are in (a record lists a key when a query first ran it)
+    shuffled = copy.copy(live)
+    shuffled.decisions = live.decisions[live.decisions.columns[::-1]]
+    assert [t.get_text() for t in plot_stage_latency(shuffled).axes[0].get_yticklabels()] == ticks
     assert ran["spread"] < len(live.decisions)
     values = [p.get_width() for p in ax.patches if p.get_width() > 0]
     assert ax.get_xscale() == ("log" if max(values) / min(values) > 100 else "linear")

@@ -28,7 +28,8 @@ from memlab.harness.sweep import SweepResult
 from memlab.surfacing.composite import TERM_COLUMNS
 from memlab.surfacing.context import TIMING_ALIASES
 from memlab.surfacing.stages import STAGES
-from memlab.surfacing.stages.base import PHASE_TIMINGS
+from memlab.surfacing.stages.base import PHASE_TIMINGS, PHASES
+from memlab.surfacing.strategies import STRATEGIES
 
 __all__ = ["plot_score_breakdown", "plot_stage_latency", "plot_strategy_mix",
            "plot_measure_vs_parameter", "InlineFigure", "TERM_COLOURS", "PALETTE", "STYLE",
@@ -55,6 +56,25 @@ def nested_stages() -> dict[str, str]:
               if cls.phase in PHASE_TIMINGS}
     nested["query_embedding"] = "dense"
     return nested
+
+
+def _pipeline_rank(name: str) -> tuple[int, int]:
+    """Where a timing key runs in the pipeline: routing, then the phases in order (a phase's
+    subtotal with its stages, in the order the built-in strategies run them), then unknown keys,
+    then the response."""
+    if name == "route":
+        return -1, 0
+    if name == "respond":
+        return len(PHASES) + 1, 0
+    phase = {total: phase for phase, total in PHASE_TIMINGS.items()}.get(name)
+    if phase is None and name in STAGES:
+        phase = STAGES[name].phase
+    if name == "query_embedding":
+        phase, name = "retrieve", "dense"
+    known = list(dict.fromkeys(stage.name for pipeline in STRATEGIES.values()
+                               for stage in pipeline))
+    within = known.index(name) if name in known else len(known)
+    return (PHASES.index(phase) if phase is not None else len(PHASES)), within
 
 
 # the built-in stages' nesting (nested_stages() also knows stages registered later)
@@ -270,10 +290,16 @@ def plot_stage_latency(result: ReplayResult, percentiles: Iterable[float] = (50,
     names = [n for n in names if TIMING_ALIASES.get(n) not in names]
     # pipeline order, each nested stage right under its parent (siblings in pipeline order)
     parent_of = {n: p for n, p in nested_stages().items() if n in names and p in names}
-    order = [n for n in names if n not in parent_of]
-    for parent in [n for n in order if n in parent_of.values()]:
-        at = order.index(parent) + 1
-        order[at:at] = [n for n in names if parent_of.get(n) == parent]
+    # pipeline order (records list a stage's key when a query first ran it, so a frame's
+    # column order is not it), a parent drawn where its first child ran, children right under it
+    names = sorted(names, key=_pipeline_rank)
+    order: list[str] = []
+    for n in names:
+        parent = parent_of.get(n)
+        if parent is None and n not in parent_of.values():
+            order.append(n)
+        elif parent is not None and parent not in order:
+            order += [parent] + [c for c in names if parent_of.get(c) == parent]
     table = {n: [float(np.percentile(ran[f"{n}_ms"], p)) for p in percentiles] for n in names}
     fig = _figure(figsize=(9.5, 0.42 * len(order) + 1.4))
     ax = fig.add_subplot()
