@@ -242,6 +242,16 @@ def _measures(names: list[str] | None) -> list[str] | None:
     return names
 
 
+def _executor_options(parser, executor_help: str) -> None:
+    """``--executor``, ``--address`` and ``--workers``, as sweep and tune take them."""
+    parser.add_argument("--executor", default="serial", choices=["serial", "local", "dask"],
+                        help=executor_help)
+    parser.add_argument("--address", default=None,
+                        help="a Dask scheduler address (dask executor)")
+    parser.add_argument("--workers", type=int, default=2, help="processes or Dask workers "
+                        "(default: 2)")
+
+
 def _replay_options(parser: argparse.ArgumentParser) -> None:
     """-k and --measures, shared by the subcommands that replay traces."""
     parser.add_argument("-k", type=int, default=20, help="items per context when a query does "
@@ -396,12 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="fields and values, e.g. centrality_weight=0,0.5,1 ppr.alpha=0.5,0.85 "
                     "(values are parsed as JSON where they can be)")
     sw.add_argument("--config", default="default", help="the base: " + _CONFIG_HELP)
-    sw.add_argument("--executor", default="serial", choices=["serial", "local", "dask"],
-                    help="where points run: this process, a process pool, or Dask (a "
-                    "LocalCluster, or --address) (default: serial)")
-    sw.add_argument("--address", default=None, help="a Dask scheduler address (dask executor)")
-    sw.add_argument("--workers", type=int, default=2, help="processes or Dask workers "
-                    "(default: 2)")
+    _executor_options(sw, "where points run: this process, a process pool, or Dask (a "
+                      "LocalCluster, or --address) (default: serial)")
     sw.add_argument("--counterfactual", action="store_true", help="replay once and re-score the "
                     "recorded candidates per point (composite weights only)")
     sw.add_argument("--reference", default="best", help="the point the others are compared "
@@ -436,12 +442,8 @@ def build_parser() -> argparse.ArgumentParser:
     tn.add_argument("--seed", type=int, default=0, help="seeds folds, TPE and intervals "
                     "(default: 0)")
     tn.add_argument("-k", type=int, default=20, help="items per context, 1..100 (default: 20)")
-    tn.add_argument("--executor", default="serial", choices=["serial", "local", "dask"],
-                    help="where replays run (fields other than composite weights) "
-                    "(default: serial)")
-    tn.add_argument("--address", default=None, help="a Dask scheduler address (dask executor)")
-    tn.add_argument("--workers", type=int, default=2, help="processes or Dask workers "
-                    "(default: 2)")
+    _executor_options(tn, "where replays run (fields other than composite weights) "
+                      "(default: serial)")
     tn.add_argument("--holdout", default=None, metavar="FILE", help="a separate trace scored "
                     "once with the chosen configuration (never searched on)")
     tn.add_argument("--name", default="tuned", help="the recipe's name and file name "
