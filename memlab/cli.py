@@ -466,6 +466,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("-k", type=int, default=20, help="items per context, 1..100 (default: 20)")
     ev.add_argument("--dense", action="store_true", help="also run DEFAULT with hybrid dense "
                     "relevance (needs the 'dense' extra)")
+    ev.add_argument("--embedder", default=None, metavar="NAME", help="the dense rows' embedder, "
+                    "a registered name: minilm (torch), minilm-onnx, minilm-onnx-int8, "
+                    "minilm-static, hashing (implies --dense; default: $MEMLAB_EMBEDDER, else "
+                    "minilm)")
     ev.add_argument("--datasets", nargs="+", default=["musique", "locomo"],
                     choices=["musique", "locomo"], help="which datasets (default: both)")
     _measure_on_option(ev)
@@ -837,6 +841,11 @@ def _run(args: argparse.Namespace) -> int:
             from memlab.datasets import shared_data_dir
             args.data = str(shared_data_dir())
         check_data_root(args.data, tuple(args.datasets), option="--data")
+        if args.embedder is not None:
+            from memlab.signals.dense import EMBEDDERS
+            if args.embedder not in EMBEDDERS:
+                raise _Fail(f"--embedder must be one of {sorted(EMBEDDERS)}, got "
+                            f"{args.embedder!r}")
         where = _where(args.where)
         _writable_folder("--out", args.out)
         import warnings
@@ -844,6 +853,7 @@ def _run(args: argparse.Namespace) -> int:
             warnings.simplefilter("always")
             try:
                 table = run_eval(args.data, out=args.out, k=args.k, dense=args.dense,
+                                 embedder=args.embedder,
                                  datasets=tuple(args.datasets), measure_on=args.measure_on,
                                  where=where, by=args.by, progress=sys.stderr.isatty())
             except ValueError as exc:

@@ -56,17 +56,20 @@ def _without_graph(config):
     return config.replace(name=f"{config.name}-nograph", spreading=None, ppr=None)
 
 
-def eval_configs(dense: bool = False) -> dict[str, tuple[Any, str]]:
-    """name -> (configuration, analyzer)."""
+def eval_configs(dense: bool = False, embedder: str | None = None
+                 ) -> dict[str, tuple[Any, str]]:
+    """name -> (configuration, analyzer); ``embedder`` names the dense rows' embedder and implies
+    ``dense`` (default: :func:`~memlab.signals.dense.default_embedder`)."""
     configs = {
         "memlab DEFAULT": (DEFAULT, "porter"),
         "memlab DEFAULT, no graph": (_without_graph(DEFAULT), "porter"),
         "BM25 (Porter)": (BM25_ONLY, "porter"),
         "BM25 (no stemming)": (BM25_ONLY, "plain"),
     }
-    if dense:
+    if dense or embedder is not None:
         from memlab.signals.dense import hybrid_recipe
-        hybrid = hybrid_recipe(DEFAULT)
+        hybrid = hybrid_recipe(DEFAULT) if embedder is None else hybrid_recipe(DEFAULT,
+                                                                               embedder=embedder)
         configs["memlab DEFAULT + dense"] = (hybrid, "porter")
         configs["memlab DEFAULT + dense, no graph"] = (_without_graph(hybrid), "porter")
     return configs
@@ -94,8 +97,11 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
              dense: bool = False, datasets: tuple[str, ...] = ("musique", "locomo"),
              progress: bool = False, measure_on: str = "retrieved",
              where: Mapping[str, Any] | None = None, by: str | None = None,
-             n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+             n_boot: int = 1000, seed: int = 0, embedder: str | None = None) -> pd.DataFrame:
     """Replay the datasets under :func:`eval_configs`; returns (and writes) the results table.
+
+    ``embedder`` (a registered name, see :data:`~memlab.signals.dense.EMBEDDERS`) implies
+    ``dense`` and names the dense rows' embedder.
 
     ``measure_on`` is the ranking the measures read, as in :func:`~memlab.harness.replay`.
     ``where`` (``{"category": [1, 2]}``) keeps the queries whose metadata match; ``by``
@@ -104,6 +110,11 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
     dataset being replayed.
     """
     check_measure_on(measure_on)
+    if embedder is not None:
+        from memlab.signals.dense import EMBEDDERS
+        if embedder not in EMBEDDERS:
+            raise ValueError(f"embedder must be one of {sorted(EMBEDDERS)}, got {embedder!r}")
+        dense = True
     root = check_data_root(data_root, datasets)
     traces = {}
     if "musique" in datasets:
@@ -129,7 +140,7 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
                          f"got {by!r}")
     rows = []
     frames: dict[tuple[str, str], list[pd.DataFrame]] = {}
-    configs = eval_configs(dense)
+    configs = eval_configs(dense, embedder)
     bar = progress_bar(len(configs) * len(traces), "eval", progress)
     for config_name, (config, analyzer) in configs.items():
         for dataset, trace in traces.items():

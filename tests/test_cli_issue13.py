@@ -290,6 +290,7 @@ BAD_INPUT = [
     (["eval", "--data", "{tmp}/nowhere"], ["--data '{tmp}/nowhere' has no"]),
     (["eval", "-k", "-1"], ["k must be in 1..100", "-1"]),
     (["eval", "--datasets", "nope"], ["argument --datasets", "'nope'"]),
+    (["eval", "--embedder", "nope"], ["--embedder must be one of", "'nope'"]),
     # serve, mcp, bench
     (["serve", "--port", "-1"], ["--port", "-1"]),
     (["serve", "--port", "70000"], ["--port", "70000"]),

@@ -234,6 +234,68 @@ def test_static_embedder_is_distilled_once_and_encodes_without_torch(tmp_path_fa
     np.testing.assert_array_equal(static.StaticEmbedder().encode(SENTENCES), e.encode(SENTENCES))
 
 
+def _packaged_tokenizer():
+    pytest.importorskip("tokenizers", reason="the dense-onnx/dense-static extras are not installed")
+    from memlab.signals.embedders._assets import minilm_files
+    try:
+        files = minilm_files()
+    except (ImportError, FileNotFoundError):
+        pytest.skip("no packaged all-MiniLM-L6-v2 tokenizer (the dense-static extra)")
+    tok = files.tokenizer()
+    tok.no_truncation()
+    return tok
+
+
+# ASCII (every character, control characters and punctuation included) with a little non-ASCII
+_TEXT = st.lists(st.one_of(st.characters(max_codepoint=127), st.sampled_from("éüß—’中 "),
+                           st.sampled_from(["favourite", "Don't", "e-mail", "x" * 120, "  ",
+                                            "[UNK]", "[CLS]", "[mask]", "[SEP]"])),
+                 max_size=40).map("".join)
+
+
+@given(texts=st.lists(_TEXT, max_size=12), limit=st.sampled_from([1, 5, 1_000_000]))
+def test_word_cached_tokenizer_equals_the_tokenizer(texts, limit):
+    """The ASCII fast path and word cache give the tokenizer's own ids, whatever the cache size
+    (a tiny limit clears it in the middle of a call)."""
+    from memlab.signals.embedders.static import WordCachedTokenizer
+    tok = _packaged_tokenizer()
+    words = WordCachedTokenizer(tok, cache_limit=limit)
+    expected = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+    assert words.ids(texts) == expected
+    assert words.ids(texts) == expected  # warm cache
+    assert len(words.cache) <= max(limit, len({w for t in texts for w in t.split()}) * 4)
+
+
+def test_word_cached_tokenizer_reads_its_character_classes_from_the_tokenizer():
+    from memlab.signals.embedders.static import WordCachedTokenizer
+    tok = _packaged_tokenizer()
+    table = WordCachedTokenizer(tok).table
+    assert table[ord("A")] == "a" and table[ord(",")] == " , " and table[ord("\t")] == " "
+    assert table[0] is None and ord("7") not in table
+    tok.enable_truncation(16)
+    with pytest.raises(ValueError, match="truncation"):
+        WordCachedTokenizer(tok)
+
+
+def test_static_embedder_agrees_with_model2vec():
+    """Averaging in float32 over the sparse lookup agrees with model2vec's float16 average."""
+    pytest.importorskip("model2vec", reason="the dense-static extra is not installed")
+    from memlab.signals.embedders import static
+    target = static.models_dir() / (f"minilm-static-{static.minilm_files().digest}"
+                                    f"-d{static.DISTILL_VERSION}")
+    if not (target / "model.safetensors").is_file():
+        pytest.skip("the static model is not distilled on this machine (needs torch once)")
+    e = static.StaticEmbedder()
+    texts = SENTENCES + ["", "!!!", "[UNK] zzqxj", "Ünïcödé only"]
+    ref = np.asarray(e.model.encode(texts, max_length=None, use_multiprocessing=False), np.float32)
+    norms = np.linalg.norm(ref, axis=1, keepdims=True)
+    ref = ref / np.where(norms > 0, norms, 1.0)
+    mine = e.encode(texts)
+    empty = ~ref.any(axis=1)
+    assert np.array_equal(empty, ~mine.any(axis=1))
+    assert (np.sum(ref * mine, axis=1)[~empty] > 0.9999).all()
+
+
 @pytest.mark.slow
 def test_static_distillation_is_reproducible(tmp_path):
     """Two distillations from the same weights give the same vectors (takes minutes)."""
@@ -244,3 +306,13 @@ def test_static_distillation_is_reproducible(tmp_path):
     first = StaticEmbedder(tmp_path / "a").encode(SENTENCES)
     second = StaticEmbedder(tmp_path / "b").encode(SENTENCES)
     np.testing.assert_allclose(first, second, atol=1e-3)
+
+
+def test_eval_embedder_names_the_dense_rows_embedder(tmp_path):
+    """``memlab eval --embedder NAME`` (``run_eval(embedder=...)``) evaluates that embedder."""
+    from memlab.evaluation import eval_configs, run_eval
+    configs = eval_configs(embedder="hashing")
+    assert {c.dense.embedder for c, _ in configs.values() if c.dense is not None} == {"hashing"}
+    assert {c.dense for c, _ in eval_configs().values()} == {None}
+    with pytest.raises(ValueError, match=r"embedder must be one of .*got 'nope'"):
+        run_eval(tmp_path, embedder="nope")
