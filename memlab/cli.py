@@ -948,6 +948,14 @@ def _tune(args) -> int:
         raise _Fail("tune needs the tune extra: pip install -e '.[tune]'") from None
     from memlab.tuning import save_plots, tune
     space, base = _space(args.space), _load_config(args.config)
+    if space is not None:
+        from memlab.tuning import parse_space
+        for entry, (key, spec) in zip(args.space, space.items()):
+            try:  # every entry checked against the base recipe now, before the trace loads
+                parse_space({key: spec}, base)
+            except ValueError as exc:
+                reason = str(exc).removeprefix(f"space[{key!r}]").lstrip(": ")
+                raise _Fail(f"--space entry {entry!r}: {reason}") from None
     categories = None if args.categories is None else [
         int(c) if c.lstrip("-").isdigit() else c for c in args.categories]
     _writable_folder("--out", args.out)

@@ -291,6 +291,10 @@ BAD_INPUT = [
     (["eval", "-k", "-1"], ["k must be in 1..100", "-1"]),
     (["eval", "--datasets", "nope"], ["argument --datasets", "'nope'"]),
     (["eval", "--embedder", "nope"], ["--embedder must be one of", "'nope'"]),
+    (["tune", "fixture:apollo_demo", "--space", "ppr.alpha=2:1"],
+     ["--space entry 'ppr.alpha=2:1': must have low < high"]),
+    (["tune", "fixture:apollo_demo", "--space", "weights.foo=0:1"],
+     ["--space entry 'weights.foo=0:1'", "only ppr.*, spreading.* and dense.*"]),
     # serve, mcp, bench
     (["serve", "--port", "-1"], ["--port", "-1"]),
     (["serve", "--port", "70000"], ["--port", "70000"]),

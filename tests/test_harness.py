@@ -256,8 +256,12 @@ def test_sweep_grid_and_nested_fields(apollo):
     from memlab.signals.dense import DenseConfig
     hybrid = DEFAULT.replace(dense=DenseConfig(embedder="hashing", cache_dir=""))
     assert apply_point(hybrid, {"dense.weight": 0.7}).dense.weight == 0.7
-    with pytest.raises(ValueError, match="needs a configured ppr, spreading or dense stage"):
+    with pytest.raises(ValueError, match="'dense.weight' needs a configured dense stage in the "
+                                         "base recipe 'default'"):
         apply_point(DEFAULT, {"dense.weight": 0.7})
+    with pytest.raises(ValueError, match=r"'weights.foo': only ppr\.\*, spreading\.\* and "
+                                         r"dense\.\* reach into"):
+        apply_point(DEFAULT, {"weights.foo": 0.7})
     with pytest.raises(ValueError, match="sentence_weight must be in"):
         apply_point(hybrid, {"dense.sentence_weight": 2.0})
 

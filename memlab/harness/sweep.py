@@ -60,17 +60,22 @@ def apply_point(base: SurfacingConfig, point: Mapping[str, Any]) -> SurfacingCon
     ``"dense.weight"`` into the dense one)."""
     top: dict[str, Any] = {}
     nested: dict[str, dict[str, Any]] = {}
+    key_of: dict[str, str] = {}
     for key, value in point.items():
         if "." in key:
             stage, name = key.split(".", 1)
             nested.setdefault(stage, {})[name] = value
+            key_of.setdefault(stage, key)
         else:
             top[key] = value
     for stage, changes in nested.items():
-        current = getattr(base, stage, None) if stage in ("ppr", "spreading", "dense") else None
+        if stage not in ("ppr", "spreading", "dense"):
+            raise ValueError(f"grid key {key_of[stage]!r}: only ppr.*, spreading.* and dense.* "
+                             f"reach into a stage's settings, got {stage!r}")
+        current = getattr(base, stage)
         if current is None:
-            raise ValueError(f"grid key {stage!r}.* needs a configured ppr, spreading or dense "
-                             f"stage")
+            raise ValueError(f"grid key {key_of[stage]!r} needs a configured {stage} stage in "
+                             f"the base recipe {base.name!r} (it has none)")
         try:
             top[stage] = dataclasses.replace(current, **changes)
         except TypeError as exc:
