@@ -251,6 +251,8 @@ class JournalMixin:
         Examples
         --------
         >>> import tempfile, pathlib
+        >>> from datetime import datetime
+        >>> from memlab.store import MemoryStore
         >>> path = pathlib.Path(tempfile.mkdtemp()) / "m.db"
         >>> store = MemoryStore(path=path)
         >>> _ = store.add_items("ws", [store.prepare_item("deploy on fridays")],
