@@ -4,7 +4,7 @@ waiting to be written)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,7 +13,7 @@ import numpy as np
 
 from memlab._arrays import Growable
 from memlab.errors import UnknownItemError
-from memlab.graph.csr import EdgeTable, GraphView
+from memlab.graph.csr import EdgeTable, GraphSnapshot, GraphView
 from memlab.model import MemoryItem, validate_id
 from memlab.signals.activation import ActivationState
 from memlab.signals.bm25 import BM25Index
@@ -36,7 +36,6 @@ def node_key_of(metadata: dict) -> tuple[str, str] | None:
     return None
 
 
-
 @dataclass(frozen=True, slots=True)
 class NewItem:
     """A validated item waiting to be written."""
@@ -48,12 +47,28 @@ class NewItem:
     created_at: datetime | None
 
 
-
 class Workspace:
-    """One workspace's items as columns (numbered 0, 1, … in order of addition), index and edges."""
+    """One workspace's items as columns (numbered 0, 1, … in order of addition), index and edges.
+
+    The fields belong to the store (:mod:`memlab.store`), which writes them. Every layer above
+    reads a workspace only through its public methods and properties, the read interface
+    (columns come as read-only numpy views), so the store may change how it keeps them;
+    ``tests/test_issue15_workspace_interface.py`` enforces that.
+
+    Examples
+    --------
+    >>> from memlab import Memory
+    >>> mem = Memory()
+    >>> _ = mem.add("deploys run on fridays", item_id="a")
+    >>> ws = mem.store.workspace("default")
+    >>> ws.workspace_id, len(ws), ws.row_of("a"), ws.item(0).content
+    ('default', 1, 0, 'deploys run on fridays')
+    >>> ws.eligible_mask().tolist(), ws.eligible_mask().flags.writeable
+    ([True], False)
+    """
 
     def __init__(self, workspace_id: str, analyzer: str = "porter") -> None:
-        self.workspace_id = workspace_id
+        self._workspace_id = workspace_id
         self.analyzer = analyzer
         self.analyze = ANALYZERS[analyzer]  # text -> BM25 terms, for items and queries alike
         self.items: list[MemoryItem] = []
@@ -80,6 +95,11 @@ class Workspace:
 
     def __len__(self) -> int:
         return len(self.items)
+
+    @property
+    def workspace_id(self) -> str:
+        """The workspace's name (fixed when it is made)."""
+        return self._workspace_id
 
     @property
     def graph_version(self) -> int:
@@ -163,9 +183,17 @@ class Workspace:
         """Read-only: every item's LLM token estimate (what budgets count; not BM25 terms)."""
         return self._frozen_view(self.tokens)
 
+    def stored_activation(self) -> np.ndarray:
+        """Read-only: every item's stored activation (what capacity inhibition scales)."""
+        return self._frozen_view(self.activation.stored)
+
     def item(self, i: int) -> MemoryItem:
         """Item number ``i`` (the stored object: treat it as read-only)."""
         return self.items[i]
+
+    def iter_items(self) -> Iterator[MemoryItem]:
+        """Every item in item-number order (the stored objects: treat them as read-only)."""
+        return iter(self.items)
 
     def item_id_of(self, i: int) -> str:
         """The item id of item number ``i``."""
@@ -183,6 +211,10 @@ class Workspace:
     def graph_view(self) -> GraphView:
         """The workspace's edges and their CSR view (snapshots, caches)."""
         return self.graph
+
+    def graph_snapshot(self) -> GraphSnapshot:
+        """The CSR snapshot of the live edges over every item, as of now."""
+        return self.graph.snapshot(len(self.items))
 
     def titles(self) -> Gazetteer:
         """The gazetteer: which items a text names by title."""
@@ -207,6 +239,28 @@ class Workspace:
     def is_topic(self, i: int) -> bool:
         """Whether item number ``i`` is a topic (has versioned fields)."""
         return i in self.topic_fields
+
+    def last_decay(self) -> float | None:
+        """When the maintenance decay sweep last ran (epoch seconds), None before its first run."""
+        return self.last_decay_ts
+
+    def content_changes_since(self, seen: int) -> tuple[list[int], int]:
+        """``(items, count)``: the item numbers whose content changed after the first ``seen``
+        recorded changes (ascending, each once), and how many changes are recorded now (the
+        ``seen`` of the next call). Caches of derived state (dense vectors) use it."""
+        changes = self.content_changes
+        count = len(changes)
+        return sorted(set(changes[seen:count])), count
+
+    def dense_index(self, name: str, build: Callable[[], Any]) -> Any:
+        """The dense index of embedder ``name`` (:class:`memlab.signals.dense.DenseIndex`),
+        made by ``build()`` on first use and kept with the workspace (derived state: never
+        journaled, rebuilt on use after a reopen)."""
+        index = self.dense.get(name)
+        if index is None:
+            # two readers may build it at once: both then use the one stored first
+            index = self.dense.setdefault(name, build())
+        return index
 
     def analyzer_name(self) -> str:
         """The workspace's own text analyzer (a name in :data:`memlab.text.ANALYZERS`)."""
