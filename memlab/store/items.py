@@ -40,7 +40,6 @@ def paused_gc(size: int, threshold: int = 1000):
         gc.enable()
 
 
-
 class ItemsMixin:
     """The item writes of :class:`~memlab.store.MemoryStore`: validate, compute, then apply."""
 

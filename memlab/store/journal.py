@@ -94,7 +94,6 @@ def journaled(method):
     return wrapper
 
 
-
 class JournalMixin:
     """The journal of :class:`~memlab.store.MemoryStore`: replay, group commit, transactions,
     compaction, flush and close."""

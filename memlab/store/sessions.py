@@ -22,7 +22,6 @@ class _PinSession:
     expires_ts: float = 0.0
 
 
-
 class SessionsMixin:
     """Pins, anchors and reviews of :class:`~memlab.store.MemoryStore`."""
 
