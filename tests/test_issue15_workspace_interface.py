@@ -124,7 +124,7 @@ def plan(store, mem, run, space: "Workspace", other: Workspace | None):
     ]
 
 
-def test_the_scan_fails_on_a_module_that_reads_a_field(tmp_path):
+def test_the_scan_fails_on_a_module_that_reads_a_field():
     """The reading the rule test does, on a module written the old way (reasoner.py before)."""
     old_way = ("def decay(ws, i):\n"
                "    since = ws.created_ts.data[i] if ws.last_decay_ts is None else 0.0\n"
