@@ -44,7 +44,7 @@ def _search_hits(ws, hits: list[tuple[int, float]]) -> list[dict[str, Any]]:
     deprecated name of ``bm25``)."""
     out = []
     for i, score in hits:
-        item = ws.items[i]
+        item = ws.item(i)
         out.append({"item_id": item.item_id, "content": item.content,
                     "memory_type": item.memory_type, "metadata": copy_json(item.metadata),
                     "bm25": score, "score": score})
@@ -152,7 +152,7 @@ class Memory:
         return len(self._ws)
 
     def __contains__(self, item_id: object) -> bool:
-        return item_id in self._ws.index_of
+        return self._ws.row_of(item_id) is not None
 
     @property
     def _ws(self):
@@ -254,7 +254,7 @@ class Memory:
             taken: set[str] = set()
             for pos, new in enumerate(prepared):
                 if new.item_id is not None:
-                    if new.item_id in ws.index_of or new.item_id in taken:
+                    if ws.row_of(new.item_id) is not None or new.item_id in taken:
                         raise DuplicateItemError(f"item_id {new.item_id!r} already exists in "
                                                  f"workspace {self.workspace_id!r} (item {pos})")
                     taken.add(new.item_id)
@@ -381,7 +381,7 @@ class Memory:
                                             increment=self.config.activation_increment,
                                             half_life_h=self.config.activation_half_life_h,
                                             kind="get")
-            return self._ws.items[idx].to_dict()
+            return self._ws.item(idx).to_dict()
 
     def search(self, query: str, top_k: int = 10, *,
                reinforce: bool = True) -> list[dict[str, Any]]:
@@ -579,9 +579,10 @@ class Memory:
         _check_search_args(top_k, reinforce)
         with self.store.lock:
             ws = self._ws
-            docs, scores = ws.bm25.batch_top_k([ws.analyze(q) for q in queries], top_k,
-                                               k1=self.config.bm25_k1, b=self.config.bm25_b,
-                                               mask=ws.eligible.view())
+            analyze, index = ws.bm25_for(None)  # the workspace's own analyzer and index
+            docs, scores = index.batch_top_k([analyze(q) for q in queries], top_k,
+                                             k1=self.config.bm25_k1, b=self.config.bm25_b,
+                                             mask=ws.eligible_mask())
             now = self.clock.now() if reinforce else None
             out = []
             for row_docs, row_scores in zip(docs.tolist(), scores.tolist()):

@@ -178,11 +178,27 @@ def _resolve(target: str):
     raise ImportError(target)
 
 
+def _owners(target: str, attr: str) -> list:
+    """Where ``target.attr`` is looked up when called: the object itself, or for a name the
+    ``memlab.store`` package's modules import (``validate_id``, ``encode``, …) every module of
+    the package that binds it (the package is split by concern; each module has its own)."""
+    import importlib
+    import pkgutil
+    owner = _resolve(target)
+    if not hasattr(owner, "__path__"):
+        return [owner]
+    modules = [importlib.import_module(f"{target}.{info.name}")
+               for info in pkgutil.iter_modules(owner.__path__)]
+    owners = [m for m in modules if attr in vars(m)]
+    assert owners and len({id(getattr(m, attr)) for m in owners}) == 1, (target, attr)
+    return owners
+
+
 def _inject(monkeypatch, target: str, attr: str, fired: list) -> None:
     """Make ``target.attr`` raise on its first call (a transient fault: out of memory, a bug
     hit once); later calls, such as the replay that restores a durable store, go through."""
-    owner = _resolve(target)
-    original = getattr(owner, attr)
+    owners = _owners(target, attr)
+    original = getattr(owners[0], attr)
     state = {"armed": True}
 
     def boom(*args, **kwargs):
@@ -191,7 +207,8 @@ def _inject(monkeypatch, target: str, attr: str, fired: list) -> None:
             fired.append(f"{target}.{attr}")
             raise InjectedFault(f"{target}.{attr}")
         return original(*args, **kwargs)
-    monkeypatch.setattr(owner, attr, boom)
+    for owner in owners:
+        monkeypatch.setattr(owner, attr, boom)
 
 
 def _check_each_step(tmp_path, monkeypatch, write: str, steps, durable: bool) -> list[str]:
@@ -275,7 +292,7 @@ def test_store_level_writes_check_item_numbers_before_applying():
 def test_a_failed_add_to_a_new_workspace_leaves_no_workspace(monkeypatch):
     store = MemoryStore()
     new = store.prepare_item("alpha")
-    monkeypatch.setattr("memlab.store.estimate_tokens", lambda text: 1 / 0)
+    monkeypatch.setattr("memlab.store.items.estimate_tokens", lambda text: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         store.add_items("fresh", [new], T0)
     assert store.workspace_ids() == []

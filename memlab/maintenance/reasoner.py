@@ -218,7 +218,7 @@ class Reasoner:
     def _plan_revise_duplicates(self, ws, state: "_Plan", now) -> list[dict]:
         cfg = self.config
         types = set(cfg.revise_memory_types)
-        live = [i for i, item in enumerate(ws.items)
+        live = [i for i, item in enumerate(ws.iter_items())
                 if item.memory_type in types and not item.archived]
         parent = {i: i for i in live}
 
@@ -238,7 +238,7 @@ class Reasoner:
         title_members: dict[tuple[str, str], list[int]] = {}
         title_of: dict[int, tuple[str, str]] = {}
         for i in live:
-            key = _title_key(ws.items[i])
+            key = _title_key(ws.item(i))
             if key is None:
                 continue
             title_of[i] = key
@@ -249,7 +249,7 @@ class Reasoner:
             members.append(i)
         # Near duplicates: identical shingle sets form one group (joined as a chain, never as
         # all their pairs), and only one representative per group is compared with the others.
-        sets = {i: shingles(ws.items[i].content, cfg.shingle_size) for i in live}
+        sets = {i: shingles(ws.item(i).content, cfg.shingle_size) for i in live}
         dup_groups, rep_pairs = near_duplicate_groups(sets, cfg.near_duplicate_threshold)
         group_of: dict[int, int] = {}
         for rep, members in dup_groups.items():
@@ -299,10 +299,11 @@ class Reasoner:
         for i in live:
             groups.setdefault(find(i), []).append(i)
         actions = []
+        created = ws.created_column()
         for members in groups.values():
             if len(members) < 2:
                 continue
-            keep = min(members, key=lambda i: (ws.created_ts.data[i], i))  # the older one
+            keep = min(members, key=lambda i: (created[i], i))  # the older one
             for other in sorted(members):
                 if other == keep:
                     continue
@@ -314,10 +315,11 @@ class Reasoner:
                 reason, sim = found
                 state.archived.add(other)
                 actions.append({
-                    "action": "merge", "keep": ws.item_ids[keep], "merge": ws.item_ids[other],
+                    "action": "merge", "keep": ws.item_id_of(keep),
+                    "merge": ws.item_id_of(other),
                     "reason": reason, "similarity": sim,
-                    "edges_moved": len(ws.graph.table.rows_touching([other])),
-                    "fields_merged": sorted(ws.topic_fields.get(other, {})),
+                    "edges_moved": len(ws.graph_view().table.rows_touching([other])),
+                    "fields_merged": sorted(ws.topic_fields_of(other) or {}),
                 })
                 state.salience[keep] = max(state.salience_of(keep), state.salience_of(other))
         return actions
@@ -328,11 +330,11 @@ class Reasoner:
         now_ts = now.timestamp()
         half_life_s = cfg.salience_half_life_days * 86400.0
         actions = []
-        for i, item in enumerate(ws.items):
+        created, last_decay = ws.created_column(), ws.last_decay()
+        for i, item in enumerate(ws.iter_items()):
             if item.memory_type not in types or item.archived or i in state.archived:
                 continue
-            since = ws.created_ts.data[i] if ws.last_decay_ts is None \
-                else max(ws.last_decay_ts, ws.created_ts.data[i])
+            since = created[i] if last_decay is None else max(last_decay, created[i])
             elapsed = max(0.0, now_ts - since)
             if elapsed == 0:
                 continue
@@ -340,7 +342,7 @@ class Reasoner:
             after = round(before * math.exp(-math.log(2) * elapsed / half_life_s), 12)
             if after != before:
                 state.salience[i] = after
-                actions.append({"action": "decay", "item_id": ws.item_ids[i],
+                actions.append({"action": "decay", "item_id": ws.item_id_of(i),
                                 "salience_before": before, "salience_after": after,
                                 "elapsed_h": elapsed / 3600.0})
         return actions
@@ -348,7 +350,7 @@ class Reasoner:
     def _plan_forget_low_salience(self, ws, state: "_Plan", now) -> list[dict]:
         cfg = self.config
         types = set(cfg.forget_memory_types)
-        live = [i for i, item in enumerate(ws.items)
+        live = [i for i, item in enumerate(ws.iter_items())
                 if item.memory_type in types and not item.archived and i not in state.archived]
         if len(live) < cfg.forget_soft_limit:
             return []
@@ -357,7 +359,7 @@ class Reasoner:
             salience = state.salience_of(i)
             if salience < cfg.forget_threshold:
                 state.archived.add(i)
-                actions.append({"action": "archive", "item_id": ws.item_ids[i],
+                actions.append({"action": "archive", "item_id": ws.item_id_of(i),
                                 "reason": "low_salience", "salience": salience,
                                 "threshold": cfg.forget_threshold,
                                 "live_count": len(live)})
@@ -367,16 +369,16 @@ class Reasoner:
         cfg = self.config
         if cfg.capacity is None:
             return []
-        eligible = np.flatnonzero(ws.eligible.view())
+        eligible = np.flatnonzero(ws.eligible_mask())
         eligible = eligible[~np.isin(eligible, np.array(sorted(state.archived), np.int64))]
         if len(eligible) <= cfg.capacity:
             return []
-        activation = ws.activation.seed_score(eligible, now.timestamp(),
-                                              self.memory.config.activation_half_life_h)
+        activation = ws.activation_state().seed_score(eligible, now.timestamp(),
+                                                      self.memory.config.activation_half_life_h)
         count = int(math.floor(len(eligible) * cfg.inhibition_fraction))
         order = np.lexsort((eligible, activation))[:count]
-        stored = ws.activation.stored.view()
-        return [{"action": "inhibit", "item_id": ws.item_ids[i],
+        stored = ws.stored_activation()
+        return [{"action": "inhibit", "item_id": ws.item_id_of(i),
                  "activation_before": float(activation[p]),
                  "stored_before": float(stored[i]),
                  "stored_after": float(stored[i] * cfg.inhibition_factor)}
@@ -387,15 +389,15 @@ class Reasoner:
         store, wid = self.memory.store, self.memory.workspace_id
         kind = action["action"]
         if kind == "merge":
-            _merge(store, ws, wid, ws.index_of[action["keep"]], ws.index_of[action["merge"]],
+            _merge(store, ws, wid, ws.require(action["keep"]), ws.require(action["merge"]),
                    action, now)
         elif kind == "decay":
-            store.set_salience(wid, [ws.index_of[action["item_id"]]], [action["salience_after"]])
+            store.set_salience(wid, [ws.require(action["item_id"])], [action["salience_after"]])
         elif kind == "archive":
-            store.archive(wid, [ws.index_of[action["item_id"]]], now, "low_salience",
+            store.archive(wid, [ws.require(action["item_id"])], now, "low_salience",
                           {"salience": action["salience"]})
         elif kind == "inhibit":
-            i = ws.index_of[action["item_id"]]
+            i = ws.require(action["item_id"])
             store.set_stored_activation(wid, [i], [action["stored_after"]])
             store.record_event(wid, i, now, "inhibited",
                                {"stored_before": action["stored_before"],
@@ -411,7 +413,7 @@ class _Plan:
         self.archived: set[int] = set()
 
     def salience_of(self, i: int) -> float:
-        return self.salience.get(i, self.ws.items[i].salience)
+        return self.salience.get(i, self.ws.item(i).salience)
 
 
 def _title_key(item) -> tuple[str, str] | None:
@@ -559,7 +561,7 @@ def _prefix_filtered_pairs(sets: dict[int, frozenset], threshold: float,
 
 def _merge(store, ws, wid: str, keep: int, other: int, action: dict, now) -> None:
     """Merge item ``other`` into ``keep``: edges, topic fields, salience; archive ``other``."""
-    table = ws.graph.table
+    table = ws.graph_view().table
     rows = table.rows_touching([other])
     src, dst = table.src.view()[rows], table.dst.view()[rows]
     codes, weights = table.code.view()[rows], table.weight.view()[rows]
@@ -575,8 +577,8 @@ def _merge(store, ws, wid: str, keep: int, other: int, action: dict, now) -> Non
     store.remove_edges(wid, rows)
     if moved:
         store.add_edges(wid, moved, now)
-    kept_fields = ws.topic_fields.get(keep)
-    other_fields = ws.topic_fields.get(other, {})
+    kept_fields = ws.topic_fields_of(keep)
+    other_fields = ws.topic_fields_of(other) or {}
     if kept_fields is not None:
         kept_fields = {name: _copy_field(entry) for name, entry in kept_fields.items()}
         for name, entry in other_fields.items():
@@ -592,7 +594,7 @@ def _merge(store, ws, wid: str, keep: int, other: int, action: dict, now) -> Non
                 target["history"] = history[:HISTORY_CAP]
                 target["salience"] = max(target["salience"], entry["salience"])
         store.set_topic_fields(wid, keep, kept_fields)
-    keep_item, other_item = ws.items[keep], ws.items[other]
+    keep_item, other_item = ws.item(keep), ws.item(other)
     store.set_salience(wid, [keep], [max(keep_item.salience, other_item.salience)])
     content = None
     if kept_fields is not None:

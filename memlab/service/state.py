@@ -318,7 +318,7 @@ class ServiceState:
             report: dict[str, Any] = {"workspaces": {}}
             for wid in self.store.workspace_ids():
                 ws = self.store.workspace(wid)
-                snapshot = ws.graph.snapshot(len(ws))
+                snapshot = ws.graph_snapshot()
                 report["workspaces"][wid] = {"items": len(ws), "edges": snapshot.num_edges,
                                              "graph_version": ws.graph_version}
             journal = self.store.journal

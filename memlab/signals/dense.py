@@ -429,7 +429,8 @@ def _title_of(metadata: Mapping[str, Any]) -> str | None:
 class DenseIndex:
     """One workspace's vectors for one embedder: one per item, and, once sentence matching is
     asked for, one per sentence of each multi-sentence item. Items added since the last call are
-    encoded on the next; items whose content changed (``ws.content_changes``) are re-encoded."""
+    encoded on the next; items whose content changed (``ws.content_changes_since``) are
+    re-encoded."""
 
     def __init__(self) -> None:
         self.items: Growable | None = None  # rows of the embedder's dimension, made on first use
@@ -454,7 +455,7 @@ class DenseIndex:
     def _add_units(self, ws, embedder: "CachedEmbedder", idx: Sequence[int]) -> None:
         texts, owners = [], []
         for i in idx:
-            item = ws.items[i]
+            item = ws.item(i)
             for unit in sentence_units(item.content, _title_of(item.metadata)):
                 texts.append(unit)
                 owners.append(i)
@@ -475,11 +476,10 @@ class DenseIndex:
             self._ensure(ws, embedder, sentences)
 
     def _ensure(self, ws, embedder: "CachedEmbedder", sentences: bool) -> None:
-        changed = sorted(set(ws.content_changes[self.changes_seen:]))
-        self.changes_seen = len(ws.content_changes)
+        changed, self.changes_seen = ws.content_changes_since(self.changes_seen)
         changed = [i for i in changed if i < self.count]
         if changed:
-            self.items.data[changed] = embedder.encode([ws.items[i].content for i in changed])
+            self.items.data[changed] = embedder.encode([ws.item(i).content for i in changed])
             redo = [i for i in changed if i < self.with_units]
             owner = self.unit_owner.view()
             for i in redo:
@@ -488,7 +488,7 @@ class DenseIndex:
         n = len(ws)
         if self.count < n:
             self.items = self._append(self.items, embedder.encode(
-                [ws.items[i].content for i in range(self.count, n)]))
+                [ws.item(i).content for i in range(self.count, n)]))
         if sentences and self.with_units < n:
             self._add_units(ws, embedder, range(self.with_units, n))
             self.with_units = n
@@ -515,11 +515,11 @@ def dense_search(ws, query: str, config: DenseConfig, *, query_vector: np.ndarra
     anchors) get -inf. ``query_vector``: ``query``'s vector when already embedded
     (:func:`embed_query`, which the surfacing pipeline times as its own stage)."""
     embedder = get_embedder(config)
-    index = ws.dense.setdefault(embedder.name, DenseIndex())
+    index = ws.dense_index(embedder.name, DenseIndex)
     index.ensure(ws, embedder, sentences=config.sentence_weight > 0)
     q = embedder.encode([query])[0] if query_vector is None else query_vector
     sims = index.similarities(q, config.sentence_weight)
-    sims = np.where(ws.eligible.view()[:len(sims)], sims, -np.inf)
+    sims = np.where(ws.eligible_mask()[:len(sims)], sims, -np.inf)
     return np.arange(len(sims), dtype=np.int64), sims.astype(np.float64)
 
 

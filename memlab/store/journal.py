@@ -1,0 +1,356 @@
+"""Durability: the :func:`journaled` decorator every store write wears, replay, group commit,
+transactions and compaction (a mixin of :class:`~memlab.store.MemoryStore`)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import threading
+from typing import Any
+
+import numpy as np
+
+from memlab.persist import (ConcurrentWriterError, Journal, JournalCorruptError,
+                            PersistenceError, decode, encode)
+from memlab.snapshot import CompactionReport, capture
+from memlab.store.workspace import NewItem
+
+__all__ = ["COMPACT_AFTER", "JOURNALED_OPS", "REINFORCE_BATCH", "JournalMixin", "journaled"]
+
+_CLASSES = {"NewItem": NewItem}  # dataclasses that journaled arguments may hold
+
+
+def _numbers_below(values: Any, bound: int) -> bool:
+    """Whether ``values`` (an int, or a sequence or array of them) are all in ``0..bound-1``."""
+    if isinstance(values, (bool, np.bool_)):
+        return False
+    if isinstance(values, (int, np.integer)):
+        return 0 <= values < bound
+    if not isinstance(values, (list, tuple, np.ndarray)):
+        return False
+    if isinstance(values, (list, tuple)) and not all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+        return False
+    array = np.asarray(values)
+    if array.size == 0:
+        return True
+    return array.dtype.kind in "iu" and int(array.min()) >= 0 and int(array.max()) < bound
+
+
+JOURNALED_OPS: set[str] = set()  # the store methods a journal row may name (``store.<name>``)
+# Writes made by reads (activation reinforcement): group-committed, see MemoryStore.flush.
+_GROUP_COMMITTED = frozenset(["record_retrieval"])
+REINFORCE_BATCH = 64  # default number of reinforcements per journal row (``reinforce_batch``)
+COMPACT_AFTER = 100_000  # default journal rows after the latest snapshot that trigger one
+
+
+def journaled(method):
+    """Make a store write durable: after it applies, its name and arguments go to the journal
+    (outermost call only). If the journal cannot be written, the store is rebuilt from disk, so
+    a failed write changes nothing, and :class:`~memlab.persist.PersistenceError` is raised.
+
+    Every write computes (and validates) everything that can fail before it changes anything,
+    then calls :meth:`MemoryStore._mutating` and applies. The arguments are encoded for the
+    journal before the write runs. Should anything still raise once a write has begun to apply
+    (an out-of-memory error, a bug), a durable store is rebuilt from disk, which holds exactly
+    the acknowledged writes; inside :meth:`MemoryStore.transaction` the transaction does that.
+    """
+    signature = inspect.signature(method)
+    JOURNALED_OPS.add(method.__name__)
+    deferred = method.__name__ in _GROUP_COMMITTED
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if self._journal is None or self._replaying:
+            return method(self, *args, **kwargs)
+        with self.lock:
+            outer = self._depth == 0
+            if outer:
+                bound = signature.bind(self, *args, **kwargs)
+                payload = {k: v for k, v in bound.arguments.items() if k != "self"}
+                op = (f"store.{method.__name__}", encode(payload))
+                self._applying = False
+            self._depth += 1
+            try:
+                result = method(self, *args, **kwargs)
+            except BaseException:
+                if outer and self._applying and self._batch is None:
+                    self._replay()  # began to apply: back to what is on disk
+                raise
+            finally:
+                self._depth -= 1
+                if outer:
+                    self._applying = False
+            if outer:
+                if self._batch is not None:
+                    self._batch.append(op)  # written with the rest of the transaction
+                elif deferred:
+                    self._defer(op[1])  # group commit (see MemoryStore.flush)
+                else:
+                    self._write_journal([op], method.__name__)
+            return result
+
+    return wrapper
+
+
+class JournalMixin:
+    """The journal of :class:`~memlab.store.MemoryStore`: replay, group commit, transactions,
+    compaction, flush and close."""
+
+    def _replay(self) -> None:
+        """Rebuild the in-memory state from the journal (see :mod:`memlab.persist`), then
+        re-apply the buffered reinforcements (see :meth:`flush`): they were acknowledged reads,
+        so a failed write that rebuilds the store keeps them (still buffered)."""
+        with self.lock:
+            self._reset_state()
+            pending, self._pending = self._pending, []
+            self._replaying = True
+            try:
+                # snapshot and rows read at one moment of the file (another process may be
+                # writing or compacting it)
+                info, parts, rows = self._journal.load(prefix="store.")
+                if info is not None:  # the state of rows 1..upto, then only the rows after it
+                    self.load_snapshot(info, parts)
+                del parts
+                tail = 0
+                for seq, op, payload in rows:
+                    self._apply(seq, op, payload)
+                    tail += 1
+                self._tail_rows = tail
+                self._foreign_writer = False  # every row of the file is applied now
+                for payload in pending:
+                    try:  # deterministic and applied once already, so this does not fail
+                        self._apply(0, "store.record_retrieval", payload)
+                    except JournalCorruptError:
+                        break
+                    self._pending.append(payload)
+            finally:
+                self._replaying = False
+
+    def _apply(self, seq: int, op: str, payload: str, path: Any = None) -> None:
+        """Apply journal row ``seq`` (the message of a failure names the row, not its data).
+
+        Item and edge numbers are checked first: the journaled methods trust them (they were
+        validated when first written), so a damaged row must not reach them."""
+        path = self._journal.path if path is None else path
+        name = op.removeprefix("store.")
+        if name not in JOURNALED_OPS:
+            raise JournalCorruptError(path, seq, "an unknown operation")
+        try:
+            args = decode(payload, _CLASSES)
+        except ValueError as exc:
+            raise JournalCorruptError(path, seq, f"{op} has a malformed payload: {exc}") from None
+        problem = self._row_problem(name, args)
+        if problem:
+            raise JournalCorruptError(path, seq, f"{op} {problem}")
+        try:
+            getattr(self, name)(**args)
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the row cannot be applied
+            raise JournalCorruptError(path, seq, f"{op} cannot be applied "
+                                      f"({type(exc).__name__})") from None
+
+    def _row_problem(self, name: str, args: dict) -> str | None:
+        """Why a journal row's item or edge numbers cannot be applied to this store, or None."""
+        if name == "record_retrievals":
+            calls = args.get("calls")
+            if not isinstance(calls, list) or not calls or not all(
+                    isinstance(c, dict) for c in calls):
+                return "holds no calls"
+            for call in calls:
+                problem = self._row_problem("record_retrieval", call)
+                if problem:
+                    return problem
+            return None
+        workspace_id = args.get("workspace_id")
+        if not isinstance(workspace_id, str):
+            return "names no workspace"
+        ws = self._workspaces.get(workspace_id)
+        items = len(ws) if ws is not None else 0
+        for key in ("idx", "src", "dst"):
+            if key in args and not _numbers_below(args[key], items):
+                return "names an item that does not exist"
+        if name == "add_edges":
+            edges = args.get("edges")
+            if not isinstance(edges, list) or not all(
+                    isinstance(e, list) and len(e) == 4 and _numbers_below(e[:2], items)
+                    for e in edges):
+                return "names an item that does not exist"
+        if name == "remove_edges":
+            rows = len(ws.graph.table.weight.view()) if ws is not None else 0
+            if not _numbers_below(args.get("rows"), rows):
+                return "names an edge that does not exist"
+        return None
+
+    def _write_journal(self, ops: list[tuple[str, str]], what: str,
+                       reinforcement: str | None = None) -> None:
+        """Append ``ops`` in one transaction, after the buffered reinforcements (and
+        ``reinforcement``, the one being made) as one ``store.record_retrievals`` row."""
+        calls = self._pending + ([] if reinforcement is None else [reinforcement])
+        if calls:
+            ops = [("store.record_retrievals", '{"calls": [' + ", ".join(calls) + "]}")] + ops
+        try:
+            self._journal.append_many(ops)
+            self._pending = []
+        except Exception as exc:
+            self._replay()  # back to what is on disk: a failed write changes nothing
+            raise PersistenceError(f"{what} could not be written to {self._journal.path}: "
+                                   f"{exc}") from exc
+        self._tail_rows += len(ops)
+        if self.compact_after is not None and self._tail_rows >= self.compact_after \
+                and not self._foreign_writer:
+            self._start_compaction()
+
+    def _start_compaction(self) -> None:
+        """Compact in a background thread (one at a time; not once :meth:`close` began)."""
+        if self._closing or (self._compactor is not None and self._compactor.is_alive()):
+            return
+
+        def run() -> None:
+            try:
+                self.compact()
+            except Exception as exc:  # noqa: BLE001 - kept for the caller; the journal is intact
+                self.last_compaction_error = exc
+
+        self._compactor = threading.Thread(target=run, name="memlab-compact", daemon=True)
+        self._compactor.start()
+
+    def compact(self):
+        """Write a snapshot of the whole store into its file and drop the journal rows it
+        covers, so that a reopen loads the snapshot and replays only the rows after it.
+
+        Buffered reinforcements are written first (see :meth:`flush`). The state is captured
+        under the store's lock (writes wait meanwhile; a 1M-item store takes seconds), then
+        written in one SQLite transaction together with deleting the covered rows: a crash at
+        any moment leaves either the old file or the compacted one, never a partial snapshot.
+        A durable store also compacts by itself, in a background thread, once
+        ``compact_after`` rows (default :data:`COMPACT_AFTER`) follow its latest snapshot;
+        ``compact_after=None`` turns that off. See :mod:`memlab.snapshot` for what a snapshot
+        holds.
+
+        Returns
+        -------
+        memlab.snapshot.CompactionReport
+            The rows covered and removed, and the snapshot's size.
+
+        Raises
+        ------
+        ValueError
+            The store is not durable (no ``path``), or the call is inside :meth:`transaction`.
+        PersistenceError
+            The snapshot could not be written (the file is unchanged).
+        memlab.persist.ConcurrentWriterError
+            (a PersistenceError) Another process wrote rows into the file that this store never
+            applied, among the rows the snapshot would cover, or compacted rows this store never
+            applied: nothing is written (a snapshot of this store would lose those rows). Reopen the
+            store and compact again. Rows another process wrote *after* this store's last one
+            are no obstacle: the snapshot covers only the rows this store applied, and those
+            rows stay. After this error the store no longer compacts by itself.
+
+        Examples
+        --------
+        >>> import tempfile, pathlib
+        >>> from datetime import datetime
+        >>> from memlab.store import MemoryStore
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "m.db"
+        >>> store = MemoryStore(path=path)
+        >>> _ = store.add_items("ws", [store.prepare_item("deploy on fridays")],
+        ...                     datetime(2024, 1, 1))
+        >>> report = store.compact(); (report.upto, report.rows_removed)
+        (1, 1)
+        >>> store.close(); len(MemoryStore(path=path).workspace("ws"))
+        1
+        """
+
+        if self._journal is None:
+            raise ValueError("compact needs a durable store (MemoryStore(path=...)); this one "
+                             "is in memory")
+        with self.lock:
+            if self._batch is not None:
+                raise ValueError("compact cannot run inside MemoryStore.transaction()")
+            self.flush()
+            # the rows this store applied, not the file's last row: another process may have
+            # written rows since (they stay; see Journal.write_snapshot)
+            upto, tail = self._journal.applied_upto(), self._tail_rows
+            if tail == 0:
+                return CompactionReport(0, 0, 0)
+            header, parts = capture(self)
+        # written outside the store's lock (reads and writes go on); the store's lock is never
+        # taken while _compact_lock is held, so the two cannot deadlock. Of two compactions the
+        # one covering fewer rows writes nothing (Journal.write_snapshot).
+        with self._compact_lock:
+            try:
+                removed = self._journal.write_snapshot(upto, header, parts)
+            except ConcurrentWriterError:
+                self._foreign_writer = True  # no more automatic attempts: reopen to compact
+                raise
+            except Exception as exc:
+                raise PersistenceError(f"compaction could not be written to "
+                                       f"{self._journal.path}: {exc}") from exc
+        if removed is None:
+            return CompactionReport(0, 0, 0)
+        with self.lock:
+            self._tail_rows = max(0, self._tail_rows - tail)
+        return CompactionReport(upto, removed, sum(len(p) for p in parts))
+
+    @contextlib.contextmanager
+    def transaction(self):
+        """Group several writes so that they reach the disk together or not at all.
+
+        In memory they apply one by one as usual; the journal receives them in one SQLite
+        transaction when the block ends (nothing if it raises, and the store is rebuilt from
+        disk, so a failed group changes nothing)."""
+        with self.lock:
+            if self._journal is None or self._batch is not None or self._replaying:
+                yield
+                return
+            self._batch = []
+            try:
+                yield
+            except BaseException:
+                self._batch = None
+                self._replay()
+                raise
+            ops, self._batch = self._batch, None
+            if ops:
+                self._write_journal(ops, "transaction")
+
+    def _defer(self, payload: str) -> None:
+        """Buffer one reinforcement (an encoded :meth:`record_retrieval` call); write the
+        buffer when it holds :attr:`reinforce_batch` of them."""
+        if len(self._pending) + 1 >= self.reinforce_batch:
+            self._write_journal([], "record_retrieval", payload)  # on failure, not buffered
+        else:
+            self._pending.append(payload)
+
+    def flush(self) -> None:
+        """Write the buffered activation reinforcements to disk now (one row, one fsync).
+
+        Reads (:meth:`~memlab.memory.Memory.search`, :meth:`~memlab.memory.Memory.get`, topic
+        queries) reinforce activation through :meth:`record_retrieval`; on a durable store these
+        writes are group-committed: buffered in memory and written as one journal row when
+        :attr:`reinforce_batch` of them are buffered, before the next other write (in its
+        transaction, ahead of it), and on :meth:`flush`, :meth:`compact` and :meth:`close`.
+        A crash therefore loses at most the last ``reinforce_batch - 1`` reinforcements, never a
+        write that returned. ``reinforce_batch=1`` journals each one as it happens.
+        """
+        with self.lock:
+            if self._journal is not None and self._pending and self._batch is None:
+                self._write_journal([], "record_retrieval")
+
+    def close(self) -> None:
+        """Write buffered reinforcements (see :meth:`flush`) and close the database file (an
+        in-memory store has nothing to close)."""
+        if self._journal is not None:
+            try:
+                self.flush()
+            finally:
+                self._closing = True  # no new background compaction; wait for a running one
+                if self._compactor is not None:
+                    self._compactor.join()
+                self._journal.close()
+
+    @property
+    def journal(self) -> Journal | None:
+        """The SQLite journal when the store is durable, else None."""
+        return self._journal
