@@ -35,10 +35,11 @@ def guarded_scores(score: np.ndarray, plain_score: np.ndarray, rankable: np.ndar
     """Scores after the guard, and the rows it restored.
 
     ``score`` ranks with the graph, ``plain_score`` without it (rows the graph brought,
-    ``from_graph``, are not in that ranking). A row of the plain top ``depth`` that the graph
-    pushed out of the top ``depth`` is restored when the row that took its place is not
-    ``linked`` to a seed: per unlinked newcomer one pushed-out row (the best-scored first) is
-    restored, and the unlinked newcomers are moved just below the lowest restored row.
+    ``from_graph``, are not in that ranking). The rows of the plain top ``depth`` that the
+    graph pushed out of the top ``depth`` are restored, best-scored first, one for each
+    newcomer to the top ``depth`` that is not ``linked`` to a seed (the lowest-scored such
+    newcomers first): each restored row and its newcomer swap scores, so the top ``depth``
+    becomes exactly the graph's minus those newcomers plus the restored rows, in score order.
     ``rankable``: rows that compete (neither mandatory nor filtered).
 
     Examples
@@ -46,8 +47,8 @@ def guarded_scores(score: np.ndarray, plain_score: np.ndarray, rankable: np.ndar
     >>> s, restored = guarded_scores(np.array([0.9, 0.8, 0.7, 0.6]),
     ...     np.array([0.5, 0.0, 0.0, 0.6]), np.ones(4, bool), np.array([0, 1, 1, 0], bool),
     ...     np.array([0, 0, 1, 0], bool), ["a", "b", "c", "d"], np.zeros(4), depth=2)
-    >>> restored.tolist(), np.argsort(-s).tolist()
-    ([3], [0, 2, 3, 1])
+    >>> restored.tolist(), s.tolist()
+    ([3], [0.9, 0.6, 0.7, 0.8])
     """
     n = len(score)
     fixed = ~rankable
@@ -62,17 +63,16 @@ def guarded_scores(score: np.ndarray, plain_score: np.ndarray, rankable: np.ndar
     in_top[top] = True
     in_plain = np.zeros(n, bool)
     in_plain[plain_top] = True
-    pushed = plain_top[~in_top[plain_top]]  # in plain order
+    pushed = plain_top[~in_top[plain_top]]
     unlinked = top[~in_plain[top] & ~linked[top]]  # newcomers without a link, best first
     r = min(len(pushed), len(unlinked))
     if r == 0:
         return score, _NO_DOCS
-    restored = pushed[np.argsort(-score[pushed], kind="stable")[:r]]
-    floor = float(score[restored].min())
-    out = score.astype(float, copy=True)
-    # below the lowest restored row, keeping the unlinked newcomers' own order
-    step = max(abs(floor), 1.0) * 1e-9
-    out[unlinked] = np.minimum(score[unlinked], floor - step * (1 + np.arange(len(unlinked))))
+    score = np.asarray(score, dtype=float)
+    restored = pushed[np.argsort(-score[pushed], kind="stable")[:r]]  # best first
+    demoted = unlinked[len(unlinked) - r:]  # the lowest-scored newcomers, best first
+    out = score.copy()
+    out[restored], out[demoted] = score[demoted], score[restored]
     return out, np.sort(restored)
 
 
