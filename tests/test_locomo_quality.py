@@ -181,28 +181,23 @@ def test_guard_invariants(data):
     out, restored = guarded_scores(score, plain, rankable, from_graph, linked, ids,
                                    np.zeros(n), depth)
 
-    def top(s, keep):
-        rows = [j for j in np.argsort(-s, kind="stable") if keep[j]]
-        return set(rows[:depth]) if len(rows) >= depth else set(rows)
-
-    def top_at(s, keep, cut):  # the first `depth` rows of all, then those kept (as the stage)
+    def top(s, keep):  # as the stage cuts: the first `depth` rankable rows, then those kept
         order = sorted(range(n), key=lambda j: (not rankable[j], -s[j]))
-        return {j for j in order[:depth] if keep[j]}
+        return {j for j in order[:depth] if rankable[j] and keep[j]}
 
-    before = top_at(score, rankable, depth)
-    plain_top = top_at(plain, rankable & ~from_graph, depth) if True else None
+    everything = np.ones(n, bool)
+    before, after = top(score, everything), top(out, everything)
     plain_top = {j for j in sorted(range(n), key=lambda j: (not (rankable[j] and not
                  from_graph[j]), -plain[j]))[:depth] if rankable[j] and not from_graph[j]}
-    after = top_at(out, rankable, depth)
     pushed = plain_top - before
     unlinked = {j for j in before - plain_top if not linked[j]}
-    assert len(restored) == min(len(pushed), len(unlinked))
-    assert set(restored.tolist()) <= pushed
-    # the top keeps every row that was in the plain top or linked, and takes the restored ones
-    assert after == (before - (unlinked - (after & unlinked))) | set(restored.tolist())
+    r = min(len(pushed), len(unlinked))
+    assert len(restored) == r and set(restored.tolist()) <= pushed
+    # the r lowest-scored unlinked newcomers leave, the restored rows take their places
+    demoted = set(sorted(unlinked, key=lambda j: score[j])[:r])
+    assert after == (before - demoted) | set(restored.tolist())
     assert before & (plain_top | {j for j in range(n) if linked[j]}) <= after
-    assert len(after) == len(before)
-    if not len(restored):
+    if not r:
         assert np.array_equal(out, score)
     assert sorted(out.tolist()) == sorted(score.tolist())  # scores are only swapped
 
