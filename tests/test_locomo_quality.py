@@ -23,6 +23,7 @@ from memlab.tuning import choose_by_folds, cv_choose, grouped_folds
 
 @pytest.mark.parametrize("field, value, message", [
     ("temporal_window_tail_days", -1.0, "temporal_window_tail_days must be a finite number >= 0"),
+    ("temporal_window_tail_days", 1e7, "temporal_window_tail_days must be at most 3650"),
     ("spelling_weight", 1.5, "spelling_weight must be in [0, 1], got 1.5"),
     ("spelling_analyzer", "soundex", "spelling_analyzer must be one of"),
     ("graph_guard_depth", 2.5, "graph_guard_depth must be an integer, got 2.5"),

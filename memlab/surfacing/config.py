@@ -103,6 +103,12 @@ def _check_analyzer(cfg: "SurfacingConfig", name: str, value: Any) -> None:
         raise ValueError(f"analyzer must be None or one of {sorted(ANALYZERS)}, got {value!r}")
 
 
+def _check_tail(cfg: "SurfacingConfig", name: str, value: Any) -> None:
+    _check_number(cfg, name, value)
+    if value > 3650:
+        raise ValueError(f"{name} must be at most 3650 (ten years), got {value!r}")
+
+
 def _check_spelling_analyzer(cfg: "SurfacingConfig", name: str, value: Any) -> None:
     if not isinstance(value, str) or value not in ANALYZERS:
         raise ValueError(f"spelling_analyzer must be one of {sorted(ANALYZERS)}, got {value!r}")
@@ -195,6 +201,7 @@ _FIELD_CHECKS = {
     "spread_relevance": _check_spread_relevance, "temporal_restrict": _check_bool,
     "spreading": _check_nested, "ppr": _check_nested, "dense": _check_nested,
     "reranker": _check_reranker, "spelling_analyzer": _check_spelling_analyzer,
+    "temporal_window_tail_days": _check_tail,
 }
 
 
