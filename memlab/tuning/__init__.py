@@ -14,7 +14,8 @@ from memlab.tuning.search import (DEFAULT_SPACE, GROUP_BY, Param, TuneResult, cv
                                   grouped_folds, parse_space, score_holdout, tune,
                                   check_disjoint_holdout)
 
-__all__ = ["tune", "cv_fixed", "cv_choose", "choose_by_folds", "ChooseResult", "TuneResult", "Param", "parse_space", "grouped_folds",
+__all__ = ["tune", "cv_fixed", "cv_choose", "choose_by_folds", "ChooseResult", "TuneResult",
+           "Param", "parse_space", "grouped_folds",
            "score_holdout", "check_disjoint_holdout", "DEFAULT_SPACE", "GROUP_BY",
            "CounterfactualEvaluator",
            "ReplayEvaluator", "subtrace", "plot_history", "plot_importance", "plot_top_params",
