@@ -175,8 +175,32 @@ def analyze_porter(text: str) -> list[str]:
             for w in tokenize(text)]
 
 
-# how item text and queries become BM25 terms; chosen per store (index and queries must agree)
-ANALYZERS = {"porter": analyze_porter, "plain": tokenize}
+def analyze_trigrams(text: str) -> list[str]:
+    """Character trigrams of every :func:`tokenize` word, padded with ``^`` and ``$``.
+
+    A second BM25 field for spelling variants (issue 17): "favourite" and "favorite" share 7 of
+    their 9 trigrams and "impostors" and "imposter" 5, where their Porter stems differ. Words
+    are cut to :data:`MAX_TERM_CHARS` first, as :func:`analyze_porter` cuts them.
+    Hand-written rather than taken from a library: it is three lines, and every index built
+    with it (items and queries alike) must keep exactly this definition.
+
+    Examples
+    --------
+    >>> analyze_trigrams("the favourite")
+    ['^fa', 'fav', 'avo', 'vou', 'our', 'uri', 'rit', 'ite', 'te$']
+    >>> analyze_trigrams("I go")
+    ['^go', 'go$']
+    """
+    out: list[str] = []
+    for word in tokenize(text):
+        padded = f"^{word[:MAX_TERM_CHARS]}$"
+        out.extend(padded[i:i + 3] for i in range(len(padded) - 2))
+    return out
+
+
+# how item text and queries become BM25 terms; chosen per store (index and queries must agree).
+# "trigram" is meant as a second field beside a word analyzer (SurfacingConfig.spelling_weight)
+ANALYZERS = {"porter": analyze_porter, "plain": tokenize, "trigram": analyze_trigrams}
 
 
 def normalise_title(text: str) -> str:

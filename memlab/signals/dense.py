@@ -33,7 +33,7 @@ import numpy as np
 
 from memlab._arrays import Growable
 from memlab.signals.embedders._assets import default_cache_dir
-from memlab.signals.fusion import NORMALISERS
+from memlab.signals.fusion import FUSIONS, NORMALISERS
 from memlab.text import TITLE_KEYS
 
 __all__ = ["Embedder", "DenseConfig", "EmbeddingCache", "CachedEmbedder", "EMBEDDERS",
@@ -75,6 +75,9 @@ class DenseConfig:
     ``normalise`` puts BM25 and cosine on one scale before mixing: ``"max"`` divides by the
     best score; ``"minmax"`` maps the ``norm_depth``-th best score to 0 and the best to 1
     (below-depth scores clip to 0), so the two signals' spreads, not their magnitudes, decide.
+    ``fusion`` is how the sides mix: ``"convex"`` (the normalised scores, as above) or
+    ``"rrf"``: weighted reciprocal-rank fusion with constant ``rrf_k``
+    (:class:`memlab.signals.fusion.RankFusion`; ``normalise`` is then unused).
 
     Examples
     --------
@@ -93,9 +96,11 @@ class DenseConfig:
     normalise: str = "max"
     norm_depth: int = 20
     cache_dir: str | None = None  # None: default_cache_dir(); "" disables the disk cache
+    fusion: str = "convex"
+    rrf_k: int = 60
 
     FIELDS = ("embedder", "weight", "candidates", "sentence_weight", "normalise", "norm_depth",
-              "cache_dir")
+              "cache_dir", "fusion", "rrf_k")
 
     def __post_init__(self) -> None:
         if not isinstance(self.embedder, str) or not self.embedder:
@@ -106,13 +111,15 @@ class DenseConfig:
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not 0 <= value <= 1:
                 raise ValueError(f"{name} must be in [0, 1], got {value!r}")
-        for name, low in (("candidates", 0), ("norm_depth", 1)):
+        for name, low in (("candidates", 0), ("norm_depth", 1), ("rrf_k", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         if self.normalise not in NORMALISERS:
             raise ValueError(f"normalise must be one of {list(NORMALISERS)}, got "
                              f"{self.normalise!r}")
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {list(FUSIONS)}, got {self.fusion!r}")
         if self.cache_dir is not None and not isinstance(self.cache_dir, str):
             raise ValueError(f"cache_dir must be a path string or None, got {self.cache_dir!r}")
 

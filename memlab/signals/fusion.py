@@ -20,9 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["NORMALISERS", "ScoreScale", "HybridScale"]
+__all__ = ["NORMALISERS", "FUSIONS", "ScoreScale", "HybridScale", "RankFusion"]
 
 NORMALISERS = ("max", "minmax")
+#: how the two sides are mixed: a convex combination of normalised scores, or of reciprocal ranks
+FUSIONS = ("convex", "rrf")
 
 
 @dataclass(frozen=True)
@@ -83,3 +85,47 @@ class HybridScale:
     def __call__(self, bm25: np.ndarray, cosine: np.ndarray) -> np.ndarray:
         return (1.0 - self.weight) * self.lexical(bm25) + \
             self.weight * self.semantic(np.maximum(np.asarray(cosine, dtype=np.float64), 0.0))
+
+
+@dataclass(frozen=True)
+class RankFusion:
+    """Weighted reciprocal-rank fusion (Cormack et al., SIGIR 2009), scaled to [0, 1]:
+    ``(k + 1) * ((1 - weight) / (k + rank_lexical) + weight / (k + rank_semantic))``.
+
+    A side's rank is 1 + the number of the query's scores on that side strictly above the
+    item's (ties share a rank); an item with no score on a side (BM25 0, similarity <= 0)
+    gets nothing from it. Only ranks matter, so BM25's steep fall-off and cosine's narrow band
+    no longer decide the mix. Fit once per query with :meth:`fit`.
+
+    Examples
+    --------
+    >>> rrf = RankFusion.fit(np.array([9.0, 3.0, 1.0]), np.array([0.8, 0.5]), 0.5, k=1)
+    >>> rrf(np.array([9.0, 1.0, 0.0]), np.array([0.5, 0.8, 0.0])).round(3).tolist()
+    [0.833, 0.75, 0.0]
+    """
+
+    lexical: np.ndarray
+    semantic: np.ndarray
+    weight: float
+    k: int = 60
+
+    @classmethod
+    def fit(cls, bm25: np.ndarray, cosine: np.ndarray, weight: float, k: int = 60
+            ) -> "RankFusion":
+        """From the query's non-zero BM25 scores and its items' similarities."""
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be an integer >= 1, got {k!r}")
+        lexical = np.sort(np.asarray(bm25, dtype=np.float64))
+        semantic = np.asarray(cosine, dtype=np.float64)
+        return cls(lexical[lexical > 0], np.sort(semantic[semantic > 0]), float(weight), k)
+
+    @staticmethod
+    def _term(sorted_scores: np.ndarray, x: np.ndarray, k: int) -> np.ndarray:
+        above = len(sorted_scores) - np.searchsorted(sorted_scores, x, side="right")
+        return np.where(x > 0, 1.0 / (k + above + 1.0), 0.0)
+
+    def __call__(self, bm25: np.ndarray, cosine: np.ndarray) -> np.ndarray:
+        bm25 = np.asarray(bm25, dtype=np.float64)
+        cosine = np.asarray(cosine, dtype=np.float64)
+        return (self.k + 1.0) * ((1.0 - self.weight) * self._term(self.lexical, bm25, self.k)
+                                 + self.weight * self._term(self.semantic, cosine, self.k))

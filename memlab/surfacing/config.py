@@ -55,10 +55,10 @@ _STRATEGY_NAMES = ("fast:recency", "deep:multi-hop", "factual:point-query", "pro
 # fields that must be > 0, and the one number that may be negative. Every other number is a
 # finite float >= 0.
 _INT_FIELDS = frozenset({"overfetch", "recent_candidates", "temporal_window_candidates",
-                         "multi_hop_seeds"})
+                         "multi_hop_seeds", "graph_guard_depth"})
 _UNIT_FIELDS = frozenset({"bm25_b", "recency_floor", "recency_cue_floor", "activation_floor",
                           "activation_initial", "temporal_window_relevance_floor",
-                          "title_match_weight"})
+                          "title_match_weight", "spelling_weight"})
 _POSITIVE_FIELDS = frozenset({"bm25_k1", "recency_tau_h", "activation_half_life_h",
                               "freshness_window_h", "actr_scale", "pin_ttl_h", "overfetch"})
 _SIGNED_FIELDS = frozenset({"actr_threshold"})
@@ -101,6 +101,17 @@ def _check_name(cfg: "SurfacingConfig", name: str, value: Any) -> None:
 def _check_analyzer(cfg: "SurfacingConfig", name: str, value: Any) -> None:
     if value is not None and (not isinstance(value, str) or value not in ANALYZERS):
         raise ValueError(f"analyzer must be None or one of {sorted(ANALYZERS)}, got {value!r}")
+
+
+def _check_tail(cfg: "SurfacingConfig", name: str, value: Any) -> None:
+    _check_number(cfg, name, value)
+    if value > 3650:
+        raise ValueError(f"{name} must be at most 3650 (ten years), got {value!r}")
+
+
+def _check_spelling_analyzer(cfg: "SurfacingConfig", name: str, value: Any) -> None:
+    if not isinstance(value, str) or value not in ANALYZERS:
+        raise ValueError(f"spelling_analyzer must be one of {sorted(ANALYZERS)}, got {value!r}")
 
 
 def _check_activation_model(cfg: "SurfacingConfig", name: str, value: Any) -> None:
@@ -189,7 +200,8 @@ _FIELD_CHECKS = {
     "router_rules": _check_router_rules, "strategies": _check_strategies,
     "spread_relevance": _check_spread_relevance, "temporal_restrict": _check_bool,
     "spreading": _check_nested, "ppr": _check_nested, "dense": _check_nested,
-    "reranker": _check_reranker,
+    "reranker": _check_reranker, "spelling_analyzer": _check_spelling_analyzer,
+    "temporal_window_tail_days": _check_tail,
 }
 
 
@@ -286,6 +298,18 @@ class SurfacingConfig:
     # the composite's before the budget: a ranker file (*.json, memlab.learn writes them) or
     # a name registered with register_reranker; None: no such stage
     reranker: str | None = None
+    # LoCoMo quality options (issue 17; README "LoCoMo quality work"), all off by default:
+    # temporal:windowed's window extended this many days past its end (events told later:
+    # "yesterday I went bowling" in the next session)
+    temporal_window_tail_days: float = 0.0
+    # a second BM25 field over ``spelling_analyzer`` (character trigrams) fused with BM25:
+    # lexical score = bm25 + w * best_bm25 * second / best_second
+    spelling_weight: float = 0.0
+    spelling_analyzer: str = "trigram"
+    # deep:multi-hop: the graph may push an item out of the top ``graph_guard_depth`` of the
+    # ranking without the graph only for a replacement linked to a seed (0: off;
+    # memlab.surfacing.stages.guard)
+    graph_guard_depth: int = 0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -33,6 +33,8 @@ from memlab.surfacing.config import SurfacingConfig
 from memlab.surfacing.router import ENTITY_DETECTORS, route
 from memlab.surfacing.stages import COMPOSITE_INPUTS, CandidateTable, Pipeline, QueryRun
 from memlab.surfacing.stages.scoring import Rerank
+from memlab.surfacing.stages.guard import with_guard
+from memlab.surfacing.stages.variants import with_spelling
 from memlab.surfacing.strategies import STRATEGIES
 
 __all__ = ["ContextRecord", "CandidateTable", "QueryRun", "assemble", "SIGNAL_COLUMNS",
@@ -169,6 +171,10 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     # the strategy's stages ----------------------------------------------------------------
     if not legacy and config.reranker is not None:  # a learned stage re-scores before the budget
         pipeline = pipeline.before_phase("select", Rerank())
+    if not legacy and config.spelling_weight > 0:  # a second BM25 field right after bm25
+        pipeline = with_spelling(pipeline)
+    if not legacy and config.graph_guard_depth > 0:  # multi-hop: the graph may only help
+        pipeline = with_guard(pipeline)
     table = pipeline(run)
     for alias, stage in TIMING_ALIASES.items():
         if stage in timings:

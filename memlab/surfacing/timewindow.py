@@ -113,7 +113,7 @@ import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone, tzinfo
 
-__all__ = ["TimeWindow", "parse_time_window", "YEARS_BACK", "YEARS_AHEAD"]
+__all__ = ["TimeWindow", "parse_time_window", "with_tail", "YEARS_BACK", "YEARS_AHEAD"]
 
 #: A bare four-digit number is a year only from ``now.year - YEARS_BACK`` ...
 YEARS_BACK = 100
@@ -667,3 +667,32 @@ def parse_time_window(query: str, now: datetime) -> TimeWindow | None:
         if w is not None:
             return w
     return None
+
+
+def with_tail(window: TimeWindow | None, days: float) -> TimeWindow | None:
+    """``window`` with its end moved ``days`` later (None stays None; 0 days is ``window``).
+
+    An event is often told after it happened ("yesterday I went bowling" in the next
+    session): a question about "the week of 9 May" then has its evidence stored a few days
+    after the window. ``SurfacingConfig.temporal_window_tail_days`` sets ``days`` for
+    ``temporal:windowed``; the phrase records the tail.
+
+    Examples
+    --------
+    >>> w = TimeWindow(datetime(2024, 1, 1, tzinfo=timezone.utc),
+    ...                datetime(2024, 1, 2, tzinfo=timezone.utc), "1 january 2024")
+    >>> with_tail(w, 2.5).end.isoformat(), with_tail(w, 2.5).phrase
+    ('2024-01-04T12:00:00+00:00', '1 january 2024 (+2.5 days)')
+    >>> with_tail(w, 0) is w, with_tail(None, 3) is None
+    (True, True)
+    >>> with_tail(w, -1)
+    Traceback (most recent call last):
+    ...
+    ValueError: days must be a finite number >= 0, got -1
+    """
+    if isinstance(days, bool) or not isinstance(days, (int, float)) or not 0 <= days < 1e6:
+        raise ValueError(f"days must be a finite number >= 0, got {days!r}")
+    if window is None or days == 0:
+        return window
+    return replace(window, end=window.end + timedelta(days=days),
+                   phrase=f"{window.phrase} (+{days:g} days)")

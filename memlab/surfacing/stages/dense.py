@@ -10,7 +10,7 @@ from typing import ClassVar
 import numpy as np
 
 from memlab.signals.dense import DenseConfig, dense_search, embed_query
-from memlab.signals.fusion import HybridScale, ScoreScale
+from memlab.signals.fusion import HybridScale, RankFusion, ScoreScale
 from memlab.surfacing.stages.base import CandidateTable, QueryRun, Stage, register_stage
 from memlab.surfacing.stages.retrieval import top_by_score
 
@@ -52,12 +52,16 @@ class Dense(Stage):
             if config.candidates else np.empty(0, np.int64)
         semantic = np.maximum(sims[finite], 0.0)
         matched = table.attrs.get("matched_bm25", np.empty(0))
-        hybrid = HybridScale(
-            ScoreScale.fit(matched, config.normalise, config.norm_depth),
-            ScoreScale.fit(semantic[semantic > 0], config.normalise, config.norm_depth),
-            config.weight)
+        if config.fusion == "rrf":
+            hybrid = RankFusion.fit(matched, semantic, config.weight, config.rrf_k)
+        else:
+            hybrid = HybridScale(
+                ScoreScale.fit(matched, config.normalise, config.norm_depth),
+                ScoreScale.fit(semantic[semantic > 0], config.normalise, config.norm_depth),
+                config.weight)
         run.notes["dense"] = {"embedder": config.embedder, "weight": config.weight,
-                              "normalise": config.normalise, "nearest": len(nearest)}
+                              "normalise": config.normalise, "fusion": config.fusion,
+                              "nearest": len(nearest)}
         extra = tuple(table.attrs.get("extra_candidates", ())) + (nearest,)
         return table.add(nearest, "dense", allowed=run.ws.eligible_mask()).with_attrs(
             dense_sims=sims, hybrid=hybrid, extra_candidates=extra)

@@ -13,7 +13,7 @@ import numpy as np
 from memlab.signals.recency import recency
 from memlab.surfacing.stages.base import CandidateTable, QueryRun, Stage, register_stage
 from memlab.surfacing.stages.retrieval import _check_count, bm25_of
-from memlab.surfacing.timewindow import parse_time_window
+from memlab.surfacing.timewindow import parse_time_window, with_tail
 from memlab.text import TITLE_KEYS, leading_segment, normalise_title
 
 __all__ = ["Recent", "RecencyCue", "ExactMatch", "ProceduralItems", "ProceduralBoost", "Window",
@@ -175,8 +175,10 @@ class Window(Stage):
     ``window``), most relevant first, then newest, at most ``n`` (None: the recipe's
     ``temporal_window_candidates``).
 
-    The window is parsed from the query (:func:`~memlab.surfacing.timewindow.parse_time_window`)
-    and left in ``attrs["window"]`` for :class:`WindowBoost`. Without a window the stage behaves
+    The window is parsed from the query (:func:`~memlab.surfacing.timewindow.parse_time_window`),
+    extended by the recipe's ``temporal_window_tail_days`` past its end
+    (:func:`~memlab.surfacing.timewindow.with_tail`) and left in ``attrs["window"]`` for
+    :class:`WindowBoost`. Without a window the stage behaves
     like :class:`Recent` and notes ``no_time_window``.
     """
 
@@ -188,7 +190,8 @@ class Window(Stage):
         _check_count("window", "n", self.n)
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
-        window = parse_time_window(run.query, run.now)
+        window = with_tail(parse_time_window(run.query, run.now),
+                           run.config.temporal_window_tail_days)
         run.notes["time_window"] = None if window is None else \
             [window.start.isoformat(), window.end.isoformat(), window.phrase]
         if window is None:
