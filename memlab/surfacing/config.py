@@ -185,8 +185,18 @@ def _check_reranker(cfg: "SurfacingConfig", name: str, value: Any) -> None:
         _registered(name, value, RERANKERS, " (and is not a *.json ranker file)")
 
 
+def _check_link_types(cfg: "SurfacingConfig", name: str, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value or \
+            not all(isinstance(v, str) and v for v in value):
+        raise ValueError(f"{name} must be None or a non-empty list of edge type names, "
+                         f"got {value!r}")
+    object.__setattr__(cfg, name, tuple(value))
+
+
 _FIELD_CHECKS = {
-    "name": _check_name, "analyzer": _check_analyzer,
+    "name": _check_name, "graph_link_types": _check_link_types, "analyzer": _check_analyzer,
     "activation_model": _check_activation_model, "entity_detector": _check_entity_detector,
     "router_rules": _check_router_rules, "strategies": _check_strategies,
     "spread_relevance": _check_spread_relevance, "temporal_restrict": _check_bool,
@@ -298,6 +308,8 @@ class SurfacingConfig:
     graph_bridge_hits: int = 3
     graph_bridge_links: int = 2
     graph_guard_k: int = 0
+    # the edge types that count as a link for bridges and the guard (None: the spreading's)
+    graph_link_types: tuple[str, ...] | None = None
     # router mode: a learned re-ranking stage (memlab.surfacing.rerank) whose score replaces
     # the composite's before the budget: a ranker file (*.json, memlab.learn writes them) or
     # a name registered with register_reranker; None: no such stage

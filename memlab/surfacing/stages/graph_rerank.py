@@ -7,8 +7,9 @@ strategy with graph stages (router mode inserts it before the budget when the re
 on) and changes only the order of the optional candidates:
 
 1. **Bridges.** The ``hits`` best candidates by the composite are the top hits. A candidate
-   linked (an edge of the spreading's types, either direction) to at least ``links`` of them is
-   a bridge, and its score is multiplied by ``1 + boost``.
+   linked (an edge of the recipe's ``graph_link_types``, by default the spreading's types,
+   either direction) to at least ``links`` of them is a bridge, and its score is multiplied by
+   ``1 + boost``.
 2. **Guard.** The retrieval's own top ``guard_k`` (the fused relevance over-fetch,
    ``attrs["ranked_docs"]``, before any graph stage) is what the query found without the
    graph. An item of it that the graph ranking pushes out of the top ``guard_k`` comes back,
@@ -40,10 +41,11 @@ _DEFAULT_SPREAD = SpreadConfig()
 
 
 def linked_counts(ws, hubs: np.ndarray, nodes: np.ndarray,
-                  spreading: SpreadConfig | None) -> np.ndarray:
-    """For each of ``nodes``, how many of ``hubs`` it shares an edge with (undirected, over the
-    edge types ``spreading`` allows; the default spreading's when None). A node is not linked
-    to itself.
+                  spreading: SpreadConfig | None,
+                  edge_types: tuple[str, ...] | None = None) -> np.ndarray:
+    """For each of ``nodes``, how many of ``hubs`` it shares an edge with (undirected, over
+    ``edge_types``, or when None the types ``spreading`` allows, the default spreading's when
+    that is None too). A node is not linked to itself.
 
     Examples
     --------
@@ -61,7 +63,9 @@ def linked_counts(ws, hubs: np.ndarray, nodes: np.ndarray,
     if not len(hubs) or not len(nodes):
         return out
     table = ws.graph_view().table
-    codes = table.codes_for((spreading or _DEFAULT_SPREAD).allowed(table.type_names))
+    types = (spreading or _DEFAULT_SPREAD).allowed(table.type_names) if edge_types is None \
+        else [t for t in edge_types if t in table.type_names]
+    codes = table.codes_for(types)
     if not len(codes):
         return out
     snapshot = ws.graph_view().snapshot(len(ws), undirected=[codes])
@@ -127,7 +131,8 @@ class GraphRerank(Stage):
         bridge = np.zeros(len(table), dtype=bool)
         if boost > 0:
             top = order[:hits]
-            count = linked_counts(ws, idx[top], idx[optional], config.spreading)
+            count = linked_counts(ws, idx[top], idx[optional], config.spreading,
+                                  config.graph_link_types)
             bridge[optional[count >= links]] = True
             bridge[top] = False  # a top hit is not its own bridge
             score[bridge] *= 1.0 + boost
@@ -143,7 +148,8 @@ class GraphRerank(Stage):
             if pushed:
                 seeds = ranked_docs[:config.multi_hop_seeds]
                 newcomers = np.array([p for p in top if p not in base_top], dtype=np.int64)
-                linked = linked_counts(ws, seeds, idx[newcomers], config.spreading) > 0 \
+                linked = linked_counts(ws, seeds, idx[newcomers], config.spreading,
+                                       config.graph_link_types) > 0 \
                     if len(newcomers) else np.zeros(0, bool)
                 unsupported = [p for p, ok in zip(newcomers.tolist(), linked.tolist())
                                if not ok and not bridge[p]]
