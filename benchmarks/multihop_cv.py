@@ -1,7 +1,7 @@
 """Issue 17 item 3, multi-hop: each change alone and together, by grouped 5-fold CV.
 
     PYTHONPATH=. .venv/bin/python benchmarks/multihop_cv.py [../shared/datasets] [--out DIR]
-        [--dense]
+        [--dense] [--from-csv]
 
 The changes (each a configuration option, off in ``DEFAULT``):
 
@@ -213,10 +213,47 @@ def to_markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary_markdown(table: pd.DataFrame) -> str:
+    """One row per change: MuSiQue R@5 (CV, Δ, folds, in-sample) and LoCoMo's Δ (the README's
+    ablation table)."""
+    def pick(data, measure, what, kind="CV"):
+        hit = table[(table["data"] == data) & (table["measure"] == measure)
+                    & (table["configuration"] == what) & (table["kind"] != "in-sample")]
+        inside = table[(table["data"] == data) & (table["measure"] == measure)
+                       & (table["configuration"] == what) & (table["kind"] == "in-sample")]
+        return (hit.iloc[0].to_dict() if len(hit) else None,
+                inside.iloc[0].to_dict() if len(inside) else None)
+
+    def delta(r):
+        return "" if r is None or pd.isna(r.get("delta")) else \
+            f"{r['delta']:+.1f} [{r['delta_low']:+.1f}, {r['delta_high']:+.1f}]"
+
+    lines = ["| change | MuSiQue R@5, CV [95 %] | Δ vs DEFAULT [95 %] | folds +/− | "
+             "in-sample R@5 | MuSiQue MRR Δ | LoCoMo R@10 Δ | LoCoMo MRR Δ |",
+             "|---|---|---|---|---:|---|---|---|"]
+    for what in ["DEFAULT", *OPTIONS, "all together"]:
+        r5, inside = pick("MuSiQue 100", "R@5", what)
+        mrr, _ = pick("MuSiQue 100", "MRR", what)
+        l10, _ = pick("LoCoMo cat. 1-4", "R@10", what)
+        lmrr, _ = pick("LoCoMo cat. 1-4", "MRR", what)
+        folds = "" if what == "DEFAULT" else \
+            f"{int(r5['folds_better'])}/{int(r5['folds_worse'])}"
+        lines.append(f"| {what} | {r5['cv_mean']:.1f} [{r5['ci_low']:.1f}, {r5['ci_high']:.1f}] "
+                     f"| {delta(r5)} | {folds} | "
+                     f"{'' if inside is None else format(inside['cv_mean'], '.1f')} | "
+                     f"{delta(mrr)} | {delta(l10)} | {delta(lmrr)} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> pd.DataFrame:
     out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else Path("out/multihop_cv")
     skip = {argv[i + 1] for i, a in enumerate(argv) if a == "--out"}
     paths = [a for a in argv if not a.startswith("--") and a not in skip]
+    if "--from-csv" in argv:  # the tables again from a finished run's cv.csv, no replay
+        table = pd.read_csv(out / "cv.csv")
+        print(to_markdown(table))
+        print(summary_markdown(table))
+        return table
     root = Path(paths[0]) if paths else shared_data_dir()
     base = BASE
     if "--dense" in argv:
@@ -235,7 +272,10 @@ def main(argv: list[str]) -> pd.DataFrame:
     table.to_csv(out / "cv.csv", index=False)
     text = to_markdown(table)
     (out / "cv.md").write_text(text)
+    short = summary_markdown(table)
+    (out / "summary.md").write_text(short)
     print(text)
+    print(short)
     print(f"{len(mv.cache)} MuSiQue and {len(lv.cache)} LoCoMo configurations replayed; "
           f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
     return table
