@@ -14,9 +14,10 @@ the query names only without its parenthetical qualifier is supported when
 
 If some reading of the group is supported (or one has no qualifier: the plain reading), the
 unsupported ones are dropped; if none is, all count (there is nothing to choose by). A phrase
-naming one item only keeps it: a first attempt that also judged lone matches dropped ten gold
-passages of MuSiQue's 100 questions ("the performer of *Brother*" names "Brother (Pearl Jam
-song)", whose text never says "performer").
+naming one item only keeps it: a first attempt that also judged lone matches dropped nine gold
+passages of MuSiQue's 100 questions (of ten drops: "the performer of *Brother*" names "Brother
+(Pearl Jam song)", whose text never says "performer").
+
 Items named with their qualifier, and titles without one, always count. The title stage
 (:class:`~memlab.surfacing.stages.title.TitleMatch`) applies this filter; its note
 ``title_homonyms_dropped`` lists the items it left out.
