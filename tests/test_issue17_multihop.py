@@ -232,3 +232,44 @@ def test_graph_rerank_config_fields_are_validated():
     config = DEFAULT.replace(graph_link_types=["MENTIONS"], graph_guard_k=5)
     assert config.graph_link_types == ("MENTIONS",)
     assert SurfacingConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+
+
+# -- the ablation's in-fold parameter choice never sees the held-out fold ---------------------
+
+def test_multihop_cv_chooses_parameters_on_the_training_folds_only():
+    import pandas as pd
+
+    from benchmarks import multihop_cv as mcv
+
+    folds = [[f"q{f}{i}" for i in range(4)] for f in range(5)]
+    every = [q for f in folds for q in f]
+    planted = mcv.label({"graph_guard_k": 10, "graph_link_types": None})
+
+    class Planted:
+        """Every configuration scores 0.5 on every question, except one grid point of the
+        guard, which scores 1 on fold 0's questions and 0.45 elsewhere. Honest: fold 0 (its
+        training folds say 0.45) keeps the first grid point, 0.5; every other fold's training
+        includes fold 0 (mean 0.5875) and picks the planted point, 0.45 held out: a CV mean of
+        0.46. Choosing on every question would give 0.56, on the held-out fold 0.6."""
+
+        measures = ["R@5", "R@10", "MRR"]
+        seen: list[str] = []
+
+        def of(self, changes):
+            key = mcv.label(changes)
+            self.seen.append(key)
+            values = [1.0 if q in folds[0] else 0.45 for q in every] if key == planted \
+                else [0.5] * len(every)
+            return pd.DataFrame({m: values for m in self.measures}, index=every)
+
+    rows, final = mcv.musique_cv(Planted(), folds)
+    table = pd.DataFrame(rows)
+    pick = table[(table.configuration == "graph guard") & (table.measure == "R@5")]
+    guard = pick[pick.kind == "CV"].iloc[0]
+    assert guard.cv_mean == pytest.approx(46.0)
+    assert guard.chosen.split("; ")[0] == mcv.label(mcv.OPTIONS["graph guard"][0])
+    assert guard.chosen.split("; ")[1:] == [planted] * 4
+    assert guard.delta == pytest.approx(-4.0) and (guard.folds_better, guard.folds_worse) == (0, 4)
+    # the in-sample row chooses on every question (0.56 > 0.5) and says so
+    assert pick[pick.kind == "in-sample"].iloc[0].cv_mean == pytest.approx(56.0)
+    assert mcv.label(final["graph guard"]) == planted

@@ -141,8 +141,9 @@ class GraphRerank(Stage):
         if guard_k > 0:
             ranked_docs = np.asarray(table.attrs.get("ranked_docs", np.empty(0, np.int64)))
             pos_of = {int(i): p for p, i in enumerate(idx.tolist())}
-            base_top = [pos_of[i] for i in ranked_docs[:guard_k].tolist() if i in pos_of]
-            base_top = [p for p in base_top if p in set(optional.tolist())]
+            allowed = set(optional.tolist())
+            base_top = [pos_of[i] for i in ranked_docs[:guard_k].tolist()
+                        if i in pos_of and pos_of[i] in allowed]
             top = order[:guard_k].tolist()
             pushed = [p for p in base_top if p not in top]
             if pushed:
@@ -160,7 +161,8 @@ class GraphRerank(Stage):
                     kept = [p for p in top if p not in demoted]
                     rank_of = {p: r for r, p in enumerate(order.tolist())}
                     head = sorted(kept + back, key=rank_of.__getitem__)
-                    rest = [p for p in order.tolist() if p not in set(head) | set(demoted)]
+                    placed = set(head) | set(demoted)
+                    rest = [p for p in order.tolist() if p not in placed]
                     order = np.array(head + demoted + rest, dtype=np.int64)
                     restored = n
         run.notes["graph_rerank"] = {"bridges": int(bridge.sum()), "restored": restored}
