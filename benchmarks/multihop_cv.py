@@ -36,7 +36,6 @@ Writes ``cv.csv`` and ``cv.md`` (every measure, and the parameters each fold cho
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import sys
 import time
 from pathlib import Path

@@ -57,6 +57,7 @@ __all__ = ["Stage", "Pipeline", "QueryRun", "CandidateTable", "STAGES", "PHASES"
            "window_boost", "ppr", "composite", "rerank", "graph_rerank", "budget",
            "BM25", "Dense", "TitleMatch", "Fuse", "Recent", "Window", "ProceduralItems", "Spread",
            "Mandatory", "Signals", "RecencyCue", "ExactMatch", "ProceduralBoost", "WindowBoost",
-           "PPR", "Composite", "Rerank", "GraphRerank", "Budget", "normalised_relevance", "bm25_of", "top_by_score"]
+           "PPR", "Composite", "Rerank", "GraphRerank", "Budget", "normalised_relevance", "bm25_of",
+           "top_by_score"]
 
 
