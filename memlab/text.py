@@ -335,6 +335,14 @@ class Gazetteer:
                 i += 1
         return found
 
+    def items_of(self, phrase: str) -> list[int]:
+        """The items ``phrase`` (one of :meth:`phrases`' forms) names, ascending.
+
+        >>> g = Gazetteer(); g.add("JWT (token)", 2); g.add("JWT", 1); g.items_of("jwt")
+        [1, 2]
+        """
+        return sorted(i for i in self._items.get(phrase, ()) if i >= 0)
+
     def items_named(self, text: str) -> list[int]:
         """The items whose title ``text`` names (per :meth:`find`), ascending."""
         return sorted({i for _, _, phrase in self.find(text) for i in self._items[phrase]

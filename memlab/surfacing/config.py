@@ -55,12 +55,14 @@ _STRATEGY_NAMES = ("fast:recency", "deep:multi-hop", "factual:point-query", "pro
 # fields that must be > 0, and the one number that may be negative. Every other number is a
 # finite float >= 0.
 _INT_FIELDS = frozenset({"overfetch", "recent_candidates", "temporal_window_candidates",
-                         "multi_hop_seeds", "graph_guard_depth"})
+                         "multi_hop_seeds", "graph_guard_depth", "title_homonym_support",
+                         "graph_bridge_hits", "graph_bridge_links", "graph_guard_k"})
 _UNIT_FIELDS = frozenset({"bm25_b", "recency_floor", "recency_cue_floor", "activation_floor",
                           "activation_initial", "temporal_window_relevance_floor",
                           "title_match_weight", "spelling_weight"})
 _POSITIVE_FIELDS = frozenset({"bm25_k1", "recency_tau_h", "activation_half_life_h",
-                              "freshness_window_h", "actr_scale", "pin_ttl_h", "overfetch"})
+                              "freshness_window_h", "actr_scale", "pin_ttl_h", "overfetch",
+                              "graph_bridge_hits", "graph_bridge_links"})
 _SIGNED_FIELDS = frozenset({"actr_threshold"})
 
 
@@ -194,8 +196,18 @@ def _check_reranker(cfg: "SurfacingConfig", name: str, value: Any) -> None:
         _registered(name, value, RERANKERS, " (and is not a *.json ranker file)")
 
 
+def _check_link_types(cfg: "SurfacingConfig", name: str, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value or \
+            not all(isinstance(v, str) and v for v in value):
+        raise ValueError(f"{name} must be None or a non-empty list of edge type names, "
+                         f"got {value!r}")
+    object.__setattr__(cfg, name, tuple(value))
+
+
 _FIELD_CHECKS = {
-    "name": _check_name, "analyzer": _check_analyzer,
+    "name": _check_name, "graph_link_types": _check_link_types, "analyzer": _check_analyzer,
     "activation_model": _check_activation_model, "entity_detector": _check_entity_detector,
     "router_rules": _check_router_rules, "strategies": _check_strategies,
     "spread_relevance": _check_spread_relevance, "temporal_restrict": _check_bool,
@@ -294,6 +306,22 @@ class SurfacingConfig:
     # router mode: items whose title (metadata title/label/name, parenthetical suffix optional)
     # the query names join the candidates, and relevance = (1 - w) * relevance + w * named
     title_match_weight: float = 0.0
+    # title-match precision (issue 17): 0 counts every title match; n >= 1 counts an item named
+    # only without its parenthetical qualifier ("X (footballer)" by "X") when the qualifier is in
+    # the query or n of the query's other terms are in its text (stages/title_precision.py)
+    title_homonym_support: int = 0
+    # the graph as a re-ranker that can only help (issue 17; stages/graph_rerank.py), after the
+    # composite of a strategy with graph stages. Bridges: a candidate linked to at least
+    # graph_bridge_links of the graph_bridge_hits best candidates gets its score times
+    # (1 + graph_bridge_boost) (0: off). Guard: an item of the retrieval's top graph_guard_k
+    # that the graph pushes out of the top graph_guard_k comes back unless its replacement is
+    # linked to a seed or is a bridge (0: off).
+    graph_bridge_boost: float = 0.0
+    graph_bridge_hits: int = 3
+    graph_bridge_links: int = 2
+    graph_guard_k: int = 0
+    # the edge types that count as a link for bridges and the guard (None: the spreading's)
+    graph_link_types: tuple[str, ...] | None = None
     # router mode: a learned re-ranking stage (memlab.surfacing.rerank) whose score replaces
     # the composite's before the budget: a ranker file (*.json, memlab.learn writes them) or
     # a name registered with register_reranker; None: no such stage

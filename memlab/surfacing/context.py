@@ -31,7 +31,8 @@ from memlab.store import MemoryStore, Workspace
 from memlab.surfacing.composite import TERM_COLUMNS
 from memlab.surfacing.config import SurfacingConfig
 from memlab.surfacing.router import ENTITY_DETECTORS, route
-from memlab.surfacing.stages import COMPOSITE_INPUTS, CandidateTable, Pipeline, QueryRun
+from memlab.surfacing.stages import (COMPOSITE_INPUTS, PPR, CandidateTable, GraphRerank,
+                                     Pipeline, QueryRun, Spread)
 from memlab.surfacing.stages.scoring import Rerank
 from memlab.surfacing.stages.guard import with_guard
 from memlab.surfacing.stages.variants import with_spelling
@@ -169,6 +170,9 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     timings["route"] = (time.perf_counter() - t_start) * 1e3
 
     # the strategy's stages ----------------------------------------------------------------
+    if not legacy and (config.graph_bridge_boost > 0 or config.graph_guard_k > 0) and \
+            any(isinstance(s, (Spread, PPR)) for s in pipeline):  # issue 17: graph re-ranking
+        pipeline = pipeline.before_phase("select", GraphRerank())
     if not legacy and config.reranker is not None:  # a learned stage re-scores before the budget
         pipeline = pipeline.before_phase("select", Rerank())
     if not legacy and config.spelling_weight > 0:  # a second BM25 field right after bm25

@@ -64,6 +64,10 @@ STRATEGIES: dict[str, Pipeline] = {
     "temporal": strategy_pipeline("temporal", (window(),), (window_boost(),)),
     # deep:multi-hop: spreading from the seeds, PPR centrality
     "multi_hop": strategy_pipeline("multi_hop", (spread(),), (ppr(),)),
+    # temporal:windowed that keeps the graph (issue 17): the window's items join and are
+    # boosted (or restricted to) inside the multi-hop pipeline instead of replacing it
+    "temporal_multi_hop": strategy_pipeline("temporal_multi_hop", (window(), spread()),
+                                            (window_boost(), ppr())),
 }
 
 

@@ -27,6 +27,7 @@ stage                      phase     does
 ``ppr(config, seeds)``     adjust    Personalized PageRank centrality
 ``composite(weights)``     score     composite score and its terms
 ``rerank(model)``          score     a learned model's score (the recipe's ``reranker``)
+``graph_rerank(...)``      score     bridges lifted, retrieval's top kept (issue 17)
 ``budget(k, max_tokens)``  select    order, cut to ``k`` and ``max_tokens``
 =========================  ========  ==================================================
 """
@@ -39,6 +40,7 @@ from memlab.surfacing.stages.expand import (ExactMatch, ProceduralBoost, Procedu
                                             procedural, procedural_boost, recency_cue, recent,
                                             window, window_boost)
 from memlab.surfacing.stages.graph import PPR, Spread, ppr, spread
+from memlab.surfacing.stages.graph_rerank import GraphRerank, graph_rerank
 from memlab.surfacing.stages.retrieval import (BM25, Fuse, bm25, bm25_of, fuse,
                                                normalised_relevance, top_by_score)
 from memlab.surfacing.stages.scoring import (COMPOSITE_INPUTS, Budget, Composite, Mandatory,
@@ -55,9 +57,10 @@ __all__ = ["Stage", "Pipeline", "QueryRun", "CandidateTable", "STAGES", "PHASES"
            "register_stage", "stage_from_dict", "COMPOSITE_INPUTS",
            "bm25", "dense", "title_match", "fuse", "recent", "window", "procedural", "spread",
            "mandatory", "signals", "recency_cue", "exact_match", "procedural_boost",
-           "window_boost", "ppr", "composite", "rerank", "budget",
+           "window_boost", "ppr", "composite", "rerank", "graph_rerank", "budget",
            "BM25", "Dense", "TitleMatch", "Fuse", "Recent", "Window", "ProceduralItems", "Spread",
            "Mandatory", "Signals", "RecencyCue", "ExactMatch", "ProceduralBoost", "WindowBoost",
-           "PPR", "Composite", "Rerank", "Budget", "normalised_relevance", "bm25_of", "top_by_score"]
+           "PPR", "Composite", "Rerank", "GraphRerank", "Budget", "normalised_relevance", "bm25_of",
+           "top_by_score"]
 
 

@@ -8,6 +8,7 @@ from typing import ClassVar
 import numpy as np
 
 from memlab.surfacing.stages.base import CandidateTable, QueryRun, Stage, register_stage
+from memlab.surfacing.stages.title_precision import supported_homonyms
 
 __all__ = ["TitleMatch", "title_match"]
 
@@ -18,7 +19,9 @@ class TitleMatch(Stage):
     """Eligible items whose title (metadata title/label/name, parenthetical suffix optional) the
     query names join (source ``title``), and relevance becomes ``(1 - weight) * relevance +
     weight * named``. ``weight=None``: the recipe's ``title_match_weight``; off at 0 and in
-    legacy mode."""
+    legacy mode. With the recipe's ``title_homonym_support`` above 0, a title matched only
+    without its parenthetical qualifier counts when the query supports it
+    (:mod:`~memlab.surfacing.stages.title_precision`)."""
 
     name: ClassVar[str] = "title_match"
     phase: ClassVar[str] = "retrieve"
@@ -40,6 +43,12 @@ class TitleMatch(Stage):
         ws = run.ws
         named = np.asarray(ws.titles().items_named(run.query), dtype=np.int64)
         named = named[ws.eligible_mask()[named]] if len(named) else named
+        if run.config.title_homonym_support > 0:  # issue 17: homonyms need the query's support
+            named, dropped = supported_homonyms(ws, run.query, run.terms, named,
+                                                run.config.title_homonym_support,
+                                                ws.bm25_for(run.config.analyzer)[0])
+            if dropped:
+                run.notes["title_homonyms_dropped"] = ws.ids_of(np.array(dropped))
         run.notes["title_match"] = ws.ids_of(named)
         extra = tuple(table.attrs.get("extra_candidates", ())) + (named,)
         return table.add(named, "title", allowed=ws.eligible_mask()).with_attrs(
