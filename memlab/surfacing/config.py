@@ -294,7 +294,11 @@ class SurfacingConfig:
     def strategy_impl(self, strategy: str) -> "str | Pipeline | None":
         """The implementation (a registered name or a pipeline) that runs ``strategy`` (None:
         soft-degrades)."""
-        return dict(self.strategies)[strategy]
+        table = self.__dict__.get("_strategy_table")
+        if table is None:  # built once: this runs on every query
+            table = dict(self.strategies)
+            object.__setattr__(self, "_strategy_table", table)
+        return table[strategy]
 
     def _repr_html_(self) -> str:
         from memlab.surfacing.display import config_html; return config_html(self, DEFAULT)  # noqa: E702,E501

@@ -54,7 +54,13 @@ def _label(item: dict[str, Any], width: int = 60) -> str:
     """A surfaced item's short label: its ``title`` metadata, else its content, one line."""
     title = (item.get("metadata") or {}).get("title") if isinstance(item.get("metadata"),
                                                                     dict) else None
-    text = " ".join(str(title or item.get("content") or item["item_id"]).split())
+    raw = str(title or item.get("content") or item["item_id"])
+    # whitespace-collapsing a prefix gives a prefix of the collapsed whole (perhaps without its
+    # last space): once that is longer than the label, the label is decided, and a long
+    # content is not split word by word on every surfaced item of every query
+    text = " ".join(raw[:4 * width].split())
+    if len(text) <= width:
+        text = " ".join(raw.split())
     return text if len(text) <= width else text[:width - 1] + "…"
 
 

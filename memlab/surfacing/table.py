@@ -34,7 +34,7 @@ def _frozen(values: Any, n: int | None, name: str) -> np.ndarray:
         raise ValueError(f"column {name!r} must be one-dimensional, got shape {arr.shape}")
     if n is not None and arr.shape[0] != n:
         raise ValueError(f"column {name!r} must have {n} rows, got {len(arr)}")
-    arr.flags.writeable = False
+    arr.setflags(False)
     return arr
 
 
@@ -164,7 +164,7 @@ class CandidateTable:
         n = self._n
         for name, values in columns.items():
             if values.__class__ is np.ndarray and values.ndim == 1 and values.shape[0] == n:
-                values.flags.writeable = False  # the common case, inline: a stage's new array
+                values.setflags(False)  # the common case, inline: a stage's new array
             else:
                 columns[name] = _frozen(values, n, name)
         return self._copy_with(columns, None)
@@ -173,7 +173,7 @@ class CandidateTable:
               ) -> "CandidateTable":
         """with_columns for a stage's own fresh arrays (frozen here, not checked) and attrs."""
         for values in columns.values():
-            values.flags.writeable = False
+            values.setflags(False)
         return self._copy_with(columns, attrs)
 
     def _copy_with(self, columns: dict[str, np.ndarray], attrs: Mapping[str, Any] | None
@@ -208,7 +208,7 @@ class CandidateTable:
             raise ValueError("idx cannot be replaced; use take() or add()")
         for name, col in (self._columns | extra).items():
             taken = col[pos]  # fancy indexing: a new array, ours to freeze
-            taken.flags.writeable = False
+            taken.setflags(False)
             out[name] = taken
         return self._derive(out, None if attrs is None else {**self._attrs, **attrs})
 
@@ -252,7 +252,7 @@ class CandidateTable:
                 extra = _blank(col, m)
             merged = np.concatenate([col, extra]) if self._n else \
                 extra.astype(col.dtype, copy=False)
-            merged.flags.writeable = False
+            merged.setflags(False)
             columns[name] = merged
         for name, extra in added.items():  # a column the table did not have yet
             if name not in columns:

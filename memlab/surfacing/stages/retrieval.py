@@ -95,7 +95,7 @@ class BM25(Stage):
             analyze, index = run.ws.bm25_for(self.analyzer)
             terms = analyze(run.query)
         docs, scores = index.scores(terms, k1=config.bm25_k1, b=config.bm25_b)
-        eligible = run.ws.eligible_mask()
+        eligible = run.eligible
         if len(docs):
             live = eligible[docs]
             docs, scores = docs[live], scores[live]
@@ -132,7 +132,7 @@ class Fuse(Stage):
                                     normalised_relevance(table, extra)])
         depth = attrs.get("relevance_depth", run.config.overfetch * run.k)
         ranked = union[top_by_score(union, relevance, depth)]
-        return table.add(ranked, "relevance", allowed=run.ws.eligible_mask()).with_attrs(
+        return table.add(ranked, "relevance", allowed=run.eligible).with_attrs(
             ranked_docs=ranked)
 
 
