@@ -74,8 +74,11 @@ def order_candidates(item_ids: Sequence[str], relevance: np.ndarray, score: np.n
     n = len(item_ids)
     if not n:
         return np.empty(0, np.int64)
-    id_rank = np.argsort(np.argsort(np.array(item_ids, dtype=object), kind="stable"),
-                         kind="stable")
+    # each id's rank in id order: a stable sort of the ids (as np.argsort(kind="stable") of an
+    # object array, but comparing Python strings without numpy's per-element dispatch)
+    ids = item_ids.tolist() if isinstance(item_ids, np.ndarray) else list(item_ids)
+    id_rank = np.empty(n, np.int64)
+    id_rank[sorted(range(n), key=ids.__getitem__)] = np.arange(n)
     return np.lexsort((id_rank, -np.asarray(relevance), -np.asarray(score),
                        ~np.asarray(mandatory, dtype=bool), np.asarray(filtered, dtype=bool)))
 
@@ -88,11 +91,14 @@ def select(order: np.ndarray, tokens: np.ndarray, mandatory: np.ndarray, filtere
     Returns ``(surfaced mask, drop reasons, tokens used)``; ``drop`` holds reasons already
     known (filters) and is copied, not changed.
     """
-    n = len(tokens)
-    surfaced = np.zeros(n, dtype=bool)
+    surfaced = [False] * len(tokens)
     drop = list(drop)
+    # plain lists: this loop reads every candidate's entries, and a list read is far cheaper
+    # than a numpy scalar read
+    filtered, mandatory = np.asarray(filtered).tolist(), np.asarray(mandatory).tolist()
+    tokens = np.asarray(tokens).tolist()
     used, included_optional, included_total = 0, 0, 0
-    for pos in order.tolist():
+    for pos in np.asarray(order).tolist():
         if filtered[pos]:
             continue
         t = int(tokens[pos])
@@ -110,4 +116,4 @@ def select(order: np.ndarray, tokens: np.ndarray, mandatory: np.ndarray, filtere
         used += t
         included_total += 1
         included_optional += not mandatory[pos]
-    return surfaced, drop, used
+    return np.array(surfaced, dtype=bool), drop, used

@@ -94,7 +94,7 @@ class Signals(Stage):
         now_ts = run.now_ts
         pinned_only = table.source == "pin"
         bm25 = bm25_of(table, idx)
-        relevance = np.where(pinned_only, 0.0, normalised_relevance(table, idx))  # SPEC §3
+        relevance = np.where(pinned_only, 0.0, normalised_relevance(table, idx, bm25))  # SPEC §3
         override = table.relevance_override
         has = ~np.isnan(override)
         relevance[has] = override[has]  # e.g. spread-only items: relevance = spread score
