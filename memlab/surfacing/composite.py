@@ -91,8 +91,21 @@ def select(order: np.ndarray, tokens: np.ndarray, mandatory: np.ndarray, filtere
     Returns ``(surfaced mask, drop reasons, tokens used)``; ``drop`` holds reasons already
     known (filters) and is copied, not changed.
     """
-    surfaced = [False] * len(tokens)
     drop = list(drop)
+    if max_tokens is None and len(order) > 48:  # only the count cut, over many candidates:
+        # vectorised (below ~50 candidates the walk over plain lists is cheaper)
+        order = np.asarray(order, dtype=np.int64)
+        filt = np.asarray(filtered, dtype=bool)[order]
+        mand = np.asarray(mandatory, dtype=bool)[order]
+        counted = ~filt if legacy else ~filt & ~mand  # what k counts, in rank order
+        within = np.cumsum(counted) <= k
+        keep = counted & within if legacy else (counted & within) | (~filt & mand)
+        for pos in order[counted & ~within].tolist():
+            drop[pos] = "k_cut"
+        surfaced = np.zeros(len(order), dtype=bool)
+        surfaced[order[keep]] = True
+        return surfaced, drop, int(np.asarray(tokens)[order[keep]].sum())
+    surfaced = [False] * len(tokens)
     # plain lists: this loop reads every candidate's entries, and a list read is far cheaper
     # than a numpy scalar read
     filtered, mandatory = np.asarray(filtered).tolist(), np.asarray(mandatory).tolist()

@@ -121,9 +121,10 @@ class Fuse(Stage):
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
         attrs = table.attrs
-        extra = sorted_unique(np.concatenate(attrs["extra_candidates"]))
-        if attrs.get("hybrid") is None and not len(extra):
-            return table
+        extra = attrs["extra_candidates"]
+        if attrs.get("hybrid") is None and not any(len(e) for e in extra):
+            return table  # a title stage that named nothing: BM25's ranking stands
+        extra = sorted_unique(np.concatenate(extra))
         docs, bm25 = attrs.get("matched_docs", _NO_DOCS), attrs.get("matched_bm25", _NO_SCORES)
         # BM25's matches are sorted and unique: only the (few) others need a lookup
         extra = extra[~find_sorted(docs, extra)[1]]

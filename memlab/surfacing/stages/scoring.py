@@ -222,8 +222,7 @@ class Budget(Stage):
         surfaced, drop, used = select(order, table.tokens, mandatory, filtered,
                                       table.filter_reason, k=k, max_tokens=max_tokens,
                                       legacy=run.legacy)
-        drop_col = np.empty(len(drop), dtype=object)
-        drop_col[:] = drop
+        drop_col = np.array(drop, dtype=object)  # None or a reason string per candidate
         rank = np.empty(len(order), dtype=np.int64)
         rank[order] = np.arange(len(order))
         return table._with({"surfaced": surfaced, "drop_reason": drop_col, "rank": rank},
