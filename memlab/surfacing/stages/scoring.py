@@ -17,6 +17,7 @@ from memlab.surfacing.composite import (TERM_COLUMNS, CompositeWeights, composit
 from memlab.surfacing.stages.base import (CandidateTable, QueryRun, Stage, per_config,
                                           register_stage)
 from memlab.surfacing.stages.retrieval import bm25_of, normalised_relevance
+from memlab.surfacing.table import text_column
 from memlab._arrays import find_sorted
 
 __all__ = ["Mandatory", "Signals", "Composite", "Budget", "mandatory", "signals", "composite",
@@ -136,7 +137,7 @@ class Signals(Stage):
             title_match=np.isin(idx, named) if named is not None and len(named) else no,
             multiplier=np.ones(n),
             filtered=no,
-            filter_reason=np.full(n, None, dtype=object),
+            filter_reason=text_column(n),
         ))
 
 
