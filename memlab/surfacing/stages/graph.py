@@ -10,9 +10,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from memlab.graph.ppr import PPRConfig, PPRConvergenceError, run_ppr
+from memlab.graph.ppr import PPRConfig
 from memlab.graph.spreading import SpreadConfig, run_spread
 from memlab.signals.bm25 import lookup_scores
+from memlab.surfacing.ppr import surfacing_ppr
 from memlab.surfacing.stages.base import CandidateTable, QueryRun, RecipeStage, register_stage
 from memlab.surfacing.stages.retrieval import _check_count, normalised_relevance
 
@@ -109,7 +110,9 @@ class Spread(RecipeStage):
 class PPR(RecipeStage):
     """Personalized PageRank from the seeds: every candidate's ``centrality_raw`` is its mass,
     ``centrality`` that over the largest among candidates. None: the recipe's ``ppr`` and
-    ``multi_hop_seeds``. A method that does not converge is noted (``error``) and leaves
+    ``multi_hop_seeds``. Runs through :func:`memlab.surfacing.ppr.surfacing_ppr`, which applies
+    the node cap, the cache, the concurrency slots and the time budget and notes each decision
+    (``notes["ppr"]``); a method that does not converge is noted (``error``) and leaves
     centrality at 0."""
 
     name: ClassVar[str] = "ppr"
@@ -127,13 +130,10 @@ class PPR(RecipeStage):
         if config is None:
             run.notes["ppr"] = "not_configured"
             return table
-        seeds = _seeds(run, table, self)
-        try:
-            result = run_ppr(run.ws, seeds, config, lock=run.lock)
-        except PPRConvergenceError as exc:
-            run.notes["ppr"] = {"requested": str(config.method), "error": str(exc)}
+        result, run.notes["ppr"] = surfacing_ppr(run.ws, _seeds(run, table, self), config,
+                                                 lock=run.lock)
+        if result is None:  # did not converge (noted): centrality stays 0
             return table
-        run.notes["ppr"] = result.info()
         order = np.argsort(result.indices)
         raw = lookup_scores(result.indices[order], result.mass[order], table.idx)
         top = raw.max() if len(raw) else 0.0
