@@ -131,7 +131,7 @@ def _strategy(config: SurfacingConfig, decision: SurfacingDecision, legacy: bool
     """The decision (soft-degraded when its strategy has no implementation), the
     implementation's name and its pipeline."""
     if legacy:
-        impl = "relevance"
+        impl = "plain"
     else:
         impl = config.strategy_impl(decision.strategy.value)
         if impl is None:
