@@ -15,7 +15,6 @@ registry, and times every stage under its name.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -92,11 +91,15 @@ class QueryRun:
     def now_ts(self) -> float:
         return self.now.timestamp()
 
-    @functools.cached_property
+    @property
     def eligible(self) -> np.ndarray:
         """The workspace's eligibility mask (read-only), read once per query: nothing writes
-        the store while a query runs."""
-        return self.ws.eligible_mask()
+        the store while a query runs. (Not functools.cached_property, which takes a lock on
+        every read in Python 3.11.)"""
+        mask = self.__dict__.get("_eligible")
+        if mask is None:
+            mask = self.__dict__["_eligible"] = self.ws.eligible_mask()
+        return mask
 
     @property
     def tokens(self) -> list[str]:
