@@ -46,11 +46,12 @@ def composite(columns: Mapping[str, np.ndarray], weights: CompositeWeights,
     """
     act = np.maximum(np.asarray(columns["activation"], dtype=float), weights.activation_floor)
     base = act * np.asarray(columns["relevance_term"]) * np.asarray(columns["recency_term"])
-    n = len(base)
-    terms = {name: np.zeros(n) for name in TERM_COLUMNS}
-    terms["term_base"] = base
     if legacy:
+        n = len(base)
+        terms = {name: np.zeros(n) for name in TERM_COLUMNS}
+        terms["term_base"] = base
         return base.copy(), terms
+    terms = {"term_base": base}  # every other term is filled below
     centrality = np.asarray(columns["centrality"], dtype=float)
     multiplier = np.asarray(columns["multiplier"], dtype=float)
     pin_weight = np.asarray(columns["pin_weight"], dtype=float)
@@ -65,7 +66,7 @@ def composite(columns: Mapping[str, np.ndarray], weights: CompositeWeights,
         weights.freshness_weight
     score = lifted * multiplier + terms["term_anchor"] + terms["term_pin"] + \
         terms["term_freshness"]
-    return score, terms
+    return score, {name: terms[name] for name in TERM_COLUMNS}
 
 
 def order_candidates(item_ids: Sequence[str], relevance: np.ndarray, score: np.ndarray,
