@@ -160,3 +160,27 @@ def test_a_table_keeps_copies_of_what_add_was_handed():
     more = table.add(np.array([2, 5, 5, 8]), "recent", allowed=np.arange(10) != 8)
     assert more.idx.tolist() == [4, 2, 7, 5] and more.source.tolist()[-1] == "recent"
     assert np.isnan(more.relevance_override[-1])
+
+
+def _order_oracle(ids, relevance, score, mandatory, filtered):
+    """The ordering rule with numpy alone (what order_candidates did before its fast path)."""
+    id_rank = np.argsort(np.argsort(np.array(ids, dtype=object), kind="stable"), kind="stable")
+    return np.lexsort((id_rank, -relevance, -score, ~mandatory, filtered))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 90), st.integers(0, 2**32 - 1), st.booleans())
+def test_order_candidates_is_the_ordering_rule(n, seed, with_nan):
+    from memlab.surfacing.composite import order_candidates
+
+    rng = np.random.default_rng(seed)
+    ids = [f"i{v:03d}" for v in rng.permutation(1000)[:n]]
+    # few distinct values, so that ties reach the later keys and the item id
+    relevance = rng.choice([0.0, -0.0, 0.5, 1.0], n)
+    score = rng.choice([0.0, 0.25, 0.5, np.inf], n)
+    if with_nan:
+        score[rng.integers(0, n)] = np.nan
+    mandatory, filtered = rng.random(n) < 0.3, rng.random(n) < 0.3
+    got = order_candidates(ids, relevance, score, mandatory, filtered)
+    want = _order_oracle(ids, relevance, score, mandatory, filtered)
+    assert got.dtype == np.int64 and got.tolist() == want.tolist()

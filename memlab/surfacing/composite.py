@@ -75,9 +75,17 @@ def order_candidates(item_ids: Sequence[str], relevance: np.ndarray, score: np.n
     n = len(item_ids)
     if not n:
         return np.empty(0, np.int64)
+    ids = item_ids.tolist() if isinstance(item_ids, np.ndarray) else list(item_ids)
+    if n <= 64:  # a few candidates (most queries): one Python sort beats a dozen numpy calls
+        rel = np.asarray(relevance, dtype=float).tolist()
+        sc = np.asarray(score, dtype=float).tolist()
+        if not any(x != x for x in rel) and not any(x != x for x in sc):  # NaN: numpy's order
+            filt = np.asarray(filtered, dtype=bool).tolist()
+            mand = np.asarray(mandatory, dtype=bool).tolist()
+            return np.array(sorted(range(n), key=lambda p: (filt[p], not mand[p], -sc[p],
+                                                            -rel[p], ids[p])), dtype=np.int64)
     # each id's rank in id order: a stable sort of the ids (as np.argsort(kind="stable") of an
     # object array, but comparing Python strings without numpy's per-element dispatch)
-    ids = item_ids.tolist() if isinstance(item_ids, np.ndarray) else list(item_ids)
     id_rank = np.empty(n, np.int64)
     id_rank[sorted(range(n), key=ids.__getitem__)] = np.arange(n)
     return np.lexsort((id_rank, -np.asarray(relevance), -np.asarray(score),
