@@ -14,7 +14,7 @@ from memlab.store import MemoryStore, NewItem, paused_gc
 from memlab.surfacing.config import DEFAULT, SEED_COMPAT, SurfacingConfig, get_recipe
 from memlab.surfacing.context import ContextRecord, assemble
 from memlab.surfacing.router import ENTITY_DETECTORS, ROUTER_RULES
-from memlab.surfacing.stages.retrieval import bm25_hits
+from memlab.surfacing.stages.retrieval import bm25_hits, bm25_hits_many
 from memlab.surfacing.strategies import STRATEGIES
 
 __all__ = ["Memory", "SURFACING_MODES"]
@@ -39,11 +39,11 @@ def _check_config(config: Any) -> SurfacingConfig:
     return config
 
 
-def _search_hits(ws, hits: list[tuple[int, float]]) -> list[dict[str, Any]]:
+def _search_hits(ws, docs, scores) -> list[dict[str, Any]]:
     """The hit dicts of :meth:`Memory.search` and :meth:`Memory.search_many` (``score`` is the
     deprecated name of ``bm25``)."""
     out = []
-    for i, score in hits:
+    for i, score in zip(docs.tolist(), scores.tolist()):
         item = ws.item(i)
         out.append({"item_id": item.item_id, "content": item.content,
                     "memory_type": item.memory_type, "metadata": copy_json(item.metadata),
@@ -407,15 +407,22 @@ class Memory:
         with self.store.lock:
             ws = self._ws
             # the relevance stage surfacing runs, with the store's own analyzer
-            docs, scores = bm25_hits(ws, self.config, query, top_k)
-            hits = list(zip(docs.tolist(), scores.tolist()))
+            return self._search_results(ws, [bm25_hits(ws, self.config, query, top_k)],
+                                        reinforce)[0]
+
+    def _search_results(self, ws, ranked: list, reinforce: bool) -> list[list[dict[str, Any]]]:
+        """The hits of each query's ``(docs, scores)`` (:meth:`search`, :meth:`search_many`),
+        reinforcing them query by query (one clock reading for the call)."""
+        now = self.clock.now() if reinforce else None
+        out = []
+        for docs, scores in ranked:
             if reinforce:
-                self.store.record_retrieval(self.workspace_id, [i for i, _ in hits],
-                                            self.clock.now(),
+                self.store.record_retrieval(self.workspace_id, docs.tolist(), now,
                                             increment=self.config.activation_increment,
                                             half_life_h=self.config.activation_half_life_h,
                                             kind="search")
-            return _search_hits(ws, hits)
+            out.append(_search_hits(ws, docs, scores))
+        return out
 
     # ------------------------------------------------------------------ surfacing
     def get_working_context(self, session_id: str, query: str, k: int = 20,
@@ -561,8 +568,9 @@ class Memory:
         """:meth:`search` for many queries at once: one list of hits per query, in order.
 
         Equal to ``[self.search(q, top_k, reinforce=reinforce) for q in queries]`` (same hits,
-        scores, and reinforcement, applied query by query), but the BM25 work is one call of
-        :meth:`memlab.signals.bm25.BM25Index.batch_top_k` (compiled with the ``fast`` extra).
+        scores, and reinforcement, applied query by query): the same BM25 stage, batched
+        (:func:`memlab.surfacing.stages.retrieval.bm25_hits_many`, one call of
+        :meth:`memlab.signals.bm25.BM25Index.batch_top_k`, compiled with the ``fast`` extra).
 
         Examples
         --------
@@ -579,18 +587,6 @@ class Memory:
         _check_search_args(top_k, reinforce)
         with self.store.lock:
             ws = self._ws
-            analyze, index = ws.bm25_for(None)  # the workspace's own analyzer and index
-            docs, scores = index.batch_top_k([analyze(q) for q in queries], top_k,
-                                             k1=self.config.bm25_k1, b=self.config.bm25_b,
-                                             mask=ws.eligible_mask())
-            now = self.clock.now() if reinforce else None
-            out = []
-            for row_docs, row_scores in zip(docs.tolist(), scores.tolist()):
-                hits = [(d, s) for d, s in zip(row_docs, row_scores) if d >= 0]
-                if reinforce:
-                    self.store.record_retrieval(self.workspace_id, [i for i, _ in hits], now,
-                                                increment=self.config.activation_increment,
-                                                half_life_h=self.config.activation_half_life_h,
-                                                kind="search")
-                out.append(_search_hits(ws, hits))
-            return out
+            # the relevance stage search and surfacing run, batched
+            return self._search_results(ws, bm25_hits_many(ws, self.config, queries, top_k),
+                                        reinforce)

@@ -271,3 +271,22 @@ def test_concurrent_readers_get_the_serial_answers(backend):
         assert shared._scratch_pool == []  # the kernels' scratch is numba's only
     else:
         assert 1 <= len(shared._scratch_pool) <= 8  # one set per query running at once
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["friday", "deploy", "pizza", "auth", "team", "zebra"]),
+                         max_size=4).map(" ".join), max_size=6),
+       st.integers(1, 8))
+def test_bm25_hits_many_is_the_bm25_stage_batched(queries, n):
+    """Issue 15: search_many runs the BM25 stage search and surfacing run, batched: the same
+    hits, scores and order (ties by item number) as bm25_hits one query at a time."""
+    from memlab.surfacing.stages.retrieval import bm25_hits, bm25_hits_many
+
+    mem, _ = _memory(TEXTS + ["friday deploy", "deploy friday"])  # tied documents
+    ws = mem.store.workspace(mem.workspace_id)
+    batched = bm25_hits_many(ws, mem.config, queries, n)
+    assert len(batched) == len(queries)
+    for query, (docs, scores) in zip(queries, batched):
+        want_docs, want_scores = bm25_hits(ws, mem.config, query, n)
+        assert docs.tolist() == want_docs.tolist()
+        np.testing.assert_allclose(scores, want_scores, rtol=1e-12)

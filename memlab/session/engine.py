@@ -127,11 +127,11 @@ def resolve_context(session_id: str, key: str, store: PMMemoryStore, *,
         if policy is not None and reinforce:
             policy.observe(session_id, key, value, store.access_count(key), memory)
         return {"source": "short_term", "value": value, "score": 1.0}
-    hits = search_graph(session_id, key, max_depth=0, top_k=1, min_score=min_score,
+    hits = search_graph(session_id, key, max_depth=0, top_k=1, min_coverage=min_score,
                         memory=memory, reinforce=reinforce)
     if hits:
         top = hits[0]
-        return {"source": "long_term", "value": top["content"], "score": top["score"],
+        return {"source": "long_term", "value": top["content"], "score": top["coverage"],
                 "node_id": top["node_id"]}
     return {"source": "miss", "value": None, "score": 0.0}
 

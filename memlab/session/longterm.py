@@ -17,6 +17,7 @@ score times ``0.5 ** h``.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from memlab.text import normalise_title
 
 __all__ = ["NODE_TYPES", "register_node_type", "upsert_node", "search_graph", "create_relation",
            "retrieve_with_traversal", "prune_stale_links", "add_interlinked_context",
-           "resolve_memory"]
+           "resolve_memory", "GraphHit"]
 
 # node type -> the memory type its items get (so procedures surface as procedural, …)
 NODE_TYPES: dict[str, str] = {
@@ -130,14 +131,42 @@ def _direct_hits(ws, query: str) -> tuple[np.ndarray, np.ndarray]:
     return docs, cover
 
 
+class GraphHit(dict):
+    """One :func:`search_graph` hit: a plain dict, whose ``"score"`` key is the deprecated
+    name of ``"coverage"`` (reading it warns; it goes in the next release: "score" means the
+    composite in a context record and raw BM25 in ``Memory.search``)."""
+
+    def __getitem__(self, key: Any) -> Any:
+        if key == "score":
+            _deprecated_score()
+        return dict.__getitem__(self, key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if key == "score":
+            _deprecated_score()
+        return dict.get(self, key, default)
+
+
+def _deprecated_score(stacklevel: int = 4) -> None:
+    warnings.warn("search_graph: the hit's 'score' is now called 'coverage' (the idf-weighted "
+                  "share of the query's terms a node contains, damped per hop); 'score' goes in "
+                  "the next release", DeprecationWarning, stacklevel=stacklevel)
+
+
 def search_graph(session_id: str, query: str, max_depth: int = 1, top_k: int = 5, *,
-                 min_score: float = 0.0, memory=None,
-                 reinforce: bool = True) -> list[dict[str, Any]]:
+                 min_coverage: float = 0.0, memory=None, reinforce: bool = True,
+                 min_score: float | None = None) -> list[dict[str, Any]]:
     """Long-term nodes matching ``query`` and their neighbours within ``max_depth`` hops.
 
     Returns up to ``top_k`` direct hits (``depth`` 0) and up to ``top_k`` neighbours per hit,
-    each ``{node_id, label, node_type, content, memory_type, score, depth, via}``, by score, then
-    depth, then id. Direct hits are explicit retrievals: their activation is reinforced.
+    each ``{node_id, label, node_type, content, memory_type, coverage, depth, via}`` (a
+    :class:`GraphHit`), by coverage, then depth, then id. ``coverage`` is in [0, 1]: the
+    idf-weighted share of the query's terms a direct hit contains (1.0 for an exact label),
+    times ``NEIGHBOUR_DAMPING`` per hop for a neighbour. Hits below ``min_coverage`` are left
+    out. Direct hits are explicit retrievals: their activation is reinforced.
+
+    ``min_score`` and the hits' ``score`` key are the deprecated names of ``min_coverage`` and
+    ``coverage`` (a DeprecationWarning; they go in the next release).
 
     Examples
     --------
@@ -147,16 +176,23 @@ def search_graph(session_id: str, query: str, max_depth: int = 1, top_k: int = 5
     >>> b = upsert_node("s1", "fact", "tokens", "JWT tokens expire after 15 minutes", memory=mem)
     >>> create_relation("s1", a, b, memory=mem)["relation_type"]
     'RELATED'
-    >>> [(h["label"], h["score"], h["depth"]) for h in search_graph("s1", "authentication", memory=mem)]
+    >>> [(h["label"], h["coverage"], h["depth"]) for h in search_graph("s1", "authentication", memory=mem)]
     [('authentication', 1.0, 0), ('tokens', 0.5, 1)]
     """
+    if min_score is not None:
+        warnings.warn("search_graph: min_score is now called min_coverage; min_score goes in "
+                      "the next release", DeprecationWarning, stacklevel=2)
+        if min_coverage != 0.0:
+            raise ValueError(f"pass min_coverage or its deprecated name min_score, not both "
+                             f"(got {min_coverage!r} and {min_score!r})")
+        min_coverage = min_score
     validate_id(session_id, "session_id")
     validate_text(query, "query")
     _check_int(max_depth, "max_depth", 0, 5)
     _check_int(top_k, "top_k", 1, 100)
-    if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) \
-            or not 0 <= min_score <= 1:
-        raise ValueError(f"min_score must be in [0, 1], got {min_score!r}")
+    if isinstance(min_coverage, bool) or not isinstance(min_coverage, (int, float)) \
+            or not 0 <= min_coverage <= 1:
+        raise ValueError(f"min_coverage must be in [0, 1], got {min_coverage!r}")
     if not isinstance(reinforce, bool):
         raise ValueError(f"reinforce must be a bool, got {reinforce!r}")
     mem = resolve_memory(memory)
@@ -164,14 +200,15 @@ def search_graph(session_id: str, query: str, max_depth: int = 1, top_k: int = 5
     with store.lock:
         ws = store.workspace(mem.workspace_id)
         docs, score = _direct_hits(ws, query)
-        keep = score >= max(min_score, 1e-12)
+        keep = score >= max(min_coverage, 1e-12)
         docs, score = docs[keep], score[keep]
         ids = ws.ids_of(docs)
         order = sorted(range(len(ids)), key=lambda p: (-score[p], ids[p]))[:top_k]
         results: dict[int, dict[str, Any]] = {}
         for p in order:
             i = int(docs[p])
-            results[i] = {**_node_dict(ws, i), "score": float(score[p]), "depth": 0, "via": None}
+            results[i] = {**_node_dict(ws, i), "coverage": float(score[p]), "depth": 0,
+                          "via": None}
         if max_depth:
             config = SpreadConfig(depth=max_depth, max_fan_out=top_k, edge_types="*")
             for p in order:
@@ -179,15 +216,17 @@ def search_graph(session_id: str, query: str, max_depth: int = 1, top_k: int = 5
                 spread = run_spread(ws, np.array([hit]), config)
                 for i, hops in zip(spread.indices.tolist(), spread.hops.tolist()):
                     value = float(score[p]) * NEIGHBOUR_DAMPING ** hops
-                    if i not in results or results[i]["score"] < value:
-                        results[i] = {**_node_dict(ws, i), "score": value, "depth": hops,
+                    if i not in results or results[i]["coverage"] < value:
+                        results[i] = {**_node_dict(ws, i), "coverage": value, "depth": hops,
                                       "via": ws.item_id_of(hit)}
         if order and reinforce:
             store.record_retrieval(mem.workspace_id, [int(docs[p]) for p in order],
                                    mem.clock.now(), increment=mem.config.activation_increment,
                                    half_life_h=mem.config.activation_half_life_h,
                                    kind="search_graph")
-        return sorted(results.values(), key=lambda r: (-r["score"], r["depth"], r["node_id"]))
+        ranked = sorted(results.values(),
+                        key=lambda r: (-r["coverage"], r["depth"], r["node_id"]))
+        return [GraphHit(r, score=r["coverage"]) for r in ranked]
 
 
 def create_relation(session_id: str, src_id: str, dst_id: str, relation_type: str = "RELATED",

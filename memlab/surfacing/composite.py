@@ -46,11 +46,12 @@ def composite(columns: Mapping[str, np.ndarray], weights: CompositeWeights,
     """
     act = np.maximum(np.asarray(columns["activation"], dtype=float), weights.activation_floor)
     base = act * np.asarray(columns["relevance_term"]) * np.asarray(columns["recency_term"])
-    n = len(base)
-    terms = {name: np.zeros(n) for name in TERM_COLUMNS}
-    terms["term_base"] = base
     if legacy:
+        n = len(base)
+        terms = {name: np.zeros(n) for name in TERM_COLUMNS}
+        terms["term_base"] = base
         return base.copy(), terms
+    terms = {"term_base": base}  # every other term is filled below
     centrality = np.asarray(columns["centrality"], dtype=float)
     multiplier = np.asarray(columns["multiplier"], dtype=float)
     pin_weight = np.asarray(columns["pin_weight"], dtype=float)
@@ -65,7 +66,7 @@ def composite(columns: Mapping[str, np.ndarray], weights: CompositeWeights,
         weights.freshness_weight
     score = lifted * multiplier + terms["term_anchor"] + terms["term_pin"] + \
         terms["term_freshness"]
-    return score, terms
+    return score, {name: terms[name] for name in TERM_COLUMNS}
 
 
 def order_candidates(item_ids: Sequence[str], relevance: np.ndarray, score: np.ndarray,
@@ -74,8 +75,19 @@ def order_candidates(item_ids: Sequence[str], relevance: np.ndarray, score: np.n
     n = len(item_ids)
     if not n:
         return np.empty(0, np.int64)
-    id_rank = np.argsort(np.argsort(np.array(item_ids, dtype=object), kind="stable"),
-                         kind="stable")
+    ids = item_ids.tolist() if isinstance(item_ids, np.ndarray) else list(item_ids)
+    if n <= 64:  # a few candidates (most queries): one Python sort beats a dozen numpy calls
+        rel = np.asarray(relevance, dtype=float).tolist()
+        sc = np.asarray(score, dtype=float).tolist()
+        if not any(x != x for x in rel) and not any(x != x for x in sc):  # NaN: numpy's order
+            filt = np.asarray(filtered, dtype=bool).tolist()
+            mand = np.asarray(mandatory, dtype=bool).tolist()
+            return np.array(sorted(range(n), key=lambda p: (filt[p], not mand[p], -sc[p],
+                                                            -rel[p], ids[p])), dtype=np.int64)
+    # each id's rank in id order: a stable sort of the ids (as np.argsort(kind="stable") of an
+    # object array, but comparing Python strings without numpy's per-element dispatch)
+    id_rank = np.empty(n, np.int64)
+    id_rank[sorted(range(n), key=ids.__getitem__)] = np.arange(n)
     return np.lexsort((id_rank, -np.asarray(relevance), -np.asarray(score),
                        ~np.asarray(mandatory, dtype=bool), np.asarray(filtered, dtype=bool)))
 
@@ -88,11 +100,27 @@ def select(order: np.ndarray, tokens: np.ndarray, mandatory: np.ndarray, filtere
     Returns ``(surfaced mask, drop reasons, tokens used)``; ``drop`` holds reasons already
     known (filters) and is copied, not changed.
     """
-    n = len(tokens)
-    surfaced = np.zeros(n, dtype=bool)
     drop = list(drop)
+    if max_tokens is None and len(order) > 48:  # only the count cut, over many candidates:
+        # vectorised (below ~50 candidates the walk over plain lists is cheaper)
+        order = np.asarray(order, dtype=np.int64)
+        filt = np.asarray(filtered, dtype=bool)[order]
+        mand = np.asarray(mandatory, dtype=bool)[order]
+        counted = ~filt if legacy else ~filt & ~mand  # what k counts, in rank order
+        within = np.cumsum(counted) <= k
+        keep = counted & within if legacy else (counted & within) | (~filt & mand)
+        for pos in order[counted & ~within].tolist():
+            drop[pos] = "k_cut"
+        surfaced = np.zeros(len(order), dtype=bool)
+        surfaced[order[keep]] = True
+        return surfaced, drop, int(np.asarray(tokens)[order[keep]].sum())
+    surfaced = [False] * len(tokens)
+    # plain lists: this loop reads every candidate's entries, and a list read is far cheaper
+    # than a numpy scalar read
+    filtered, mandatory = np.asarray(filtered).tolist(), np.asarray(mandatory).tolist()
+    tokens = np.asarray(tokens).tolist()
     used, included_optional, included_total = 0, 0, 0
-    for pos in order.tolist():
+    for pos in np.asarray(order).tolist():
         if filtered[pos]:
             continue
         t = int(tokens[pos])
@@ -110,4 +138,4 @@ def select(order: np.ndarray, tokens: np.ndarray, mandatory: np.ndarray, filtere
         used += t
         included_total += 1
         included_optional += not mandatory[pos]
-    return surfaced, drop, used
+    return np.array(surfaced, dtype=bool), drop, used

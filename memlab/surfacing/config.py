@@ -42,7 +42,7 @@ from memlab.signals.activation import ACTIVATION_MODELS
 from memlab.signals.dense import DenseConfig
 from memlab.surfacing.router import ENTITY_DETECTORS, ROUTER_RULES
 from memlab.surfacing.stages import Pipeline
-from memlab.surfacing.strategies import STRATEGIES
+from memlab.surfacing.strategies import STRATEGIES, STRATEGY_ALIASES, deprecated_strategy_name
 from memlab.text import ANALYZERS
 
 __all__ = ["SurfacingConfig", "SEED_COMPAT", "DEFAULT", "BM25_ONLY", "RECIPES", "get_recipe",
@@ -153,6 +153,8 @@ def _check_strategies(cfg: "SurfacingConfig", name: str, value: Any) -> None:
             except ValueError as exc:
                 raise ValueError(f"strategies: the pipeline for {strategy!r} is invalid "
                                  f"({exc})") from None
+        if isinstance(impl, str) and impl not in STRATEGIES and impl in STRATEGY_ALIASES:
+            impl = strategies[strategy] = deprecated_strategy_name(impl, stacklevel=5)
         if impl is not None and not isinstance(impl, Pipeline):
             _registered("strategies", impl, STRATEGIES, f" (for {strategy!r})")
     if strategies.get("fast:recency") is None:
@@ -281,8 +283,8 @@ class SurfacingConfig:
     # strategy → registered implementation (memlab.surfacing.strategies.STRATEGIES), a
     # Pipeline of stages (serialised as its list of stages), or None
     strategies: tuple[tuple[str, "str | Pipeline | None"], ...] = (
-        ("fast:recency", "relevance"), ("deep:multi-hop", "multi_hop"),
-        ("factual:point-query", "relevance"), ("procedural:lookup", None),
+        ("fast:recency", "plain"), ("deep:multi-hop", "multi_hop"),
+        ("factual:point-query", "plain"), ("procedural:lookup", None),
         ("temporal:windowed", None),
     )
     # strategy parameters (SPEC §4.2)
@@ -346,7 +348,11 @@ class SurfacingConfig:
     def strategy_impl(self, strategy: str) -> "str | Pipeline | None":
         """The implementation (a registered name or a pipeline) that runs ``strategy`` (None:
         soft-degrades)."""
-        return dict(self.strategies)[strategy]
+        table = self.__dict__.get("_strategy_table")
+        if table is None:  # built once: this runs on every query
+            table = dict(self.strategies)
+            object.__setattr__(self, "_strategy_table", table)
+        return table[strategy]
 
     def _repr_html_(self) -> str:
         from memlab.surfacing.display import config_html; return config_html(self, DEFAULT)  # noqa: E702,E501
@@ -410,7 +416,7 @@ DEFAULT = SurfacingConfig(
     freshness_weight=0.0,
     router_rules=("procedural", "temporal", "multi_hop", "recency", "point_query", "question"),
     strategies=(
-        ("fast:recency", "recency"), ("deep:multi-hop", "multi_hop"),
+        ("fast:recency", "recent_items"), ("deep:multi-hop", "multi_hop"),
         ("factual:point-query", "point_query"), ("procedural:lookup", "procedural"),
         ("temporal:windowed", "temporal"),
     ),
@@ -427,8 +433,8 @@ BM25_ONLY = SurfacingConfig(
     activation_floor=1.0,
     freshness_weight=0.0,
     centrality_weight=0.0,
-    strategies=(("fast:recency", "relevance"), ("deep:multi-hop", "relevance"),
-                ("factual:point-query", "relevance"), ("procedural:lookup", None),
+    strategies=(("fast:recency", "plain"), ("deep:multi-hop", "plain"),
+                ("factual:point-query", "plain"), ("procedural:lookup", None),
                 ("temporal:windowed", None)),
     spreading=None,
     ppr=None,

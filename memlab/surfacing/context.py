@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from memlab.errors import BudgetTooSmall
 from memlab.model import SurfacingDecision, SurfacingStrategy, copy_json
 from memlab.store import MemoryStore, Workspace
@@ -53,12 +55,28 @@ _RECORD_COLUMNS = ("source", "mandatory", "tokens") + SIGNAL_COLUMNS + TERM_COLU
 TIMING_ALIASES = {"relevance": "bm25", "select": "budget"}
 
 
-def _label(item: dict[str, Any], width: int = 60) -> str:
-    """A surfaced item's short label: its ``title`` metadata, else its content, one line."""
-    title = (item.get("metadata") or {}).get("title") if isinstance(item.get("metadata"),
-                                                                    dict) else None
-    text = " ".join(str(title or item.get("content") or item["item_id"]).split())
-    return text if len(text) <= width else text[:width - 1] + "…"
+def _record_columns(table_columns, order) -> dict[str, list]:
+    """The record's candidate columns (:data:`_RECORD_COLUMNS`) in rank order, as lists."""
+    return {name: table_columns[name][order].tolist() for name in _RECORD_COLUMNS}
+
+
+def _labels(items: list[dict[str, Any]], width: int = 60) -> dict[str, str]:
+    """The surfaced items' short labels: each one's ``title`` metadata, else its content, on
+    one line, cut to ``width`` characters. One loop without calls: it runs on every query."""
+    out = {}
+    prefix = 4 * width
+    for item in items:
+        meta = item["metadata"]
+        raw = str((meta.get("title") if meta.__class__ is dict else None)
+                  or item["content"] or item["item_id"])
+        # whitespace-collapsing a prefix gives a prefix of the collapsed whole (perhaps without
+        # its last space): once that is longer than the label, the label is decided, and a long
+        # content is not split word by word
+        text = " ".join(raw[:prefix].split())
+        if len(text) <= width and len(raw) > prefix:
+            text = " ".join(raw.split())
+        out[item["item_id"]] = text if len(text) <= width else text[:width - 1] + "…"
+    return out
 
 
 @dataclass
@@ -116,7 +134,7 @@ def _strategy(config: SurfacingConfig, decision: SurfacingDecision, legacy: bool
     """The decision (soft-degraded when its strategy has no implementation), the
     implementation's name and its pipeline."""
     if legacy:
-        impl = "relevance"
+        impl = "plain"
     else:
         impl = config.strategy_impl(decision.strategy.value)
         if impl is None:
@@ -189,24 +207,29 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
 
     # 9. response and record ---------------------------------------------------------------
     decision_id = uuid.UUID(int=rng.getrandbits(128), version=4).hex
-    items = []
     order = table.attrs["order"]
-    idx, surfaced = table.idx, table.surfaced
-    for pos in order.tolist():
-        if not surfaced[pos]:
+    columns: dict[str, list] = {"item_id": table.item_id[order].tolist(), "rank": list(range(n))}
+    columns.update(_record_columns(table.column_map(), order))
+    items = []
+    activation, relevance, recency, centrality, anchor_forced, pin_boost, fresh_boost = (
+        columns["activation"], columns["relevance"], columns["recency"], columns["centrality"],
+        columns["anchor_forced"], columns["session_pin_boost"], columns["freshness_boost"])
+    idx_ranked = table.idx[order].tolist()
+    for rank, surfaced in enumerate(columns["surfaced"]):
+        if not surfaced:
             continue
-        item = ws.item(int(idx[pos]))
+        item = ws.item(idx_ranked[rank])
         items.append({
             "item_id": item.item_id, "content": item.content, "memory_type": item.memory_type,
             "metadata": copy_json(item.metadata),
             "score_breakdown": {
-                "activation": float(table.activation[pos]),
-                "relevance": float(table.relevance[pos]),
-                "recency": float(table.recency[pos]),
-                "centrality": float(table.centrality[pos]),
-                "anchor_forced": bool(table.anchor_forced[pos]),
-                "session_pin_boost": float(table.session_pin_boost[pos]),
-                "freshness_boost": float(table.freshness_boost[pos]),
+                "activation": float(activation[rank]),
+                "relevance": float(relevance[rank]),
+                "recency": float(recency[rank]),
+                "centrality": float(centrality[rank]),
+                "anchor_forced": bool(anchor_forced[rank]),
+                "session_pin_boost": float(pin_boost[rank]),
+                "freshness_boost": float(fresh_boost[rank]),
             },
         })
     drift = store.drift_warnings(ws.workspace_id, session_id)
@@ -215,13 +238,6 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
         "drift_warnings": drift, "tokens_used": int(used), "tokens_budget": max_tokens,
         "deprecation": None,
     }
-    columns: dict[str, list] = {
-        "item_id": table.item_id[order].tolist(),
-        "rank": list(range(n)),
-    }
-    table_columns = table.column_map()
-    for name in _RECORD_COLUMNS:
-        columns[name] = table_columns[name][order].tolist()
     timings["respond"] = (time.perf_counter() - t_respond) * 1e3
     timings["total"] = (time.perf_counter() - t_start) * 1e3
     record = ContextRecord(
@@ -230,5 +246,5 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
         requested_strategy=None if requested is None else requested.value,
         strategy_used=decision.strategy.value, implementation=impl_name, tokens_used=int(used),
         surfaced_ids=[it["item_id"] for it in items], candidates=columns, timings_ms=timings,
-        notes=notes, now=now.isoformat(), labels={it["item_id"]: _label(it) for it in items})
+        notes=notes, now=now.isoformat(), labels=_labels(items))
     return response, record

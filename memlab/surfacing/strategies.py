@@ -30,7 +30,8 @@ from memlab.surfacing.stages import (Pipeline, Stage, bm25, budget, composite, d
 from memlab.surfacing.stages.base import CandidateTable, QueryRun
 from memlab.surfacing.stages.retrieval import bm25_of, normalised_relevance
 
-__all__ = ["STRATEGIES", "register_strategy", "strategy_pipeline", "RETRIEVE", "TAIL"]
+__all__ = ["STRATEGIES", "STRATEGY_ALIASES", "register_strategy", "strategy_pipeline", "RETRIEVE",
+           "TAIL"]
 
 #: the retrieval every built-in strategy starts with
 RETRIEVE = bm25() >> dense() >> title_match() >> fuse()
@@ -51,24 +52,56 @@ def strategy_pipeline(name: str, expand: tuple[Stage, ...] = (),
                     + TAIL.stages, name)
 
 
-STRATEGIES: dict[str, Pipeline] = {
+#: implementation names of one release ago, deprecated (they are also the names of signals):
+#: old name -> its new name. ``STRATEGIES[old]`` and a recipe naming one still work, with a
+#: DeprecationWarning.
+STRATEGY_ALIASES = {"relevance": "plain", "recency": "recent_items"}
+
+
+class _Strategies(dict):
+    """The strategy registry: a dict whose deprecated names (:data:`STRATEGY_ALIASES`) still
+    look up their renamed entry, with a DeprecationWarning."""
+
+    def __missing__(self, name: str) -> Pipeline:
+        new = STRATEGY_ALIASES.get(name) if isinstance(name, str) else None
+        if new is None:
+            raise KeyError(name)
+        deprecated_strategy_name(name, stacklevel=3)
+        return self[new]
+
+
+def deprecated_strategy_name(name: str, *, stacklevel: int = 2) -> str:
+    """The current name of a deprecated implementation name (with a DeprecationWarning), or
+    ``name`` itself."""
+    new = STRATEGY_ALIASES.get(name)
+    if new is None:
+        return name
+    warnings.warn(f"the strategy implementation {name!r} is now called {new!r} ({name!r} is "
+                  f"also the name of a signal); the old name goes in the next release",
+                  DeprecationWarning, stacklevel=stacklevel + 1)
+    return new
+
+
+# the built-in strategies: name -> (its own candidate stages, its own adjustments)
+_BUILT_IN: dict[str, tuple[tuple[Stage, ...], tuple[Stage, ...]]] = {
     # the seed's plain pipeline: the relevance over-fetch and nothing else
-    "relevance": strategy_pipeline("relevance"),
+    "plain": ((), ()),
     # fast:recency: plus the most recently touched items; full recency when the query asks
-    "recency": strategy_pipeline("recency", (recent(),), (recency_cue(),)),
+    "recent_items": ((recent(),), (recency_cue(),)),
     # factual:point-query: exact-title boost, recency de-emphasised
-    "point_query": strategy_pipeline("point_query", (), (exact_match(),)),
+    "point_query": ((), (exact_match(),)),
     # procedural:lookup: matching procedural items join and are boosted
-    "procedural": strategy_pipeline("procedural", (procedural(),), (procedural_boost(),)),
+    "procedural": ((procedural(),), (procedural_boost(),)),
     # temporal:windowed: the query's time window (or recent items without one)
-    "temporal": strategy_pipeline("temporal", (window(),), (window_boost(),)),
+    "temporal": ((window(),), (window_boost(),)),
     # deep:multi-hop: spreading from the seeds, PPR centrality
-    "multi_hop": strategy_pipeline("multi_hop", (spread(),), (ppr(),)),
+    "multi_hop": ((spread(),), (ppr(),)),
     # temporal:windowed that keeps the graph (issue 17): the window's items join and are
     # boosted (or restricted to) inside the multi-hop pipeline instead of replacing it
-    "temporal_multi_hop": strategy_pipeline("temporal_multi_hop", (window(), spread()),
-                                            (window_boost(), ppr())),
+    "temporal_multi_hop": ((window(), spread()), (window_boost(), ppr())),
 }
+STRATEGIES: dict[str, Pipeline] = _Strategies(
+    {name: strategy_pipeline(name, expand, adjust) for name, (expand, adjust) in _BUILT_IN.items()})
 
 
 def register_strategy(name: str, strategy: Pipeline | Callable[[], Any]) -> None:
@@ -85,17 +118,15 @@ def register_strategy(name: str, strategy: Pipeline | Callable[[], Any]) -> None
     'fresh_first'
     """
     if isinstance(strategy, Pipeline):
-        register(STRATEGIES, name, strategy, what="strategy", check_callable=False)
-        STRATEGIES[name] = strategy.named(name)
-        return
-    if isinstance(strategy, Stage) or not callable(strategy):
+        pipeline = strategy.named(name)
+    elif callable(strategy) and not isinstance(strategy, Stage):
+        warnings.warn("registering an expand/adjust strategy object is deprecated; register a "
+                      "Pipeline of stages instead", DeprecationWarning, stacklevel=2)
+        pipeline = strategy_pipeline(name, (LegacyExpand(strategy),), (LegacyAdjust(strategy),))
+    else:
         raise ValueError(f"strategy must be a Pipeline (compose stages with >>) or a strategy "
                          f"factory, got {strategy!r}")
-    register(STRATEGIES, name, strategy, what="strategy")
-    warnings.warn("registering an expand/adjust strategy object is deprecated; register a "
-                  "Pipeline of stages instead", DeprecationWarning, stacklevel=2)
-    STRATEGIES[name] = strategy_pipeline(name, (LegacyExpand(strategy),),
-                                         (LegacyAdjust(strategy),))
+    register(STRATEGIES, name, pipeline, what="strategy", check_callable=False)
 
 
 # -- the deprecated expand/adjust protocol ---------------------------------------------------

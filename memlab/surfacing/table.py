@@ -34,7 +34,7 @@ def _frozen(values: Any, n: int | None, name: str) -> np.ndarray:
         raise ValueError(f"column {name!r} must be one-dimensional, got shape {arr.shape}")
     if n is not None and arr.shape[0] != n:
         raise ValueError(f"column {name!r} must have {n} rows, got {len(arr)}")
-    arr.flags.writeable = False
+    arr.setflags(False)
     return arr
 
 
@@ -164,7 +164,7 @@ class CandidateTable:
         n = self._n
         for name, values in columns.items():
             if values.__class__ is np.ndarray and values.ndim == 1 and values.shape[0] == n:
-                values.flags.writeable = False  # the common case, inline: a stage's new array
+                values.setflags(False)  # the common case, inline: a stage's new array
             else:
                 columns[name] = _frozen(values, n, name)
         return self._copy_with(columns, None)
@@ -173,7 +173,7 @@ class CandidateTable:
               ) -> "CandidateTable":
         """with_columns for a stage's own fresh arrays (frozen here, not checked) and attrs."""
         for values in columns.values():
-            values.flags.writeable = False
+            values.setflags(False)
         return self._copy_with(columns, attrs)
 
     def _copy_with(self, columns: dict[str, np.ndarray], attrs: Mapping[str, Any] | None
@@ -208,7 +208,7 @@ class CandidateTable:
             raise ValueError("idx cannot be replaced; use take() or add()")
         for name, col in (self._columns | extra).items():
             taken = col[pos]  # fancy indexing: a new array, ours to freeze
-            taken.flags.writeable = False
+            taken.setflags(False)
             out[name] = taken
         return self._derive(out, None if attrs is None else {**self._attrs, **attrs})
 
@@ -229,22 +229,39 @@ class CandidateTable:
         new = np.asarray(idx, dtype=np.int64).reshape(-1)
         if not len(new):
             return self
-        # pools hold tens to hundreds of items: a set beats np.isin/np.unique at this size
+        at = None  # positions in `new` still in the running (None: all of them)
+        if allowed is not None:
+            ok = allowed[new]
+            if not ok.all():
+                at = np.flatnonzero(ok)
+        # pools hold tens to hundreds of items: a set beats np.isin/np.unique at this size; the
+        # comprehension keeps each item's first occurrence not already in the table
         present = set(self._columns["idx"].tolist()) if self._n else set()
-        ok = allowed[new].tolist() if allowed is not None else None
-        keep = []
-        for pos, i in enumerate(new.tolist()):
-            if i not in present and (ok is None or ok[pos]):
-                present.add(i)
-                keep.append(pos)
+        values = (new if at is None else new[at]).tolist()
+        if present.isdisjoint(values) and len(set(values)) == len(values):
+            keep = range(len(values))  # all new and distinct (e.g. a ranked list): no walk
+        else:
+            seen = present.add
+            keep = [pos for pos, i in enumerate(values) if not (i in present or seen(i))]
         if not keep:
             return self
-        keep_arr = np.array(keep, dtype=np.int64)
-        new_idx = new[keep_arr]
+        if len(keep) == len(new):
+            keep_arr, new_idx = None, new
+        else:
+            keep_arr = np.array(keep, dtype=np.int64)
+            if at is not None:
+                keep_arr = at[keep_arr]
+            new_idx = new[keep_arr]
         m = len(new_idx)
-        added = {"idx": new_idx, "source": np.full(m, source, dtype=object),
-                 "relevance_override": np.full(m, np.nan) if relevance is None else
-                 np.asarray(relevance, dtype=float).reshape(-1)[keep_arr]}
+        if relevance is None:
+            override = np.full(m, np.nan)
+        else:
+            override = np.asarray(relevance, dtype=float).reshape(-1)
+            override = override if keep_arr is None else override[keep_arr]
+        if keep_arr is None and not self._n:  # the caller's arrays: the table keeps copies
+            new_idx, override = new_idx.copy(), override.copy()
+        added = {"idx": new_idx, "source": text_column(m, source),
+                 "relevance_override": override}
         columns = {}
         for name, col in self._columns.items():
             extra = added.get(name)
@@ -252,7 +269,7 @@ class CandidateTable:
                 extra = _blank(col, m)
             merged = np.concatenate([col, extra]) if self._n else \
                 extra.astype(col.dtype, copy=False)
-            merged.flags.writeable = False
+            merged.setflags(False)
             columns[name] = merged
         for name, extra in added.items():  # a column the table did not have yet
             if name not in columns:
@@ -265,7 +282,7 @@ class CandidateTable:
         filtered = self.get("filtered")
         filtered = np.zeros(self._n, dtype=bool) if filtered is None else filtered
         reasons = self.get("filter_reason")
-        reasons = np.full(self._n, None, dtype=object) if reasons is None else reasons.copy()
+        reasons = text_column(self._n) if reasons is None else reasons.copy()
         fresh = np.asarray(mask, dtype=bool) & ~filtered
         reasons[fresh] = reason
         return self.with_columns(filtered=filtered | fresh, filter_reason=reasons)
@@ -284,4 +301,16 @@ def _blank(like: np.ndarray, m: int) -> np.ndarray:
         return np.zeros(m, dtype=bool)
     if kind in "iu":
         return np.zeros(m, dtype=like.dtype)
-    return np.full(m, None, dtype=object)
+    return text_column(m)
+
+
+def text_column(m: int, value: str | None = None) -> np.ndarray:
+    """An object column of ``m`` copies of ``value`` (None: blank).
+
+    ``np.empty`` of object dtype starts as None and ``fill`` is one C loop, where
+    ``np.full(m, text, dtype=object)`` costs a Python-level step per element (about 20x more
+    for a pool of candidates)."""
+    out = np.empty(m, dtype=object)
+    if value is not None:
+        out.fill(value)
+    return out

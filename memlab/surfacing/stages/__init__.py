@@ -32,8 +32,8 @@ stage                      phase     does
 =========================  ========  ==================================================
 """
 
-from memlab.surfacing.stages.base import (PHASES, STAGES, Pipeline, QueryRun, Stage,
-                                          register_stage, stage_from_dict)
+from memlab.surfacing.stages.base import (PHASES, STAGES, Pipeline, QueryRun, RecipeStage,
+                                          Stage, register_stage, stage_from_dict)
 from memlab.surfacing.stages.dense import Dense, dense
 from memlab.surfacing.stages.expand import (ExactMatch, ProceduralBoost, ProceduralItems,
                                             RecencyCue, Recent, Window, WindowBoost, exact_match,
@@ -53,7 +53,7 @@ from memlab.surfacing.stages.guard import GraphGuard, graph_guard  # noqa: F401
 from memlab.surfacing.stages.variants import SpellingVariants, spelling_variants  # noqa: F401
 from memlab.surfacing.table import CandidateTable
 
-__all__ = ["Stage", "Pipeline", "QueryRun", "CandidateTable", "STAGES", "PHASES",
+__all__ = ["Stage", "RecipeStage", "Pipeline", "QueryRun", "CandidateTable", "STAGES", "PHASES",
            "register_stage", "stage_from_dict", "COMPOSITE_INPUTS",
            "bm25", "dense", "title_match", "fuse", "recent", "window", "procedural", "spread",
            "mandatory", "signals", "recency_cue", "exact_match", "procedural_boost",

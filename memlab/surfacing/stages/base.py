@@ -25,7 +25,8 @@ import numpy as np
 from memlab._registry import register
 from memlab.surfacing.table import CandidateTable
 
-__all__ = ["Stage", "Pipeline", "QueryRun", "STAGES", "PHASES", "register_stage", "stage_from_dict"]
+__all__ = ["Stage", "RecipeStage", "Pipeline", "QueryRun", "STAGES", "PHASES", "register_stage",
+           "stage_from_dict", "per_config"]
 
 # The order a pipeline's phases run in. "retrieve" finds candidates for the query, "expand" adds
 # a strategy's own, "mandatory" adds the session's anchors and pins, "signals" computes every
@@ -91,6 +92,16 @@ class QueryRun:
         return self.now.timestamp()
 
     @property
+    def eligible(self) -> np.ndarray:
+        """The workspace's eligibility mask (read-only), read once per query: nothing writes
+        the store while a query runs. (Not functools.cached_property, which takes a lock on
+        every read in Python 3.11.)"""
+        mask = self.__dict__.get("_eligible")
+        if mask is None:
+            mask = self.__dict__["_eligible"] = self.ws.eligible_mask()
+        return mask
+
+    @property
     def tokens(self) -> list[str]:
         """Deprecated alias of :attr:`terms` (the query's BM25 terms, not an LLM token count)."""
         return self.terms
@@ -127,6 +138,76 @@ class Stage:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
         return f"{self.name}({args})"
+
+
+class RecipeStage(Stage):
+    """A stage whose parameters left at None are the recipe's: the one place that says so.
+
+    ``recipe`` maps a field to the :class:`~memlab.surfacing.config.SurfacingConfig` attribute
+    that stands in for None, read by :meth:`setting`; ``loaders`` maps a field that holds a
+    configuration object to the function rebuilding it from :meth:`Stage.to_dict`'s output
+    (:meth:`from_params`); ``requires`` names a setting without which the stage does not run
+    (and legacy mode, which has no strategy stages, runs none of those either).
+
+    Examples
+    --------
+    >>> @dataclass(frozen=True, repr=False)
+    ... class Fresh(RecipeStage):
+    ...     name: ClassVar[str] = "fresh_doc"
+    ...     phase: ClassVar[str] = "expand"
+    ...     recipe: ClassVar[dict] = {"n": "recent_candidates"}
+    ...     n: int | None = None
+    >>> from memlab.surfacing.config import DEFAULT
+    >>> run = QueryRun(None, DEFAULT, "q", [], 5, None)
+    >>> Fresh().setting(run, "n") == DEFAULT.recent_candidates, Fresh(3).setting(run, "n")
+    (True, 3)
+    """
+
+    recipe: ClassVar[Mapping[str, str]] = {}
+    loaders: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}
+    requires: ClassVar[str | None] = None
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "RecipeStage":
+        """The stage of :meth:`Stage.to_dict`'s parameters (configuration objects rebuilt)."""
+        params = dict(params)
+        for name, load in cls.loaders.items():
+            if params.get(name) is not None:
+                params[name] = load(params[name])
+        return cls(**params)
+
+    def setting(self, run: QueryRun, name: str) -> Any:
+        """The stage's ``name`` parameter, or the recipe's when it was left at None."""
+        value = getattr(self, name)
+        return getattr(run.config, self.recipe[name]) if value is None else value
+
+    def enabled(self, run: QueryRun, table: CandidateTable) -> bool:
+        if self.requires is None:
+            return Stage.enabled(self, run, table)
+        return not run.legacy and self.setting(run, self.requires) is not None
+
+
+_PER_CONFIG: dict[tuple[int, str], tuple[Any, Any]] = {}
+
+
+def per_config(config: Any, what: Any, build: Callable[[Any], Any]) -> Any:
+    """``build(config)``, built once per configuration object and kept (a recipe is frozen): what
+    a stage derives from the recipe (the composite's weights, the activation model) is not
+    rebuilt on every query.
+
+    >>> from memlab.surfacing.config import DEFAULT
+    >>> per_config(DEFAULT, "doc", lambda c: object()) is per_config(DEFAULT, "doc", None)
+    True
+    """
+    key = (id(config), what)
+    hit = _PER_CONFIG.get(key)
+    if hit is not None and hit[0] is config:  # the config is kept alive: its id is not reused
+        return hit[1]
+    if len(_PER_CONFIG) >= 256:
+        _PER_CONFIG.clear()
+    value = build(config)
+    _PER_CONFIG[key] = (config, value)
+    return value
 
 
 def _jsonable(value: Any) -> Any:
@@ -242,18 +323,19 @@ class Pipeline:
 
     def __call__(self, run: QueryRun, table: CandidateTable | None = None) -> CandidateTable:
         """Run every enabled stage, timing each under its name in ``run.timings`` (ms)."""
-        table = CandidateTable.empty() if table is None else table
+        table = _EMPTY if table is None else table
         timings = run.timings
         for key in PHASE_TIMINGS.values():
-            timings.setdefault(key, 0.0)
-        clock: Callable[[], float] = time.perf_counter
+            if key not in timings:
+                timings[key] = 0.0
+        clock = time.perf_counter_ns  # one clock read per stage boundary
         t0 = clock()
-        for stage, name, phase_key in self._plan():
-            if not stage.enabled(run, table):
+        for stage, name, phase_key, check in self._plan():
+            if check is not None and not check(run, table):
                 continue
             table = stage(run, table)
             t1 = clock()
-            ms = (t1 - t0) * 1e3
+            ms = (t1 - t0) * 1e-6
             t0 = t1
             timings[name] = timings.get(name, 0.0) + ms
             if phase_key is not None:
@@ -261,12 +343,21 @@ class Pipeline:
         return table
 
     def _plan(self) -> list:
+        """``(stage, name, phase timing key, enabled check or None)`` per stage, built once:
+        a stage that keeps the default ``enabled`` outside the adjust phase always runs, so
+        its check is not called per query."""
         plan = self._cached_plan
         if plan is None:
-            plan = self._cached_plan = [(s, s.name, PHASE_TIMINGS.get(s.phase))
-                                        for s in self.stages]
+            plan = self._cached_plan = [
+                (s, s.name, PHASE_TIMINGS.get(s.phase),
+                 None if type(s).enabled is Stage.enabled and s.phase != "adjust"
+                 else s.enabled)
+                for s in self.stages]
         return plan
 
 
 def as_array(values: Any, dtype=np.int64) -> np.ndarray:
     return np.asarray(values, dtype=dtype)
+
+
+_EMPTY = CandidateTable.empty()

@@ -11,7 +11,7 @@ import numpy as np
 
 from memlab.signals.dense import DenseConfig, dense_search, embed_query
 from memlab.signals.fusion import HybridScale, RankFusion, ScoreScale
-from memlab.surfacing.stages.base import CandidateTable, QueryRun, Stage, register_stage
+from memlab.surfacing.stages.base import CandidateTable, QueryRun, RecipeStage, register_stage
 from memlab.surfacing.stages.retrieval import top_by_score
 
 __all__ = ["Dense", "dense"]
@@ -19,7 +19,7 @@ __all__ = ["Dense", "dense"]
 
 @register_stage
 @dataclass(frozen=True, repr=False)
-class Dense(Stage):
+class Dense(RecipeStage):
     """The ``config.candidates`` items nearest the query join (source ``dense``), and the hybrid
     scale (BM25 and similarity → relevance) is fitted to this query. ``config=None``: the
     recipe's ``dense``; the stage is off when that is None too, and in legacy mode. The query's
@@ -27,21 +27,13 @@ class Dense(Stage):
 
     name: ClassVar[str] = "dense"
     phase: ClassVar[str] = "retrieve"
+    recipe: ClassVar[dict] = {"config": "dense"}
+    loaders: ClassVar[dict] = {"config": DenseConfig.from_dict}
+    requires: ClassVar[str] = "config"
     config: DenseConfig | None = None
 
-    @classmethod
-    def from_params(cls, params: dict) -> "Dense":
-        config = params.get("config")
-        return cls(None if config is None else DenseConfig.from_dict(config))
-
-    def _config(self, run: QueryRun) -> DenseConfig | None:
-        return self.config if self.config is not None else run.config.dense
-
-    def enabled(self, run: QueryRun, table: CandidateTable) -> bool:
-        return not run.legacy and self._config(run) is not None
-
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
-        config = self._config(run)
+        config = self.setting(run, "config")
         t0 = time.perf_counter()
         vector = embed_query(run.query, config)
         run.timings["query_embedding"] = (run.timings.get("query_embedding", 0.0)
@@ -63,7 +55,7 @@ class Dense(Stage):
                               "normalise": config.normalise, "fusion": config.fusion,
                               "nearest": len(nearest)}
         extra = tuple(table.attrs.get("extra_candidates", ())) + (nearest,)
-        return table.add(nearest, "dense", allowed=run.ws.eligible_mask()).with_attrs(
+        return table.add(nearest, "dense", allowed=run.eligible).with_attrs(
             dense_sims=sims, hybrid=hybrid, extra_candidates=extra)
 
 

@@ -11,7 +11,8 @@ from typing import ClassVar
 import numpy as np
 
 from memlab.signals.recency import recency
-from memlab.surfacing.stages.base import CandidateTable, QueryRun, Stage, register_stage
+from memlab.surfacing.stages.base import (CandidateTable, QueryRun, RecipeStage, Stage,
+                                          register_stage)
 from memlab.surfacing.stages.retrieval import _check_count, bm25_of
 from memlab.surfacing.timewindow import parse_time_window, with_tail
 from memlab.text import TITLE_KEYS, leading_segment, normalise_title
@@ -33,26 +34,23 @@ def _nonneg(stage: str, name: str, value) -> None:
         raise ValueError(f"{stage}: {name} must be None or a number >= 0, got {value!r}")
 
 
-def _pick(value, default):
-    return default if value is None else value
-
-
 @register_stage
 @dataclass(frozen=True, repr=False)
-class Recent(Stage):
+class Recent(RecipeStage):
     """The workspace's ``n`` most recently touched eligible items join (source ``recent``);
     ``n=None``: the recipe's ``recent_candidates``."""
 
     name: ClassVar[str] = "recent"
     phase: ClassVar[str] = "expand"
+    recipe: ClassVar[dict] = {"n": "recent_candidates"}
     n: int | None = None
 
     def __post_init__(self) -> None:
         _check_count("recent", "n", self.n)
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
-        n = _pick(self.n, run.config.recent_candidates)
-        eligible = np.flatnonzero(run.ws.eligible_mask())
+        n = self.setting(run, "n")
+        eligible = np.flatnonzero(run.eligible)
         if n == 0 or not len(eligible):
             return table
         ref = run.ws.recency_reference_ts(eligible)
@@ -60,18 +58,19 @@ class Recent(Stage):
             top = np.argpartition(-ref, n - 1)[:n]
             eligible, ref = eligible[top], ref[top]
         order = np.lexsort((eligible, -ref))
-        return table.add(eligible[order], "recent", allowed=run.ws.eligible_mask())
+        return table.add(eligible[order], "recent", allowed=run.eligible)
 
 
 @register_stage
 @dataclass(frozen=True, repr=False)
-class RecencyCue(Stage):
+class RecencyCue(RecipeStage):
     """A query that asks for recency ("latest", "today", ...: a ``recency_signal`` reason of the
     router) gets recency term ``floor + (1 - floor) * recency``; other queries keep the recipe's
     gentler ``recency_floor``. ``floor=None``: the recipe's ``recency_cue_floor``."""
 
     name: ClassVar[str] = "recency_cue"
     phase: ClassVar[str] = "adjust"
+    recipe: ClassVar[dict] = {"floor": "recency_cue_floor"}
     floor: float | None = None
 
     def __post_init__(self) -> None:
@@ -81,13 +80,13 @@ class RecencyCue(Stage):
         reasons = run.decision.reasons if run.decision is not None else ()
         if not any(r.startswith("recency_signal:") for r in reasons):
             return table
-        floor = _pick(self.floor, run.config.recency_cue_floor)
+        floor = self.setting(run, "floor")
         return table.with_columns(recency_term=floor + (1.0 - floor) * table.recency)
 
 
 @register_stage
 @dataclass(frozen=True, repr=False)
-class ExactMatch(Stage):
+class ExactMatch(RecipeStage):
     """``factual:point-query``: exact-match boost on title/label/leading text; recency
     de-emphasised.
 
@@ -101,6 +100,8 @@ class ExactMatch(Stage):
 
     name: ClassVar[str] = "exact_match"
     phase: ClassVar[str] = "adjust"
+    recipe: ClassVar[dict] = {"boost": "exact_match_boost",
+                              "recency_exponent": "point_query_recency_exponent"}
     boost: float | None = None
     recency_exponent: float | None = None
 
@@ -109,8 +110,8 @@ class ExactMatch(Stage):
         _nonneg("exact_match", "recency_exponent", self.recency_exponent)
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
-        boost = _pick(self.boost, run.config.exact_match_boost)
-        exponent = _pick(self.recency_exponent, run.config.point_query_recency_exponent)
+        boost = self.setting(run, "boost")
+        exponent = self.setting(run, "recency_exponent")
         q = normalise_title(run.query)
         multiplier, exact = table.multiplier.copy(), table.exact_match.copy()
         if q:
@@ -144,25 +145,26 @@ class ProceduralItems(Stage):
         scores = table.attrs.get("matched_bm25", np.empty(0))
         mask = run.ws.procedural_mask()[docs]
         docs, scores = docs[mask], scores[mask]
-        order = np.lexsort((docs, -scores))[:_pick(self.n, run.k)]
-        return table.add(docs[order], "procedural", allowed=run.ws.eligible_mask())
+        order = np.lexsort((docs, -scores))[:run.k if self.n is None else self.n]
+        return table.add(docs[order], "procedural", allowed=run.eligible)
 
 
 @register_stage
 @dataclass(frozen=True, repr=False)
-class ProceduralBoost(Stage):
+class ProceduralBoost(RecipeStage):
     """``procedural`` items get the multiplier ``1 + boost`` (None: the recipe's
     ``procedural_type_boost``)."""
 
     name: ClassVar[str] = "procedural_boost"
     phase: ClassVar[str] = "adjust"
+    recipe: ClassVar[dict] = {"boost": "procedural_type_boost"}
     boost: float | None = None
 
     def __post_init__(self) -> None:
         _nonneg("procedural_boost", "boost", self.boost)
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
-        boost = _pick(self.boost, run.config.procedural_type_boost)
+        boost = self.setting(run, "boost")
         multiplier = table.multiplier.copy()
         multiplier[run.ws.procedural_mask()[table.idx]] *= 1.0 + boost
         return table.with_columns(multiplier=multiplier)
@@ -170,7 +172,7 @@ class ProceduralBoost(Stage):
 
 @register_stage
 @dataclass(frozen=True, repr=False)
-class Window(Stage):
+class Window(RecipeStage):
     """``temporal:windowed``: items created inside the query's time window join (source
     ``window``), most relevant first, then newest, at most ``n`` (None: the recipe's
     ``temporal_window_candidates``).
@@ -184,6 +186,7 @@ class Window(Stage):
 
     name: ClassVar[str] = "window"
     phase: ClassVar[str] = "expand"
+    recipe: ClassVar[dict] = {"n": "temporal_window_candidates"}
     n: int | None = None
 
     def __post_init__(self) -> None:
@@ -199,11 +202,11 @@ class Window(Stage):
             return Recent()(run, table)
         table = table.with_attrs(window=window)
         created = run.ws.created_column()
-        eligible = run.ws.eligible_mask()
+        eligible = run.eligible
         inside = np.flatnonzero(window.contains_ts(created) & eligible)
         if not len(inside):
             return table
-        m = _pick(self.n, run.config.temporal_window_candidates)
+        m = self.setting(run, "n")
         bm25 = bm25_of(table, inside)
         matched, rest = inside[bm25 > 0], inside[bm25 == 0]
         order = np.lexsort((matched, -created[matched], -bm25[bm25 > 0]))[:m]
@@ -218,7 +221,7 @@ class Window(Stage):
 
 @register_stage
 @dataclass(frozen=True, repr=False)
-class WindowBoost(Stage):
+class WindowBoost(RecipeStage):
     """In-window items (the :class:`Window` stage's window): being in the window is evidence of
     relevance, so their relevance term is ``floor + (1 - floor) * relevance``; recency is
     measured from the window's end rather than from now; their multiplier is ``1 + boost``. With
@@ -227,6 +230,8 @@ class WindowBoost(Stage):
 
     name: ClassVar[str] = "window_boost"
     phase: ClassVar[str] = "adjust"
+    recipe: ClassVar[dict] = {"floor": "temporal_window_relevance_floor",
+                              "boost": "temporal_window_boost", "restrict": "temporal_restrict"}
     floor: float | None = None
     boost: float | None = None
     restrict: bool | None = None
@@ -251,14 +256,14 @@ class WindowBoost(Stage):
                               config.recency_tau_h)
         rec_floor = config.recency_floor
         rec_term[inside] = rec_floor + (1.0 - rec_floor) * rec[inside]
-        floor = _pick(self.floor, config.temporal_window_relevance_floor)
+        floor = self.setting(run, "floor")
         rel_term = table.relevance_term.copy()
         rel_term[inside] = floor + (1.0 - floor) * table.relevance[inside]
         multiplier = table.multiplier.copy()
-        multiplier[inside] *= 1.0 + _pick(self.boost, config.temporal_window_boost)
+        multiplier[inside] *= 1.0 + self.setting(run, "boost")
         table = table.with_columns(recency=rec, recency_term=rec_term, relevance_term=rel_term,
                                    multiplier=multiplier)
-        if _pick(self.restrict, config.temporal_restrict):
+        if self.setting(run, "restrict"):
             table = table.filter(~inside & ~table.mandatory, "outside_window")
         return table
 

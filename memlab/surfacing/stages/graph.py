@@ -10,10 +10,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from memlab.graph.ppr import PPRConfig, PPRConvergenceError, run_ppr
+from memlab.graph.ppr import PPRConfig
 from memlab.graph.spreading import SpreadConfig, run_spread
 from memlab.signals.bm25 import lookup_scores
-from memlab.surfacing.stages.base import CandidateTable, QueryRun, Stage, register_stage
+from memlab.surfacing.ppr import surfacing_ppr
+from memlab.surfacing.stages.base import CandidateTable, QueryRun, RecipeStage, register_stage
 from memlab.surfacing.stages.retrieval import _check_count, normalised_relevance
 
 __all__ = ["Spread", "PPR", "spread", "ppr"]
@@ -21,9 +22,8 @@ __all__ = ["Spread", "PPR", "spread", "ppr"]
 _NO_DOCS = np.empty(0, np.int64)
 
 
-def _seeds(run: QueryRun, table: CandidateTable, n: int | None) -> np.ndarray:
-    n = run.config.multi_hop_seeds if n is None else n
-    return table.attrs.get("ranked_docs", _NO_DOCS)[:n]
+def _seeds(run: QueryRun, table: CandidateTable, stage: RecipeStage) -> np.ndarray:
+    return table.attrs.get("ranked_docs", _NO_DOCS)[:stage.setting(run, "seeds")]
 
 
 def _merge_lift(table: CandidateTable, nodes: np.ndarray, values: np.ndarray) -> CandidateTable:
@@ -42,7 +42,7 @@ def _merge_lift(table: CandidateTable, nodes: np.ndarray, values: np.ndarray) ->
 
 @register_stage
 @dataclass(frozen=True, repr=False)
-class Spread(Stage):
+class Spread(RecipeStage):
     """Spreading activation from the seeds; the items reached join (source ``spread``).
 
     ``relevance="seed"``: spread-only items get relevance ``damping ** hops`` (SPEC §4.2);
@@ -53,6 +53,9 @@ class Spread(Stage):
 
     name: ClassVar[str] = "spread"
     phase: ClassVar[str] = "expand"
+    recipe: ClassVar[dict] = {"config": "spreading", "relevance": "spread_relevance",
+                              "seeds": "multi_hop_seeds"}
+    loaders: ClassVar[dict] = {"config": SpreadConfig.from_dict}
     config: SpreadConfig | None = None
     relevance: str | None = None
     seeds: int | None = None
@@ -63,22 +66,15 @@ class Spread(Stage):
                              f"got {self.relevance!r}")
         _check_count("spread", "seeds", self.seeds)
 
-    @classmethod
-    def from_params(cls, params: dict) -> "Spread":
-        params = dict(params)
-        if params.get("config") is not None:
-            params["config"] = SpreadConfig.from_dict(params["config"])
-        return cls(**params)
-
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
-        seeds = _seeds(run, table, self.seeds)
+        seeds = _seeds(run, table, self)
         run.notes["multi_hop_seeds"] = run.ws.ids_of(seeds)
-        config = self.config if self.config is not None else run.config.spreading
+        config = self.setting(run, "config")
         if config is None:
             run.notes["spreading"] = "not_configured"
             return table
-        eligible = run.ws.eligible_mask()
-        mode = self.relevance if self.relevance is not None else run.config.spread_relevance
+        eligible = run.eligible
+        mode = self.setting(run, "relevance")
         if mode == "seed":
             result = run_spread(run.ws, seeds, config)
             run.notes["spreading"] = result.info()
@@ -111,39 +107,33 @@ class Spread(Stage):
 
 @register_stage
 @dataclass(frozen=True, repr=False)
-class PPR(Stage):
+class PPR(RecipeStage):
     """Personalized PageRank from the seeds: every candidate's ``centrality_raw`` is its mass,
     ``centrality`` that over the largest among candidates. None: the recipe's ``ppr`` and
-    ``multi_hop_seeds``. A method that does not converge is noted (``error``) and leaves
+    ``multi_hop_seeds``. Runs through :func:`memlab.surfacing.ppr.surfacing_ppr`, which applies
+    the node cap, the cache, the concurrency slots and the time budget and notes each decision
+    (``notes["ppr"]``); a method that does not converge is noted (``error``) and leaves
     centrality at 0."""
 
     name: ClassVar[str] = "ppr"
     phase: ClassVar[str] = "adjust"
+    recipe: ClassVar[dict] = {"config": "ppr", "seeds": "multi_hop_seeds"}
+    loaders: ClassVar[dict] = {"config": PPRConfig.from_dict}
     config: PPRConfig | None = None
     seeds: int | None = None
 
     def __post_init__(self) -> None:
         _check_count("ppr", "seeds", self.seeds)
 
-    @classmethod
-    def from_params(cls, params: dict) -> "PPR":
-        params = dict(params)
-        if params.get("config") is not None:
-            params["config"] = PPRConfig.from_dict(params["config"])
-        return cls(**params)
-
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
-        config = self.config if self.config is not None else run.config.ppr
+        config = self.setting(run, "config")
         if config is None:
             run.notes["ppr"] = "not_configured"
             return table
-        seeds = _seeds(run, table, self.seeds)
-        try:
-            result = run_ppr(run.ws, seeds, config, lock=run.lock)
-        except PPRConvergenceError as exc:
-            run.notes["ppr"] = {"requested": str(config.method), "error": str(exc)}
+        result, run.notes["ppr"] = surfacing_ppr(run.ws, _seeds(run, table, self), config,
+                                                 lock=run.lock)
+        if result is None:  # did not converge (noted): centrality stays 0
             return table
-        run.notes["ppr"] = result.info()
         order = np.argsort(result.indices)
         raw = lookup_scores(result.indices[order], result.mass[order], table.idx)
         top = raw.max() if len(raw) else 0.0

@@ -8,7 +8,7 @@ The dense stage lives in :mod:`memlab.surfacing.stages.dense`, the title stage i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Sequence
 
 import numpy as np
 
@@ -16,7 +16,8 @@ from memlab._arrays import find_sorted, sorted_unique
 from memlab.signals.bm25 import lookup_scores
 from memlab.surfacing.stages.base import CandidateTable, QueryRun, Stage, register_stage
 
-__all__ = ["BM25", "Fuse", "bm25", "bm25_hits", "fuse", "normalised_relevance", "bm25_of", "top_by_score"]
+__all__ = ["BM25", "Fuse", "bm25", "bm25_hits", "bm25_hits_many", "fuse", "normalised_relevance",
+           "bm25_of", "top_by_score"]
 
 _NO_DOCS = np.empty(0, np.int64)
 _NO_SCORES = np.empty(0)
@@ -95,7 +96,8 @@ class BM25(Stage):
             analyze, index = run.ws.bm25_for(self.analyzer)
             terms = analyze(run.query)
         docs, scores = index.scores(terms, k1=config.bm25_k1, b=config.bm25_b)
-        eligible = run.ws.eligible_mask()
+        # (batched, without a table: hits_many, the same matches, eligibility and order)
+        eligible = run.eligible
         if len(docs):
             live = eligible[docs]
             docs, scores = docs[live], scores[live]
@@ -121,9 +123,10 @@ class Fuse(Stage):
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
         attrs = table.attrs
-        extra = sorted_unique(np.concatenate(attrs["extra_candidates"]))
-        if attrs.get("hybrid") is None and not len(extra):
-            return table
+        extra = attrs["extra_candidates"]
+        if attrs.get("hybrid") is None and not any(len(e) for e in extra):
+            return table  # a title stage that named nothing: BM25's ranking stands
+        extra = sorted_unique(np.concatenate(extra))
         docs, bm25 = attrs.get("matched_docs", _NO_DOCS), attrs.get("matched_bm25", _NO_SCORES)
         # BM25's matches are sorted and unique: only the (few) others need a lookup
         extra = extra[~find_sorted(docs, extra)[1]]
@@ -132,7 +135,7 @@ class Fuse(Stage):
                                     normalised_relevance(table, extra)])
         depth = attrs.get("relevance_depth", run.config.overfetch * run.k)
         ranked = union[top_by_score(union, relevance, depth)]
-        return table.add(ranked, "relevance", allowed=run.ws.eligible_mask()).with_attrs(
+        return table.add(ranked, "relevance", allowed=run.eligible).with_attrs(
             ranked_docs=ranked)
 
 
@@ -165,6 +168,34 @@ def bm25_hits(ws, config, query: str, n: int, analyzer: str | None = None
     table = BM25(n, analyzer or ws.analyzer_name())(run, CandidateTable.empty())
     ranked = table.attrs["ranked_docs"]
     return ranked, bm25_of(table, ranked)
+
+
+def bm25_hits_many(ws, config, queries: Sequence[str], n: int, analyzer: str | None = None
+                   ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """:func:`bm25_hits` for many queries at once (what ``Memory.search_many`` runs): one
+    ``(docs, raw BM25)`` pair per query, best first.
+
+    The :class:`BM25` stage's retrieval (the analyzer's index, the recipe's ``k1``/``b``, only
+    eligible items, score descending then item number), batched: one call of
+    :meth:`memlab.signals.bm25.BM25Index.batch_top_k` (compiled with the ``fast`` extra)
+    instead of one scoring pass per query.
+
+    Examples
+    --------
+    >>> from memlab import Memory
+    >>> mem = Memory(); _ = mem.add("deploys run on fridays"); _ = mem.add("lunch is pizza")
+    >>> ws = mem.store.workspace("default")
+    >>> [docs.tolist() for docs, _ in bm25_hits_many(ws, mem.config, ["friday", "pizza"], 5)]
+    [[0], [1]]
+    """
+    analyze, index = ws.bm25_for(analyzer or ws.analyzer_name())
+    docs, scores = index.batch_top_k([analyze(q) for q in queries], n, k1=config.bm25_k1,
+                                     b=config.bm25_b, mask=ws.eligible_mask())
+    out = []
+    for row_docs, row_scores in zip(docs, scores):
+        found = row_docs >= 0  # rows are padded with -1 where fewer than n match
+        out.append((row_docs[found], row_scores[found]))
+    return out
 
 
 def fuse() -> Fuse:

@@ -14,8 +14,10 @@ from memlab.signals.activation import ACTIVATION_MODELS
 from memlab.signals.recency import freshness_boost, recency
 from memlab.surfacing.composite import (TERM_COLUMNS, CompositeWeights, composite,
                                         order_candidates, select)
-from memlab.surfacing.stages.base import CandidateTable, QueryRun, Stage, register_stage
+from memlab.surfacing.stages.base import (CandidateTable, QueryRun, Stage, per_config,
+                                          register_stage)
 from memlab.surfacing.stages.retrieval import bm25_of, normalised_relevance
+from memlab.surfacing.table import text_column
 from memlab._arrays import find_sorted
 
 __all__ = ["Mandatory", "Signals", "Composite", "Budget", "mandatory", "signals", "composite",
@@ -41,8 +43,8 @@ class Mandatory(Stage):
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
         n = len(table)
         if not run.anchors and not run.pins:  # the common case: the rows stay as they are
-            return table._with({"mandatory": np.zeros(n, dtype=bool),
-                                "anchor_forced": np.zeros(n, dtype=bool),
+            no = np.zeros(n, dtype=bool)  # one immutable array serves both columns
+            return table._with({"mandatory": no, "anchor_forced": no,
                                 "pin_weight": np.full(n, np.nan)})
         anchors = list(dict.fromkeys(run.anchors))
         anchor_set = set(anchors)
@@ -93,7 +95,7 @@ class Signals(Stage):
         now_ts = run.now_ts
         pinned_only = table.source == "pin"
         bm25 = bm25_of(table, idx)
-        relevance = np.where(pinned_only, 0.0, normalised_relevance(table, idx))  # SPEC §3
+        relevance = np.where(pinned_only, 0.0, normalised_relevance(table, idx, bm25))  # SPEC §3
         override = table.relevance_override
         has = ~np.isnan(override)
         relevance[has] = override[has]  # e.g. spread-only items: relevance = spread score
@@ -107,8 +109,11 @@ class Signals(Stage):
         rec = recency(ws.recency_reference_ts(idx), now_ts, config.recency_tau_h)
         floor = config.recency_floor
         created = ws.created_column()[idx]
-        zeros = np.zeros(n)
-        zeros.flags.writeable = False  # shared by the columns that start at 0
+        # columns are immutable, so one array serves every column that starts at 0 (or False),
+        # and relevance_term starts as relevance itself: a stage that adjusts one copies it
+        zeros, no = np.zeros(n), np.zeros(n, dtype=bool)
+        zeros.setflags(False)
+        no.setflags(False)
         return table._with(dict(  # every array here is new: frozen unchecked
             item_id=np.array(ws.ids_of(idx), dtype=object),
             tokens=ws.token_estimates()[idx],
@@ -116,21 +121,23 @@ class Signals(Stage):
             dense=zeros if dense_sims is None else
             np.where(pinned_only, 0.0, np.maximum(dense_sims[idx], 0.0)),
             relevance=relevance,
-            relevance_term=relevance.copy(),
+            relevance_term=relevance,
             recency=rec,
-            recency_term=rec.copy() if run.legacy else floor + (1.0 - floor) * rec,
+            recency_term=rec if run.legacy else floor + (1.0 - floor) * rec,
             activation=np.array(  # a copy: a registered model may hand back its own array
-                ACTIVATION_MODELS[config.activation_model](config)(
+                # the recipe's model, built once per recipe (and per registered factory)
+                per_config(config, ACTIVATION_MODELS[config.activation_model],
+                           ACTIVATION_MODELS[config.activation_model])(
                     ws.activation_state(), idx, now_ts, created), dtype=float),
             centrality_raw=zeros, centrality=zeros,
             freshness=zeros if run.legacy else  # the unweighted factor (composite weighs it)
             freshness_boost(created, now_ts, weight=1.0, window_h=config.freshness_window_h),
             freshness_boost=zeros, session_pin_boost=zeros,
-            exact_match=np.zeros(n, dtype=bool),
-            title_match=np.isin(idx, named) if named is not None else np.zeros(n, dtype=bool),
+            exact_match=no,
+            title_match=np.isin(idx, named) if named is not None and len(named) else no,
             multiplier=np.ones(n),
-            filtered=np.zeros(n, dtype=bool),
-            filter_reason=np.full(n, None, dtype=object),
+            filtered=no,
+            filter_reason=text_column(n),
         ))
 
 
@@ -154,7 +161,7 @@ class Composite(Stage):
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
         weights = self.weights if self.weights is not None else \
-            CompositeWeights.from_config(run.config)
+            per_config(run.config, "composite_weights", CompositeWeights.from_config)
         columns = table.column_map()
         score, terms = composite({name: columns[name] for name in COMPOSITE_INPUTS}, weights,
                                  run.legacy)
@@ -216,8 +223,7 @@ class Budget(Stage):
         surfaced, drop, used = select(order, table.tokens, mandatory, filtered,
                                       table.filter_reason, k=k, max_tokens=max_tokens,
                                       legacy=run.legacy)
-        drop_col = np.empty(len(drop), dtype=object)
-        drop_col[:] = drop
+        drop_col = np.array(drop, dtype=object)  # None or a reason string per candidate
         rank = np.empty(len(order), dtype=np.int64)
         rank[order] = np.arange(len(order))
         return table._with({"surfaced": surfaced, "drop_reason": drop_col, "rank": rank},
