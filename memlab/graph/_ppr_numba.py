@@ -29,7 +29,9 @@ __all__ = ["gauss_seidel_sweep", "push_fifo", "sweep_order"]
 def sweep_order(indptr, indices):
     """Nodes in a topological order of the strongly connected components of the directed graph
     ``(indptr, indices)`` (CSR of out-edges): if an edge leads from component A to component B,
-    A's nodes come first. Iterative Tarjan (which emits components sinks first), reversed."""
+    A's nodes come first; within a component, by node number (memory order: a sweep over a
+    large component then reads its rows and vector entries nearly sequentially). Iterative
+    Tarjan (which emits components sinks first), then a counting sort by reversed emission."""
     n = indptr.size - 1
     index = np.full(n, -1, np.int64)
     low = np.zeros(n, np.int64)
@@ -37,9 +39,9 @@ def sweep_order(indptr, indices):
     stack = np.empty(n, np.int64)
     call_node = np.empty(n, np.int64)
     call_edge = np.empty(n, np.int64)
-    emitted = np.empty(n, np.int64)
+    component = np.empty(n, np.int64)
     sp = 0
-    n_out = 0
+    n_comp = 0
     counter = 0
     for root in range(n):
         if index[root] != -1:
@@ -78,15 +80,26 @@ def sweep_order(indptr, indices):
                         sp -= 1
                         w = stack[sp]
                         on_stack[w] = False
-                        emitted[n_out] = w
-                        n_out += 1
+                        component[w] = n_comp
                         if w == v:
                             break
+                    n_comp += 1
                 if cp > 0:
                     u = call_node[cp - 1]
                     if low[v] < low[u]:
                         low[u] = low[v]
-    return emitted[::-1].copy()
+    # components emitted last go first; nodes of one component in ascending order
+    start = np.zeros(n_comp + 1, np.int64)
+    for v in range(n):
+        start[n_comp - component[v]] += 1
+    for c in range(n_comp):
+        start[c + 1] += start[c]
+    order = np.empty(n, np.int64)
+    for v in range(n):
+        rank = n_comp - 1 - component[v]
+        order[start[rank]] = v
+        start[rank] += 1
+    return order
 
 
 @njit(cache=True, nogil=True)

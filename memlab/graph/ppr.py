@@ -17,9 +17,12 @@ Methods (:data:`PPR_METHODS`, each a registered callable):
     iterations are Gauss–Seidel sweeps in a topological order of the graph's strongly connected
     components (one sweep carries mass across an acyclic part); the numpy reference
     (``backend="numpy"``) is Jacobi, one sparse mat-vec per iteration. Both read ``W_norm^T``
-    from a cache built once per graph version. Stopping rule: stop after the first iteration
-    whose relative L1 change ``||z_t - z_{t-1}||_1 / ||z_t||_1`` is below ``tol`` (or
-    ``tol * n`` with ``tol_scaled_by_n=True``, networkx's rule). Raises
+    from a cache built once per graph version. Stopping rule: with ``c_t = ||z_t - z_{t-1}||_1 /
+    ||z_t||_1`` the relative change and ``r = c_t / c_{t-1}`` the contraction seen (``alpha``
+    at the first iteration), stop once the answer's estimated L1 error ``2 c_t r / (1 - r)`` is
+    below ``tol`` (for Jacobi, whose contraction is at most ``alpha``, this is the classical
+    a-posteriori bound with the rate measured instead of assumed); with
+    ``tol_scaled_by_n=True``, networkx's rule: ``c_t < tol * n``. Raises
     :class:`PPRConvergenceError` after ``max_iter`` iterations without meeting it.
 ``push``
     Andersen–Chung–Lang local push: residual starts at ``p``; every node whose residual exceeds
@@ -193,7 +196,8 @@ class PPRConfig:
     top_k : int or None
         Keep the ``top_k`` highest-scoring items (None: every item with mass).
     tol, tol_scaled_by_n, max_iter
-        The exact method's stopping rule (see the module notes).
+        The exact method's stopping rule (see the module notes): ``tol`` bounds the estimated
+        L1 error of the answer, or with ``tol_scaled_by_n`` the change (networkx's rule).
     epsilon : float or None
         The push method's residual threshold per unit of out-degree; None (the default): chosen
         by :func:`auto_epsilon` from the graph's size (``push`` and ``auto`` record it).
@@ -349,9 +353,9 @@ def power_iteration(snapshot: GraphSnapshot, seeds: np.ndarray, *, alpha: float 
     Iterates ``z = alpha * W_norm^T z + p`` from ``z = p`` (dangling rows empty) and answers
     ``z / sum(z)`` (see the module notes): Gauss–Seidel sweeps with numba (``backend="auto"``
     or ``"numba"``), Jacobi mat-vecs with numpy (``backend="numpy"``, the reference). Stops
-    after the first iteration whose relative L1 change ``||z_t - z_{t-1}||_1 / ||z_t||_1`` is
-    below ``tol`` (``tol * n`` with ``tol_scaled_by_n``) and returns ``(item numbers with mass,
-    mass, info)``. Raises :class:`~memlab.errors.PPRConvergenceError` after ``max_iter``
+    once the answer's estimated L1 error is below ``tol`` (the module notes; with
+    ``tol_scaled_by_n``, once the relative change is below ``tol * n``) and returns ``(item
+    numbers with mass, mass, info)``; ``info["residual"]`` is the last relative change. Raises :class:`~memlab.errors.PPRConvergenceError` after ``max_iter``
     iterations without meeting it, and also when stopped early, by ``max_rounds`` iterations or
     by ``should_stop()`` (asked before each iteration), with the iterate reached (normalised) as
     the error's ``partial``: it never returns a truncated answer. Without ``should_stop``
@@ -404,9 +408,17 @@ def power_iteration(snapshot: GraphSnapshot, seeds: np.ndarray, *, alpha: float 
             np.abs(diff, out=diff)
             delta, total = float(diff.sum()), float(y.sum())
             z = y
-        change = float(delta) / float(total)
+        previous, change = change, float(delta) / float(total)
         iterations += 1
-        if change < threshold:
+        if tol_scaled_by_n:  # networkx's rule: the change itself against n * tol
+            settled = change < threshold
+        else:  # the answer's L1 error left, estimated from the contraction seen (alpha before
+            # it is seen): z's error is at most change * rate / (1 - rate), normalising at most
+            # doubles it
+            rate = alpha if not math.isfinite(previous) else \
+                (change / previous if previous > 0 else 0.0)
+            settled = rate < 1.0 and 2.0 * change * rate / (1.0 - rate) < threshold
+        if settled:
             nodes = np.flatnonzero(z > 0)
             return nodes, z[nodes] / total, {"iterations": iterations, "converged": True,
                                              "residual": change, "budget_exhausted": False,
