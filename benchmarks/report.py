@@ -166,13 +166,12 @@ def ppr_lines(rows: dict) -> list[str]:
             f"({info['seed_sets']} seed sets; medians) | {_size(info['items'])} nodes, "
             f"{info['edges']:,} edges | {_us(med['memlab auto-numba']) if 'memlab auto-numba' in med else '–'} | "
             f"{cell('memlab auto-numba')} | {_us(med['memlab auto-numpy'])} | "
-            f"{cell('memlab auto-numpy')} | {_us(med['igraph prpack'])} (exact) | exact | – | – | "
-            f"**{ratio.get('memlab auto-numba', float('nan')):.3f}** / "
-            f"{ratio['memlab auto-numpy']:.3f} | {info.get('loadavg_before', '?').split()[0]} |")
+            f"{cell('memlab auto-numpy')} | (exact only, above) | | | | "
+            f"numba ÷ numpy {ratio.get('memlab auto-numba', float('nan')):.2f} | "
+            f"{info.get('loadavg_before', '?').split()[0]} |")
         if fixed:
             out.append(f"| push, fixed ε = 1e-4 (the old default), numba | {_size(info['items'])} "
-                       f"nodes | {_us(med[fixed])} | {cell(fixed)} | | | | | | | "
-                       f"{ratio[fixed]:.3f} | |")
+                       f"nodes | {_us(med[fixed])} | {cell(fixed)} | | | | | | | | |")
     ones = [(r["extra_info"]["items"], r["extra_info"].get("shape"), r["extra_info"]["one_off_ms"])
             for r in exact if r["extra_info"].get("one_off_ms")]
     if ones:

@@ -268,7 +268,8 @@ def test_peer_bm25_indexing(benchmark):
 
 
 # ---------------------------------------------------------------- exact PPR vs igraph PRPACK
-PPR_SEED_SETS = {10_000: 8, 100_000: 5, 1_000_000: 3}
+PPR_SEED_SETS = {(10_000, "power-law"): 8, (100_000, "power-law"): 5,
+                 (1_000_000, "power-law"): 3, (100_000, "cyclic"): 3}
 _CYCLIC: dict[int, Memory] = {}
 
 
@@ -342,7 +343,7 @@ def test_peer_ppr_exact_vs_igraph(benchmark, n, shape):
     graph, coo = igraph_of(mem)
     index_of = mem._ws.index_of
     cycle = seed_sets(mem)
-    sets = cycle.values[:PPR_SEED_SETS[n]]
+    sets = cycle.values[:PPR_SEED_SETS[n, shape]]
     one_offs = ppr_one_offs(mem)
 
     def memlab_exact(backend):
@@ -403,14 +404,13 @@ def top_overlap(a: np.ndarray, b: np.ndarray, k: int) -> int:
 @pytest.mark.parametrize("n", [100_000, 1_000_000])
 def test_peer_ppr_push_accuracy(benchmark, n):
     """``auto`` (push with ``auto_epsilon``) against the true PPR: top-10 / top-100 overlap and
-    L1, median over seed sets, with its CPU time; the old fixed epsilon 1e-4 beside it, and
-    igraph's PRPACK (exact) as the time reference."""
+    L1, median over seed sets, with its CPU time (numba, and the numpy reference, whose time the
+    ratios are against); the old fixed epsilon 1e-4 beside it. The goal is absolute (<= 10 ms at
+    1M); PRPACK's exact time at the same size is in the peers-ppr-exact group."""
     from benchmarks.test_bench_graph import graph_memory, seed_sets
     from memlab.graph import auto_epsilon
 
     mem = graph_memory(n)
-    graph, coo = igraph_of(mem)
-    index_of = mem._ws.index_of
     sets = seed_sets(mem).values[:PUSH_SEED_SETS[n]]
     snap = mem._ws.graph.snapshot(len(mem))
     eps = auto_epsilon(snap.n, snap.num_edges)
@@ -422,19 +422,19 @@ def test_peer_ppr_push_accuracy(benchmark, n):
     sides = {f"memlab auto-{b}": (no_setup, memlab_auto(b)) for b in MEMLAB_SIDES}
     sides[f"memlab push eps 1e-4-{MEMLAB_SIDES[0]}"] = (no_setup,
                                                         memlab_auto(MEMLAB_SIDES[0], 1e-4))
-    sides["igraph prpack"] = (no_setup, lambda seeds: graph.personalized_pagerank(
-        reset_vertices=[index_of[s] for s in seeds], damping=0.85, directed=True,
-        weights="weight", implementation="prpack"))
     for _, fn in sides.values():
         fn(sets[0])
     before = loadavg()
     per_set = benchmark.pedantic(paired, args=(sides, sets, 3, 1), rounds=1, iterations=1)
-    info = summarise(per_set, "igraph prpack")
+    info = summarise(per_set, "memlab auto-numpy")
+    # the true PPR: the exact method to estimated L1 error 1e-12 (numba's Gauss-Seidel when
+    # installed: two sweeps here, where the numpy reference needs ~40 mat-vecs at 1M; checked
+    # against the numpy reference on the first seed set)
+    refs = [dense_scores(mem, ppr_result(mem, seeds, method="exact", top_k=None, cache=False,
+                                         budget_ms=None, tol=1e-12).scores) for seeds in sets]
+    reference_check = float(np.abs(refs[0] - reference_ppr(mem, sets[0])).sum())
     accuracy = {}
-    refs = [reference_ppr(mem, seeds) for seeds in sets]
     for name, (_, fn) in sides.items():
-        if not name.startswith("memlab"):
-            continue
         rows = []
         for seeds, ref in zip(sets, refs):
             result = fn(seeds)
@@ -446,7 +446,7 @@ def test_peer_ppr_push_accuracy(benchmark, n):
                           "top100_median": float(np.median(top100)),
                           "top100_min": int(top100.min()), "l1_median": float(np.median(l1)),
                           "method": result.method, "epsilon": result.epsilon}
-    benchmark.extra_info.update(goal="ppr-push", items=n, edges=int(coo.nnz),
+    benchmark.extra_info.update(goal="ppr-push", items=n, edges=snap.num_edges,
                                 seed_sets=len(sets), auto_epsilon=eps, **info,
-                                accuracy=accuracy, loadavg_before=before,
-                                loadavg_after=loadavg())
+                                accuracy=accuracy, reference_l1_vs_numpy=reference_check,
+                                loadavg_before=before, loadavg_after=loadavg())

@@ -119,11 +119,12 @@ def test_exact_backends_agree_within_the_tolerance(back, delta):
 def test_the_transpose_is_built_once_per_graph_version():
     view = power_law_view(500)
     first = view.snapshot(500).transition_transpose()
-    assert view.snapshot(500).transition_transpose() is first  # cached on the base
+    again = view.snapshot(500).transition_transpose()
+    assert all(a is b for a, b in zip(again, first))  # cached on the base
     assert view.nbytes()["ppr"] == sum(a.nbytes for a in first)
     view.write([2], [499], "MENTIONS", [1.0])  # a write: a new version, a new transpose
     second = view.snapshot(500).transition_transpose()
-    assert second is not first and second[0][-1] == first[0][-1] + 1  # one more entry
+    assert second[1] is not first[1] and second[0][-1] == first[0][-1] + 1  # one more entry
     # columns of P^T are the rows of P: a node's out-probabilities sum to 1 (0 if dangling)
     indptr, indices, data = second
     out = np.bincount(indices, weights=data, minlength=500)
@@ -244,3 +245,31 @@ def test_ppr_config_validates_the_new_fields(monkeypatch):
         power_iteration(view.snapshot(50), np.array([1]), backend="numba")
     # "auto" falls back to the reference without numba
     assert power_iteration(view.snapshot(50), np.array([1]))[2]["backend"] == "numpy"
+
+
+def test_items_added_since_the_base_reuse_its_transpose_and_order():
+    """Adding items (no edge) changes n, not the graph: the base's transpose and sweep order are
+    padded, not rebuilt, and the answers equal networkx's on the grown graph."""
+    view = power_law_view(400)
+    small = view.snapshot(400)
+    indptr, indices, data = small.transition_transpose()
+    grown = view.snapshot(410)
+    g_indptr, g_indices, g_data = grown.transition_transpose()
+    assert g_indices is indices and g_data is data and len(g_indptr) == 411
+    assert (g_indptr[401:] == indptr[-1]).all()
+    if HAS_NUMBA:
+        order = grown.sweep_order()
+        assert sorted(order.tolist()) == list(range(410)) and order[:10].tolist() == \
+            list(range(409, 399, -1))
+        assert view.snapshot(400).sweep_order() is small.sweep_order()
+    import networkx as nx
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(410))
+    coo = grown.matrix().tocoo()
+    graph.add_weighted_edges_from(zip(coo.row.tolist(), coo.col.tolist(), coo.data.tolist()))
+    ranks = nx.pagerank(graph, personalization={405: 1.0, 7: 1.0}, tol=1e-15, max_iter=10_000)
+    ref = np.array([ranks[i] for i in range(410)])
+    for backend in ["numpy"] + (["numba"] if HAS_NUMBA else []):
+        got = dense(410, *power_iteration(grown, np.array([7, 405]), tol=1e-13,
+                                          backend=backend)[:2])
+        assert np.abs(got - ref).sum() < 1e-9

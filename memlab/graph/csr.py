@@ -481,16 +481,23 @@ class GraphSnapshot:
         >>> indptr.tolist(), indices.tolist(), data.tolist()
         ([0, 0, 1, 2], [0, 0], [0.25, 0.75])
         """
-        return self._derived("transpose", (self.delta_size, self.n), self._build_transpose)
+        if self.delta_size:
+            return self._derived("transpose", (self.delta_size, self.n), self._build_transpose)
+        indptr, indices, data = self._derived("transpose_base", (), self._build_transpose)
+        if self.n > len(indptr) - 1:  # items added since the base: nodes without edges
+            indptr = self._derived("transpose_indptr", (self.n,), lambda: np.concatenate(
+                [indptr, np.full(self.n + 1 - len(indptr), indptr[-1])]))
+        return indptr, indices, data
 
     def _build_transpose(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        m = self.base.out if not self.delta_size and self.n == self.base.n else self.matrix()
-        rows = np.repeat(np.arange(self.n), np.diff(m.indptr))
-        weight = np.bincount(rows, weights=m.data, minlength=self.n)
-        inverse = np.zeros(self.n)
+        m = self.base.out if not self.delta_size else self.matrix()
+        n = m.shape[0]
+        rows = np.repeat(np.arange(n), np.diff(m.indptr))
+        weight = np.bincount(rows, weights=m.data, minlength=n)
+        inverse = np.zeros(n)
         live = weight > 0
         inverse[live] = 1.0 / weight[live]
-        prob = sp.csr_array((m.data * inverse[rows], m.indices, m.indptr), shape=(self.n, self.n))
+        prob = sp.csr_array((m.data * inverse[rows], m.indices, m.indptr), shape=(n, n))
         # scipy's CSR -> CSC is a C++ counting sort: in-neighbours come out sorted by source,
         # which keeps the gathers of a mat-vec or sweep close to sequential
         t = prob.tocsc()
@@ -502,13 +509,15 @@ class GraphSnapshot:
         The Gauss–Seidel sweep order of the compiled exact PPR (it converges for any order;
         this one carries mass across acyclic parts in one sweep). Needs numba; cached per base.
         """
-        def build() -> np.ndarray:
+        def build_base() -> np.ndarray:
             from memlab.graph._ppr_numba import sweep_order
             out = self.base.out
-            base_order = sweep_order(out.indptr.astype(np.int64), out.indices.astype(np.int64))
-            newer = np.arange(self.n - 1, self.base.n - 1, -1, dtype=np.int64)
-            return np.concatenate([newer, base_order]) if len(newer) else base_order
-        return self._derived("order", (self.n,), build)
+            return sweep_order(out.indptr.astype(np.int64), out.indices.astype(np.int64))
+        base_order = self._derived("order_base", (), build_base)
+        if self.n == self.base.n:
+            return base_order
+        return self._derived("order", (self.n,), lambda: np.concatenate(
+            [np.arange(self.n - 1, self.base.n - 1, -1, dtype=np.int64), base_order]))
 
     def delta_by_source(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The delta's entries ``(src, dst, weight change)`` sorted by source (stable), cached."""
