@@ -55,6 +55,7 @@ sorted seeds and configuration; any write to the graph clears the workspace's ca
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import math
 import threading
@@ -105,6 +106,7 @@ _IN_FLIGHT = threading.BoundedSemaphore(MAX_IN_FLIGHT)
 BACKENDS = ("auto", "numba", "numpy")
 
 
+@functools.lru_cache(maxsize=1)
 def _numba_available() -> bool:
     return importlib.util.find_spec("numba") is not None
 
