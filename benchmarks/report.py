@@ -164,7 +164,8 @@ def ppr_lines(rows: dict) -> list[str]:
         out.append(
             f"| `auto` → push, ε = auto_epsilon = {info['auto_epsilon']:.0e} "
             f"({info['seed_sets']} seed sets; medians) | {_size(info['items'])} nodes, "
-            f"{info['edges']:,} edges | {_us(med['memlab auto-numba']) if 'memlab auto-numba' in med else '–'} | "
+            f"{info['edges']:,} edges | "
+            f"{_us(med['memlab auto-numba']) if 'memlab auto-numba' in med else '–'} | "
             f"{cell('memlab auto-numba')} | {_us(med['memlab auto-numpy'])} | "
             f"{cell('memlab auto-numpy')} | (exact only, above) | | | | "
             f"numba ÷ numpy {ratio.get('memlab auto-numba', float('nan')):.2f} | "

@@ -44,8 +44,9 @@ Two budgets bound the iterative methods, each optional and reported as ``budget_
 machine load), and ``budget_rounds``, a count of iterations (``exact``) or push rounds (``push``;
 with numba, epochs of the FIFO queue: the seeds, then the nodes the previous epoch queued), which
 cuts at the same point on every machine with the same backend and is what tests and reproducible
-experiments use. ``budget_ms=None`` disables the time budget. A result cut by the time budget is not cached
-(a later call could get further); one cut by the rounds budget is, under its own key.
+experiments use. ``budget_ms=None`` disables the time budget. A result cut by the time budget
+is not cached (a later call could get further); one cut by the rounds budget is, under its own
+key.
 
 At most two computations run at once per process; a third caller gets ``{}`` at once, and its
 :class:`PPRResult` says ``saturated``. Results are cached per workspace, keyed by graph version,
@@ -357,11 +358,11 @@ def power_iteration(snapshot: GraphSnapshot, seeds: np.ndarray, *, alpha: float 
     or ``"numba"``), Jacobi mat-vecs with numpy (``backend="numpy"``, the reference). Stops
     once the answer's estimated L1 error is below ``tol`` (the module notes; with
     ``tol_scaled_by_n``, once the relative change is below ``tol * n``) and returns ``(item
-    numbers with mass, mass, info)``; ``info["residual"]`` is the last relative change. Raises :class:`~memlab.errors.PPRConvergenceError` after ``max_iter``
-    iterations without meeting it, and also when stopped early, by ``max_rounds`` iterations or
-    by ``should_stop()`` (asked before each iteration), with the iterate reached (normalised) as
-    the error's ``partial``: it never returns a truncated answer. Without ``should_stop``
-    nothing reads a clock.
+    numbers with mass, mass, info)``; ``info["residual"]`` is the last relative change. Raises
+    :class:`~memlab.errors.PPRConvergenceError` after ``max_iter`` iterations without meeting
+    it, and also when stopped early, by ``max_rounds`` iterations or by ``should_stop()`` (asked
+    before each iteration), with the iterate reached (normalised) as the error's ``partial``: it
+    never returns a truncated answer. Without ``should_stop`` nothing reads a clock.
 
     Examples
     --------
@@ -415,8 +416,8 @@ def power_iteration(snapshot: GraphSnapshot, seeds: np.ndarray, *, alpha: float 
         if tol_scaled_by_n:  # networkx's rule: the change itself against n * tol
             settled = change < threshold
         else:  # the answer's L1 error left, estimated from the contraction seen (alpha before
-            # it is seen): z's error is at most change * rate / (1 - rate), normalising at most
-            # doubles it
+            # it is seen): z's error is about change * rate / (1 - rate) (a bound when the rate
+            # is the iteration's contraction factor), and normalising at most doubles it
             rate = alpha if not math.isfinite(previous) else \
                 (change / previous if previous > 0 else 0.0)
             settled = rate < 1.0 and 2.0 * change * rate / (1.0 - rate) < threshold
