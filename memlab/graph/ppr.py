@@ -163,10 +163,10 @@ def auto_epsilon(n_nodes: int, n_edges: int) -> float:
     ``epsilon`` times its node's out-degree, so the mass left unpushed is at most ``epsilon``
     times the summed degree of the nodes holding it: scaling ``epsilon`` as ``1 / edges`` keeps
     that bound the same share of the graph as it grows. Measured on the seeded power-law graphs
-    of ``benchmarks/`` (5 edges per node, median over seed sets of 5; see the README): top-10
-    overlap with the exact PPR 10/10 and top-100 >= 98/100 at 10k, 100k and 1M nodes, where a
-    fixed 1e-4 drops to 7/10 and 83/100 at 1M. Pure: depends on the sizes only (``n_nodes`` is
-    validated and kept for rules that need it).
+    of ``benchmarks/`` (5 edges per node; medians over 16 seed sets of 5, see the README's PPR
+    table): top-10 overlap with the exact PPR 10/10 and top-100 99/100 at 100k and 1M nodes,
+    where a fixed 1e-4 gives 8/10 and 82.5/100 at 1M. Pure: depends on the sizes only
+    (``n_nodes`` is validated and kept for rules that need it).
 
     Examples
     --------
