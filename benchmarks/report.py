@@ -73,12 +73,13 @@ def _us(ms: float) -> str:
 def peer_lines(rows: dict) -> list[str]:
     """The peer table (issue 18): memlab beside tantivy, bm25s and igraph, ratios measured in the
     same run (``benchmarks/test_bench_peers.py``: CPU-time medians, paired per query)."""
-    peers = [row for row in rows.values() if row["extra_info"].get("goal")]
+    peers = [row for row in rows.values()
+             if row["extra_info"].get("goal") in ("bm25-top10", "bm25-batch", "bm25-index")]
     if not peers:
-        return []
+        return ppr_lines(rows)
     out = ["", "| operation | size | memlab, numba | memlab, numpy | peer | memlab ÷ peer "
            "(numba / numpy) | accuracy | load avg |", "|---|---:|---:|---:|---:|---:|---|---|"]
-    order = {"bm25-top10": 0, "bm25-batch": 1, "bm25-index": 2, "ppr-exact": 3}
+    order = {"bm25-top10": 0, "bm25-batch": 1, "bm25-index": 2}
     for row in sorted(peers, key=lambda r: (order.get(r["extra_info"]["goal"], 9),
                                             r["extra_info"].get("items", 0))):
         info = row["extra_info"]
@@ -111,19 +112,76 @@ def peer_lines(rows: dict) -> list[str]:
                        f"{dps['tantivy (from text)']:,.0f} docs/s | "
                        f"{1 / ratio['memlab add_many+freeze']:.2f} (throughput vs bm25s) | "
                        f"same postings | {load} |")
-        elif goal == "ppr-exact":
-            acc = info["accuracy"]
-            skn = med.get("scikit-network bicgstab")
-            skn_time = f"; scikit-network BiCGSTAB {_us(skn)}" if skn is not None else ""
-            skn_l1 = (f", scikit-network {acc['l1_sknetwork_vs_ref']:.1e}"
-                      if acc.get("l1_sknetwork_vs_ref") is not None else "")
-            out.append(f"| PPR exact, tol 1e-6 ({info['seed_sets']} seed sets of 5) | "
-                       f"{_size(info['items'])} nodes, {info['edges']:,} edges | "
-                       f"{_us(med['memlab exact'])} | (numpy) | igraph PRPACK "
-                       f"{_us(med['igraph prpack'])}{skn_time} | **{ratio['memlab exact']:.2f}** "
-                       f"(time vs igraph) | L1 to 1e-13 reference: memlab "
-                       f"{acc['l1_memlab_vs_ref']:.1e}, igraph {acc['l1_igraph_vs_ref']:.1e}"
-                       f"{skn_l1} | {load} |")
+    return out + ppr_lines(rows)
+
+
+def _l1(x: float | None) -> str:
+    return "–" if x is None else f"L1 {x:.1e}"
+
+
+def ppr_lines(rows: dict) -> list[str]:
+    """The PPR table (issue 18): memlab's numba and numpy backends beside igraph's PRPACK and
+    scikit-network, an accuracy column beside every time (CPU-time medians, paired per query)."""
+    exact = [r for r in rows.values() if r["extra_info"].get("goal") == "ppr-exact"]
+    push = [r for r in rows.values() if r["extra_info"].get("goal") == "ppr-push"]
+    if not exact and not push:
+        return []
+    out = ["", "| PPR | graph | memlab, numba | accuracy | memlab, numpy | accuracy | "
+           "igraph PRPACK | accuracy | scikit-network BiCGSTAB | accuracy | memlab ÷ PRPACK "
+           "(numba / numpy) | load avg |", "|---|---|---:|---|---:|---|---:|---|---:|---|---:|---|"]
+    for row in sorted(exact, key=lambda r: (r["extra_info"].get("shape") != "power-law",
+                                            r["extra_info"]["items"])):
+        info = row["extra_info"]
+        med, ratio, acc = info["median_ms"], info["ratio_vs_peer"], info["accuracy"]
+        its = info.get("iterations", {})
+        one = info.get("one_off_ms", {})
+        shape = "" if info.get("shape", "power-law") == "power-law" else \
+            ", 30% of edges also reversed (cyclic)"
+        numba = f"{_us(med['memlab-numba'])} ({its.get('numba')} sweeps)" \
+            if "memlab-numba" in med else "–"
+        skn = med.get("scikit-network bicgstab")
+        out.append(
+            f"| exact, tol 1e-6 ({info['seed_sets']} seed sets of 5) | {_size(info['items'])} "
+            f"nodes, {info['edges']:,} edges{shape} | {numba} | "
+            f"{_l1(acc.get('l1_max_memlab-numba'))} | {_us(med['memlab-numpy'])} "
+            f"({its.get('numpy')} iterations) | {_l1(acc.get('l1_max_memlab-numpy'))} | "
+            f"{_us(med['igraph prpack'])} | {_l1(acc.get('l1_max_igraph prpack'))} | "
+            f"{_us(skn) if skn is not None else '–'} | "
+            f"{_l1(acc.get('l1_max_scikit-network bicgstab'))} | "
+            f"**{ratio.get('memlab-numba', float('nan')):.2f}** / "
+            f"{ratio['memlab-numpy']:.2f} | {info.get('loadavg_before', '?').split()[0]} |")
+    for row in sorted(push, key=lambda r: r["extra_info"]["items"]):
+        info = row["extra_info"]
+        med, ratio, acc = info["median_ms"], info["ratio_vs_peer"], info["accuracy"]
+
+        def cell(name):
+            a = acc.get(name)
+            if a is None:
+                return "–"
+            return (f"top-10 {a['top10_median']:g}/10 (min {a['top10_min']}), top-100 "
+                    f"{a['top100_median']:g}/100 (min {a['top100_min']}), L1 {a['l1_median']:.2g}")
+        fixed = next((k for k in med if k.startswith("memlab push eps 1e-4")), None)
+        out.append(
+            f"| `auto` → push, ε = auto_epsilon = {info['auto_epsilon']:.0e} "
+            f"({info['seed_sets']} seed sets; medians) | {_size(info['items'])} nodes, "
+            f"{info['edges']:,} edges | "
+            f"{_us(med['memlab auto-numba']) if 'memlab auto-numba' in med else '–'} | "
+            f"{cell('memlab auto-numba')} | {_us(med['memlab auto-numpy'])} | "
+            f"{cell('memlab auto-numpy')} | (exact only, above) | | | | "
+            f"numba ÷ numpy {ratio.get('memlab auto-numba', float('nan')):.2f} | "
+            f"{info.get('loadavg_before', '?').split()[0]} |")
+        if fixed:
+            out.append(f"| push, fixed ε = 1e-4 (the old default), numba | {_size(info['items'])} "
+                       f"nodes | {_us(med[fixed])} | {cell(fixed)} | | | | | | | | |")
+    ones = [(r["extra_info"]["items"], r["extra_info"].get("shape"), r["extra_info"]["one_off_ms"])
+            for r in exact if r["extra_info"].get("one_off_ms")]
+    if ones:
+        out.append("")
+        out.append("- built once per graph version, not in the times above: " + "; ".join(
+            f"{_size(n)}{'' if shape == 'power-law' else ' cyclic'}: transpose "
+            f"{o['transpose_ms']:,.0f} ms" + (f", sweep order {o['sweep_order_ms']:,.0f} ms"
+                                               if "sweep_order_ms" in o else "")
+            for n, shape, o in sorted(ones, key=lambda t: (t[1] != "power-law", t[0]))))
     return out
 
 
@@ -148,11 +206,13 @@ def graph_lines(rows: dict) -> list[str]:
     for name in ("test_ppr_exact_networkx_rule", "test_ppr_exact_tight"):
         row = rows.get(name)
         if row and matvec:
+            # with numba an iteration is a Gauss-Seidel sweep (issue 18): the answer's cost is
+            # its iterations, its result building and the per-graph-version caches' lookups
             iters = row["extra_info"]["iterations"]
-            floor = iters * matvec
-            out.append(f"- {name.removeprefix('test_')}: {iters} iterations; matvec floor "
-                       f"{floor * 1e3:.1f} ms ({iters} x {matvec * 1e3:.2f} ms); exact is "
-                       f"{row['stats']['median'] / floor:.2f}x the floor (target <= 2x)")
+            out.append(f"- {name.removeprefix('test_')}: {iters} iterations, "
+                       f"{row['stats']['median'] * 1e3:.1f} ms = "
+                       f"{row['stats']['median'] / matvec:.1f} scipy CSR mat-vecs of "
+                       f"{matvec * 1e3:.2f} ms")
     for n, label in ((100_000, "100k"), (1_000_000, "1M")):
         push = _median(rows, f"test_ppr_push[{n}]")
         spread = _median(rows, f"test_spread[{n}]")

@@ -169,9 +169,13 @@ def test_ppr_matvec(benchmark):
 @pytest.mark.benchmark(group="ppr-push")
 @pytest.mark.parametrize("n", SIZES)
 def test_ppr_push(benchmark, n):
+    """Push with its default epsilon (``auto_epsilon`` of the graph's size), the default backend
+    (numba with the fast extra), cache off."""
     mem = graph_memory(n)
     seeds = seed_sets(mem)
-    benchmark.extra_info.update(items=n, method="push", epsilon=PPRConfig().epsilon)
+    probe = ppr_result(mem, seeds.values[0], method="push", cache=False)
+    benchmark.extra_info.update(items=n, method="push", epsilon=probe.epsilon,
+                                backend=probe.backend)
     benchmark(lambda: ppr_result(mem, seeds(), method="push", cache=False))
 
 

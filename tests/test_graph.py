@@ -4,6 +4,7 @@ networkx is the oracle for PPR and a plain per-seed BFS (``method="reference"``)
 hypothesis draws the graphs, including writes made after the view was built (the delta path).
 """
 
+import importlib.util
 import json
 import math
 import threading
@@ -27,6 +28,7 @@ from memlab.graph.ppr import PPR_METHODS
 from memlab.surfacing.config import DEFAULT, SEED_COMPAT, SurfacingConfig
 
 TYPES = ["RELATED", "MENTIONS", "CONTRADICTS", "CAUSES"]
+BACKENDS = ["numpy"] + (["numba"] if importlib.util.find_spec("numba") else [])
 
 
 def make_memory(n: int, **kwargs) -> Memory:
@@ -88,17 +90,18 @@ def test_exact_ppr_equals_networkx(before, after, seeds, alpha):
     write_edges(mem, after)  # these live in the delta (and re-weight some base edges)
     # no time budget: the result must not depend on machine load (push at epsilon=1e-10 needs
     # hundreds of rounds, which a 200 ms budget cut short on a busy machine)
-    ours = personalized_pagerank(mem, seed_ids, method="exact", alpha=alpha, top_k=None,
-                                 tol=1e-13, cache=False, budget_ms=None)
     ref = nx_reference(mem, seed_ids, alpha)
-    assert l1(ours, ref) < 1e-6
     via_nx = personalized_pagerank(mem, seed_ids, method="networkx", alpha=alpha, top_k=None,
                                    tol=1e-13, cache=False, budget_ms=None)
     assert l1(via_nx, ref) < 1e-6
-    pushed = ppr_result(mem, seed_ids, method="push", alpha=alpha, top_k=None,
-                        epsilon=1e-10, cache=False, budget_ms=None)
-    assert not pushed.budget_exhausted and pushed.converged
-    assert l1(pushed.scores, ref) < 1e-6
+    for backend in BACKENDS:  # the numpy reference and numba's kernels, base + delta both
+        ours = personalized_pagerank(mem, seed_ids, method="exact", alpha=alpha, top_k=None,
+                                     tol=1e-13, cache=False, budget_ms=None, backend=backend)
+        assert l1(ours, ref) < 1e-6
+        pushed = ppr_result(mem, seed_ids, method="push", alpha=alpha, top_k=None,
+                            epsilon=1e-10, cache=False, budget_ms=None, backend=backend)
+        assert not pushed.budget_exhausted and pushed.converged and pushed.backend == backend
+        assert l1(pushed.scores, ref) < 1e-6
 
 
 def test_exact_ppr_after_a_rebuild_matches_networkx():
@@ -182,11 +185,14 @@ def test_ppr_time_budget_stops_iterating_and_says_so(monkeypatch):
     mem.add_edges([("n000", "n001"), ("n001", "n002")])
     monkeypatch.setattr(ppr_module, "time", TickingClock())
     # started at t=1 s, deadline 3.5 s: iterations run at the checks t=2 and t=3, stop at t=4
-    result = ppr_result(mem, ["n000"], method="exact", budget_ms=2500.0, tol=1e-15)
+    result = ppr_result(mem, ["n000"], method="exact", budget_ms=2500.0, tol=1e-15,
+                        backend="numpy")
     assert result.budget_exhausted and result.iterations == 2 and not result.converged
     assert result.elapsed_ms == 4000.0 and result.overrun_ms == 1500.0  # done() reads t=5
-    # the second iterate: n000 keeps its teleport share, n001 and n002 hold the walk
-    assert result.scores == pytest.approx({"n000": 0.15, "n001": 0.1275, "n002": 0.7225})
+    # the second Jacobi iterate z = e0 + 0.85 e1 + 0.85^2 e2 has reached the chain's end, but
+    # only the third would show it settled (normalised: the answer)
+    assert result.scores == pytest.approx({"n000": 1 / 2.5725, "n001": 0.85 / 2.5725,
+                                           "n002": 0.7225 / 2.5725})
     # a result the clock cut is not cached: the next call, with no time budget, computes anew
     again = ppr_result(mem, ["n000"], method="exact", budget_ms=None, tol=1e-15)
     assert not again.cache_hit and not again.budget_exhausted and again.converged
@@ -196,21 +202,30 @@ def test_ppr_time_budget_stops_iterating_and_says_so(monkeypatch):
     assert zero.budget_exhausted and zero.iterations == 0 and zero.scores == {}
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("method", ["exact", "push"])
-def test_ppr_rounds_budget_cuts_at_the_same_round_everywhere(method):
+def test_ppr_rounds_budget_cuts_at_the_same_round_everywhere(method, backend):
     mem = make_memory(4)
     mem.add_edges([("n000", "n001"), ("n001", "n002")])
-    one = ppr_result(mem, ["n000"], method=method, budget_rounds=1, budget_ms=None)
+    one = ppr_result(mem, ["n000"], method=method, budget_rounds=1, budget_ms=None,
+                     backend=backend)
     assert one.budget_exhausted and one.iterations == 1 and not one.converged
-    # exact holds the first iterate; push has settled only the seed's own share
-    expected = {"exact": {"n000": 0.15, "n001": 0.85}, "push": {"n000": 0.15}}[method]
-    assert one.scores == pytest.approx(expected)
+    # exact (Jacobi) holds the first iterate z = e0 + 0.85 e1, normalised; Gauss-Seidel swept
+    # the chain in order, so its first sweep is the answer; push has settled only the seed's
+    # own share (its first round, or its queue's first epoch: the seeds)
+    expected = {("exact", "numpy"): {"n000": 1 / 1.85, "n001": 0.85 / 1.85},
+                ("exact", "numba"): {"n000": 1 / 2.5725, "n001": 0.85 / 2.5725,
+                                     "n002": 0.7225 / 2.5725},
+                ("push", "numpy"): {"n000": 0.15}, ("push", "numba"): {"n000": 0.15}}
+    assert one.scores == pytest.approx(expected[method, backend])
     # cut by rounds, the result is the same on every machine, so it is cached under its own key
-    assert ppr_result(mem, ["n000"], method=method, budget_rounds=1, budget_ms=None).cache_hit
-    full = ppr_result(mem, ["n000"], method=method, budget_ms=None, epsilon=1e-12, tol=1e-15)
+    assert ppr_result(mem, ["n000"], method=method, budget_rounds=1, budget_ms=None,
+                      backend=backend).cache_hit
+    full = ppr_result(mem, ["n000"], method=method, budget_ms=None, epsilon=1e-12, tol=1e-15,
+                      backend=backend)
     assert not full.cache_hit and full.converged and not full.budget_exhausted
     enough = ppr_result(mem, ["n000"], method=method, budget_ms=None, epsilon=1e-12, tol=1e-15,
-                        budget_rounds=full.iterations)
+                        budget_rounds=full.iterations, backend=backend)
     assert not enough.budget_exhausted and enough.scores == full.scores
     with pytest.raises(ValueError, match="budget_rounds"):
         PPRConfig(budget_rounds=0)

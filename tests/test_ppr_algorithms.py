@@ -1,5 +1,9 @@
 """The PPR algorithms as functions over a graph snapshot: deterministic, no wall clock, and they
-raise rather than return a truncated answer. Oracle: networkx.pagerank."""
+raise rather than return a truncated answer. Oracle: networkx.pagerank. Every algorithm runs on
+both backends: the numpy reference and numba's kernels (the ``fast`` extra, installed with the
+test extras; without it the numba cases skip)."""
+
+import importlib.util
 
 import networkx as nx
 import numpy as np
@@ -10,7 +14,12 @@ from hypothesis import strategies as st
 from memlab import Memory
 from memlab.errors import PPRConvergenceError, PPRUnavailable
 from memlab.graph.csr import EdgeTable, GraphView
-from memlab.graph.ppr import personalized_pagerank, power_iteration, push_rounds
+from memlab.graph.ppr import (auto_epsilon, personalized_pagerank, power_iteration,
+                              push_rounds)
+
+HAS_NUMBA = importlib.util.find_spec("numba") is not None
+BACKENDS = ["numpy", pytest.param("numba", marks=pytest.mark.skipif(
+    not HAS_NUMBA, reason="numba (the fast extra) is not installed"))]
 
 
 def snapshot(n, edges):
@@ -40,44 +49,56 @@ graphs = st.integers(2, 12).flatmap(lambda n: st.tuples(
     st.sampled_from([0.5, 0.85])))
 
 
-@given(graphs)
-def test_power_iteration_is_networkx_pagerank(case):
+@pytest.mark.parametrize("backend", BACKENDS)
+@given(case=graphs)
+def test_power_iteration_is_networkx_pagerank(backend, case):
     n, edges, seeds, alpha = case
     nodes, mass, info = power_iteration(snapshot(n, edges), np.array(seeds), alpha=alpha,
-                                        tol=1e-13, max_iter=100_000)
+                                        tol=1e-13, max_iter=100_000, backend=backend)
     ours = np.zeros(n)
     ours[nodes] = mass
     assert info["converged"] and not info["budget_exhausted"]
     assert np.abs(ours - networkx_oracle(n, edges, seeds, alpha)).sum() < 1e-9
     # deterministic: the same call gives the same bits
     again = power_iteration(snapshot(n, edges), np.array(seeds), alpha=alpha, tol=1e-13,
-                            max_iter=100_000)
+                            max_iter=100_000, backend=backend)
     assert again[0].tolist() == nodes.tolist() and again[1].tolist() == mass.tolist()
 
 
-@given(graphs)
-def test_push_rounds_approaches_power_iteration(case):
+@pytest.mark.parametrize("backend", BACKENDS)
+@given(case=graphs)
+def test_push_rounds_approaches_power_iteration(backend, case):
     n, edges, seeds, alpha = case
     snap = snapshot(n, edges)
-    nodes, mass, info = push_rounds(snap, np.array(seeds), alpha=alpha, epsilon=1e-12)
+    nodes, mass, info = push_rounds(snap, np.array(seeds), alpha=alpha, epsilon=1e-12,
+                                    backend=backend)
     ours = np.zeros(n)
     ours[nodes] = mass
     assert info["converged"]
     assert np.abs(ours - networkx_oracle(n, edges, seeds, alpha)).sum() < 1e-8
 
 
-def test_power_iteration_raises_instead_of_truncating():
+# the first iterate from z = p on the cycle 0 -> 1 -> 2 -> 0, seed 0: Jacobi has moved the walk
+# one step (z = e0 + 0.85 e1); Gauss-Seidel, sweeping 0, 1, 2, has carried it round the cycle
+FIRST_ITERATE = {"numpy": ([0, 1], [1 / 1.85, 0.85 / 1.85], 0.85 / 1.85),
+                 "numba": ([0, 1, 2], [1 / 2.5725, 0.85 / 2.5725, 0.7225 / 2.5725],
+                           1.5725 / 2.5725)}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_power_iteration_raises_instead_of_truncating(backend):
     snap = snapshot(3, [(0, 1, 1.0), (1, 2, 1.0), (2, 0, 1.0)])
     with pytest.raises(PPRConvergenceError, match="did not converge in 3 iterations") as err:
-        power_iteration(snap, np.array([0]), max_iter=3, tol=1e-15)
+        power_iteration(snap, np.array([0]), max_iter=3, tol=1e-15, backend=backend)
     assert err.value.partial is None and err.value.reason == "max_iter"
     # stopped by a budget, the iterate reached travels with the error, never as an answer
     with pytest.raises(PPRConvergenceError, match="stopped by its rounds budget after 1") as err:
-        power_iteration(snap, np.array([0]), max_rounds=1)
+        power_iteration(snap, np.array([0]), max_rounds=1, backend=backend)
     nodes, mass, info = err.value.partial
-    assert nodes.tolist() == [0, 1] and mass.tolist() == pytest.approx([0.15, 0.85])
-    assert info == {"iterations": 1, "converged": False, "residual": pytest.approx(1.7),
-                    "budget_exhausted": True}
+    want_nodes, want_mass, want_change = FIRST_ITERATE[backend]
+    assert nodes.tolist() == want_nodes and mass.tolist() == pytest.approx(want_mass)
+    assert info == {"iterations": 1, "converged": False, "residual": pytest.approx(want_change),
+                    "budget_exhausted": True, "backend": backend}
     # an injected stop (what a time budget is) is asked once before each iteration
     asked = []
 
@@ -86,16 +107,23 @@ def test_power_iteration_raises_instead_of_truncating():
         return len(asked) > 2
 
     with pytest.raises(PPRConvergenceError, match="stopped by its time budget after 2") as err:
-        power_iteration(snap, np.array([0]), tol=1e-15, should_stop=stop_after_two)
+        power_iteration(snap, np.array([0]), tol=1e-15, should_stop=stop_after_two,
+                        backend=backend)
     assert asked == [0, 1, 2] and err.value.iterations == 2
 
 
-def test_push_rounds_raises_when_its_rounds_run_out():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_push_rounds_raises_when_its_rounds_run_out(backend):
     snap = snapshot(3, [(0, 1, 1.0), (1, 2, 1.0)])
     with pytest.raises(PPRConvergenceError, match="rounds budget after 1") as err:
-        push_rounds(snap, np.array([0]), max_rounds=1)
-    nodes, mass, _ = err.value.partial
+        push_rounds(snap, np.array([0]), max_rounds=1, backend=backend)
+    nodes, mass, info = err.value.partial
     assert nodes.tolist() == [0] and mass.tolist() == pytest.approx([0.15])
+    assert info["backend"] == backend and info["epsilon"] == 1e-4  # auto_epsilon of 2 edges
+    # the time budget: asked before any work, it stops with nothing pushed
+    with pytest.raises(PPRConvergenceError, match="time budget after 0") as err:
+        push_rounds(snap, np.array([0]), should_stop=lambda: True, backend=backend)
+    assert err.value.partial[0].tolist() == []
 
 
 def test_personalized_pagerank_answers_fully_or_says_why_not():
@@ -108,7 +136,8 @@ def test_personalized_pagerank_answers_fully_or_says_why_not():
         personalized_pagerank(mem, ["n0"], max_nodes=3)
     assert err.value.reason == "node_cap"
     with pytest.raises(PPRConvergenceError, match="rounds budget") as err:
-        personalized_pagerank(mem, ["n0"], method="exact", budget_rounds=1, budget_ms=None)
+        personalized_pagerank(mem, ["n0"], method="exact", budget_rounds=1, budget_ms=None,
+                              backend="numpy")
     assert sorted(err.value.partial[0].tolist()) == [0, 1]
     full = personalized_pagerank(mem, ["n0"], method="exact", budget_ms=None, tol=1e-12)
     assert list(full) == ["n0", "n1", "n2"] and sum(full.values()) == pytest.approx(1.0)

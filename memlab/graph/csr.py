@@ -230,7 +230,8 @@ def _build_undirected(n: int, src: np.ndarray, dst: np.ndarray, w: np.ndarray) -
 class _Base:
     """An immutable CSR snapshot of the table as of ``edges`` rows and ``version``."""
 
-    __slots__ = ("edges", "inverse", "n", "out", "out_degree", "out_weight", "undirected")
+    __slots__ = ("derived", "edges", "inverse", "n", "out", "out_degree", "out_weight",
+                 "undirected")
 
     def __init__(self, n: int, table: EdgeTable) -> None:
         alive = table.alive()
@@ -245,6 +246,9 @@ class _Base:
         self.out_degree = np.diff(self.out.indptr).astype(np.int64)
         self.undirected: dict[tuple[int, ...], Undirected] = {}
         self.inverse: tuple[np.ndarray, np.ndarray] | None = None  # built on first use
+        # arrays derived for the PPR kernels (the transition matrix's transpose, the sweep order,
+        # the delta by source): name -> (key, value), the latest key only (see GraphSnapshot)
+        self.derived: dict[str, tuple[tuple, object]] = {}
 
 
 class GraphView:
@@ -368,12 +372,15 @@ class GraphView:
     def nbytes(self) -> dict[str, int]:
         """Bytes held by the view's arrays: the CSR matrices and the delta (for reports)."""
         with self._lock:
-            out = {"csr": 0, "undirected": 0, "delta": 0}
+            out = {"csr": 0, "undirected": 0, "ppr": 0, "delta": 0}
             if self._base is not None:
                 b = self._base
                 out["csr"] = (b.out.data.nbytes + b.out.indices.nbytes + b.out.indptr.nbytes
                               + b.out_weight.nbytes + b.out_degree.nbytes)
                 out["undirected"] = sum(u.nbytes for u in b.undirected.values())
+                out["ppr"] = sum(a.nbytes for _, value in list(b.derived.values())
+                                 for a in (value if isinstance(value, tuple) else (value,))
+                                 if isinstance(a, np.ndarray))
             out["delta"] = sum(c.data.nbytes for c in (self._delta_src, self._delta_dst,
                                                        self._delta_code, self._delta_w))
             return out
@@ -446,6 +453,79 @@ class GraphSnapshot:
             src, dst, _, dw = self.delta
             np.add.at(y, dst, dw * z[src])
         return y
+
+    def _derived(self, name: str, key: tuple, build):
+        """``build()``, cached on the base under ``name`` for ``key`` (the latest key only).
+
+        The base never changes and its delta only grows until the next rebuild (which makes a
+        new base), so ``(delta_size, n)`` identifies what a snapshot of this base reads. Two
+        readers may build the same value at once; either result is correct."""
+        hit = self.base.derived.get(name)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        value = build()
+        self.base.derived[name] = (key, value)
+        return value
+
+    def transition_transpose(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``P^T`` as CSR arrays ``(indptr, indices, data)``: row ``j`` lists the nodes ``i``
+        with an edge to ``j`` and ``P[i, j] = W[i, j] / out_weight(i)`` (parallel edges summed,
+        the delta folded in; a dangling node's row of ``P`` is empty). What the exact PPR
+        methods multiply by; built once per graph version (O(edges)) and cached on the base.
+
+        Examples
+        --------
+        >>> view = GraphView(EdgeTable())
+        >>> view.write([0, 0], [1, 2], "RELATED", [1.0, 3.0])
+        >>> indptr, indices, data = view.snapshot(3).transition_transpose()
+        >>> indptr.tolist(), indices.tolist(), data.tolist()
+        ([0, 0, 1, 2], [0, 0], [0.25, 0.75])
+        """
+        if self.delta_size:
+            return self._derived("transpose", (self.delta_size, self.n), self._build_transpose)
+        indptr, indices, data = self._derived("transpose_base", (), self._build_transpose)
+        if self.n > len(indptr) - 1:  # items added since the base: nodes without edges
+            indptr = self._derived("transpose_indptr", (self.n,), lambda: np.concatenate(
+                [indptr, np.full(self.n + 1 - len(indptr), indptr[-1])]))
+        return indptr, indices, data
+
+    def _build_transpose(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        m = self.base.out if not self.delta_size else self.matrix()
+        n = m.shape[0]
+        rows = np.repeat(np.arange(n), np.diff(m.indptr))
+        weight = np.bincount(rows, weights=m.data, minlength=n)
+        inverse = np.zeros(n)
+        live = weight > 0
+        inverse[live] = 1.0 / weight[live]
+        prob = sp.csr_array((m.data * inverse[rows], m.indices, m.indptr), shape=(n, n))
+        # scipy's CSR -> CSC is a C++ counting sort: in-neighbours come out sorted by source,
+        # which keeps the gathers of a mat-vec or sweep close to sequential
+        t = prob.tocsc()
+        return t.indptr.astype(np.int64), t.indices.astype(np.int32), t.data
+
+    def sweep_order(self) -> np.ndarray:
+        """Every node once, in a topological order of the base's strongly connected components
+        (edges lead from earlier to later components); nodes added since the base come first.
+        The Gauss–Seidel sweep order of the compiled exact PPR (it converges for any order;
+        this one carries mass across acyclic parts in one sweep). Needs numba; cached per base.
+        """
+        def build_base() -> np.ndarray:
+            from memlab.graph._ppr_numba import sweep_order
+            out = self.base.out
+            return sweep_order(out.indptr.astype(np.int64), out.indices.astype(np.int64))
+        base_order = self._derived("order_base", (), build_base)
+        if self.n == self.base.n:
+            return base_order
+        return self._derived("order", (self.n,), lambda: np.concatenate(
+            [np.arange(self.n - 1, self.base.n - 1, -1, dtype=np.int64), base_order]))
+
+    def delta_by_source(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The delta's entries ``(src, dst, weight change)`` sorted by source (stable), cached."""
+        def build():
+            src, dst, _, dw = self.delta
+            order = np.argsort(src, kind="stable")
+            return src[order].astype(np.int64), dst[order].astype(np.int64), dw[order]
+        return self._derived("delta_by_source", (self.delta_size,), build)
 
     def matrix(self) -> sp.csr_array:
         """The current weighted adjacency as one CSR matrix (n x n; parallel edges summed)."""
