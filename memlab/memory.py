@@ -374,14 +374,22 @@ class Memory:
             (a ValueError) when ``item_id`` is not in this workspace.
         """
         _check_reinforce(reinforce)
-        with self.store.lock:
-            idx = self._ws.require(item_id)
-            if reinforce:
-                self.store.record_retrieval(self.workspace_id, [idx], self.clock.now(),
-                                            increment=self.config.activation_increment,
-                                            half_life_h=self.config.activation_half_life_h,
-                                            kind="get")
-            return self._ws.items[idx].to_dict()
+        self.store.reinforcements.settle()  # this thread's earlier reinforcements first
+        ws = self._ws
+        with self.store.lock.shared():
+            idx = ws.require(item_id)
+            if not reinforce:
+                return ws.items[idx].to_dict()
+        # applied at once when the lock is free (the dict then shows its history event), else
+        # queued: see memlab._reinforce
+        return self.store.reinforcements.submit([self._retrieval([idx], self.clock.now(), "get")],
+                                                then=lambda: ws.items[idx].to_dict())
+
+    def _retrieval(self, idx: list[int], now, kind: str) -> dict[str, Any]:
+        """The keyword arguments of one :meth:`MemoryStore.record_retrieval` call."""
+        return {"workspace_id": self.workspace_id, "idx": idx, "now": now,
+                "increment": self.config.activation_increment,
+                "half_life_h": self.config.activation_half_life_h, "kind": kind}
 
     def search(self, query: str, top_k: int = 10, *,
                reinforce: bool = True) -> list[dict[str, Any]]:
@@ -404,18 +412,17 @@ class Memory:
             raise ValueError(f"query must be a string, got {query!r}")
         check_text(query, "query")
         _check_search_args(top_k, reinforce)
-        with self.store.lock:
-            ws = self._ws
+        self.store.reinforcements.settle()  # this thread's earlier reinforcements first
+        ws = self._ws
+        with self.store.lock.shared():  # a read: searches run side by side
             # the relevance stage surfacing runs, with the store's own analyzer
             docs, scores = bm25_hits(ws, self.config, query, top_k)
             hits = list(zip(docs.tolist(), scores.tolist()))
-            if reinforce:
-                self.store.record_retrieval(self.workspace_id, [i for i, _ in hits],
-                                            self.clock.now(),
-                                            increment=self.config.activation_increment,
-                                            half_life_h=self.config.activation_half_life_h,
-                                            kind="search")
-            return _search_hits(ws, hits)
+            out = _search_hits(ws, hits)
+        if reinforce:  # at once if the lock is free, else queued (memlab._reinforce)
+            self.store.reinforcements.submit(
+                [self._retrieval([i for i, _ in hits], self.clock.now(), "search")])
+        return out
 
     # ------------------------------------------------------------------ surfacing
     def get_working_context(self, session_id: str, query: str, k: int = 20,
@@ -472,6 +479,7 @@ class Memory:
             if self.surfacing_mode == "legacy" and requested is not SurfacingStrategy.FAST_RECENCY:
                 raise ValueError(f"strategy {strategy!r} is not available in legacy mode; "
                                  f"legacy accepts only None or 'fast:recency'")
+        self.store.reinforcements.settle()  # this thread's reinforcements are part of it
         ws = self._ws
         with self.store.lock.shared():  # a read: contexts assemble side by side
             response, record = assemble(
@@ -577,19 +585,19 @@ class Memory:
                 raise ValueError(f"queries must hold strings only, got {query!r}")
             check_text(query, "query")
         _check_search_args(top_k, reinforce)
-        with self.store.lock:
-            ws = self._ws
+        self.store.reinforcements.settle()  # this thread's earlier reinforcements first
+        ws = self._ws
+        with self.store.lock.shared():  # a read: searches run side by side
             docs, scores = ws.bm25.batch_top_k([ws.analyze(q) for q in queries], top_k,
                                                k1=self.config.bm25_k1, b=self.config.bm25_b,
                                                mask=ws.eligible.view())
-            now = self.clock.now() if reinforce else None
-            out = []
+            out, reinforced = [], []
             for row_docs, row_scores in zip(docs.tolist(), scores.tolist()):
                 hits = [(d, s) for d, s in zip(row_docs, row_scores) if d >= 0]
-                if reinforce:
-                    self.store.record_retrieval(self.workspace_id, [i for i, _ in hits], now,
-                                                increment=self.config.activation_increment,
-                                                half_life_h=self.config.activation_half_life_h,
-                                                kind="search")
+                reinforced.append([i for i, _ in hits])
                 out.append(_search_hits(ws, hits))
-            return out
+        if reinforce:  # query by query, in order; at once or queued (memlab._reinforce)
+            now = self.clock.now()
+            self.store.reinforcements.submit([self._retrieval(idx, now, "search")
+                                              for idx in reinforced])
+        return out

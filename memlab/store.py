@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from memlab._arrays import Growable
+from memlab._reinforce import Reinforcements
 from memlab._rwlock import RWLock
 from memlab.clock import as_utc
 from memlab.errors import (
@@ -332,10 +333,14 @@ def journaled(method):
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        if self._journal is None or self._replaying:
+        if self._replaying or (self._journal is None and not self.reinforcements):
             return method(self, *args, **kwargs)
         with self.lock:
             outer = self._depth == 0
+            if outer:  # reinforcements that reads queued go first (memlab._reinforce)
+                self.reinforcements.apply_waiting()
+            if self._journal is None:
+                return method(self, *args, **kwargs)
             if outer:
                 bound = signature.bind(self, *args, **kwargs)
                 payload = {k: v for k, v in bound.arguments.items() if k != "self"}
@@ -414,6 +419,8 @@ class MemoryStore:
         self._pending: list[str] = []  # encoded record_retrieval calls not yet on disk
         self.analyzer = analyzer
         self.lock = RWLock()  # exclusive for writes, .shared() for reads
+        # reads' reinforcements that found the lock taken, applied by the next write
+        self.reinforcements = Reinforcements(self)
         self.memory_types = frozenset(MEMORY_TYPES | set(memory_types))
         self._reset_state()
         self._depth = 0  # nesting of journaled calls (only the outermost is written)
@@ -659,6 +666,7 @@ class MemoryStore:
             if self._journal is None or self._batch is not None or self._replaying:
                 yield
                 return
+            self.reinforcements.apply_waiting()  # queued before the transaction: not in it
             self._batch = []
             try:
                 yield
@@ -690,6 +698,7 @@ class MemoryStore:
         write that returned. ``reinforce_batch=1`` journals each one as it happens.
         """
         with self.lock:
+            self.reinforcements.apply_waiting()  # queued ones too (memlab._reinforce)
             if self._journal is not None and self._pending and self._batch is None:
                 self._write_journal([], "record_retrieval")
 
