@@ -583,9 +583,11 @@ class MemoryStore:
         """Write a snapshot of the whole store into its file and drop the journal rows it
         covers, so that a reopen loads the snapshot and replays only the rows after it.
 
-        Buffered reinforcements are written first (see :meth:`flush`). The state is captured
-        under the store's lock (writes wait meanwhile; a 1M-item store takes seconds), then
-        written in one SQLite transaction together with deleting the covered rows: a crash at
+        Buffered reinforcements are written first (see :meth:`flush`), under the store's lock
+        held exclusively; then the lock is downgraded to shared (atomically: no write gets in
+        between) and the state is captured while readers go on (reads, contexts and searches,
+        whose reinforcements queue meanwhile; writes wait, and a waiting write holds back new
+        readers), then written in one SQLite transaction together with deleting the covered rows: a crash at
         any moment leaves either the old file or the compacted one, never a partial snapshot.
         A durable store also compacts by itself, in a background thread, once
         ``compact_after`` rows (default :data:`COMPACT_AFTER`) follow its latest snapshot;
@@ -627,7 +629,9 @@ class MemoryStore:
         if self._journal is None:
             raise ValueError("compact needs a durable store (MemoryStore(path=...)); this one "
                              "is in memory")
-        with self.lock:
+        nested = self.lock.held_exclusively()  # inside a write: capture under it as it is
+        self.lock.acquire()
+        try:
             if self._batch is not None:
                 raise ValueError("compact cannot run inside MemoryStore.transaction()")
             self.flush()
@@ -636,7 +640,19 @@ class MemoryStore:
             upto, tail = self._journal.applied_upto(), self._tail_rows
             if tail == 0:
                 return CompactionReport(0, 0, 0)
-            header, parts = capture(self)
+            if not nested:
+                # capture beside readers: no write (nor reinforcement, which reads queue
+                # meanwhile) can change the state or the journal between flush and capture
+                self.lock.downgrade()
+                try:
+                    header, parts = capture(self)
+                finally:
+                    self.lock.release_shared()
+            else:
+                header, parts = capture(self)
+        finally:
+            if nested or self.lock.held_exclusively():
+                self.lock.release()
         # written outside the store's lock (reads and writes go on); the store's lock is never
         # taken while _compact_lock is held, so the two cannot deadlock. Of two compactions the
         # one covering fewer rows writes nothing (Journal.write_snapshot).
