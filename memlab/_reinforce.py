@@ -15,18 +15,23 @@ reinforcement goes through the store's :class:`Reinforcements`:
   waiting, and the reinforcement is applied, in the order the reads queued them, by whichever
   comes first: the next write (every journaled write applies the queue first, in its own
   exclusive section: :func:`memlab.store.journaled`), the next reinforcement that finds the
-  lock free, the next read *of the same thread* (it waits for its own reinforcements: a thread
-  always reads its own writes), a queue of :attr:`MemoryStore.reinforce_batch` entries (the
-  read that fills it waits and applies it), :meth:`~memlab.store.MemoryStore.flush`,
-  :meth:`~memlab.store.MemoryStore.compact` and :meth:`~memlab.store.MemoryStore.close`.
+  lock free, a queue of :attr:`MemoryStore.reinforce_batch` entries (the read that fills it
+  waits and applies it), :meth:`~memlab.store.MemoryStore.flush`,
+  :meth:`~memlab.store.MemoryStore.compact` and :meth:`~memlab.store.MemoryStore.close`; with
+  :attr:`Reinforcements.own_reads` on, also the next read of the thread that queued it.
 
 The journal stays exact: a reinforcement is journaled when it is applied, under the exclusive
 lock, so the journal's order is the order of application and a reopen rebuilds the same state.
 Until it is applied a queued reinforcement lives only in memory: a crash loses at most
 ``reinforce_batch - 1`` queued ones on top of the ``reinforce_batch - 1`` applied ones the
 group commit still buffers; ``reinforce_batch=1`` applies and writes every one before its read
-returns (nothing is lost, reads then wait for the write lock as writes do). Another thread may
-see a queued reinforcement late (at the latest at the next write or flush), never out of order.
+returns (nothing is lost, reads then wait for the write lock as writes do).
+
+Visibility: a queued reinforcement is seen late (by every thread, its own included unless
+:attr:`Reinforcements.own_reads` is on), at the latest after the next write, the next flush or
+``reinforce_batch`` later reinforcements; never out of order, and never by half (it is applied
+under the exclusive lock, so no context sees part of it). A read that queued its reinforcement
+has returned what it retrieved; only activation and the item's history wait.
 """
 
 from __future__ import annotations
@@ -66,6 +71,11 @@ class Reinforcements:
         self._submitted = 0  # sequence number of the last reinforcement submitted
         self._applied_upto = 0  # every reinforcement up to this number is applied (or failed)
         self._mine = threading.local()  # .last: this thread's last queued sequence number
+        #: When True, a thread's read waits for that thread's own queued reinforcements
+        #: (:meth:`settle`): read-your-own-writes per thread, at the price of an exclusive
+        #: section in that read. Off by default: measured, it brings back the waits this
+        #: module removes (benchmarks/concurrent_reads.py).
+        self.own_reads = False
         self.applied = 0  # reinforcements applied (at once or from the queue)
         self.queued = 0  # reinforcements that had to wait in the queue
 
@@ -79,14 +89,14 @@ class Reinforcements:
     # ------------------------------------------------------------------ submitting
     def submit(self, calls: list[dict[str, Any]], then: Callable[[], Any] | None = None) -> Any:
         """Reinforce: apply ``calls`` (keyword arguments of ``record_retrieval``) at once if the
-        store's lock is free, else queue them; return ``then()`` (None without it).
+        store's lock is free, else queue them.
 
-        ``then`` runs under the lock right after the calls when they were applied at once (so
-        it sees them: :meth:`~memlab.memory.Memory.get` returns the item with its new history
-        event), else under the shared lock without them.
+        Returns ``then()`` when the calls were applied, run under the exclusive lock right after
+        them (so it sees them: :meth:`~memlab.memory.Memory.get` reads the item again, with its
+        new history event); None when they were queued, or without ``then``.
         """
         if not calls:
-            return None if then is None else self._shared(then)
+            return None
         lock = self._store.lock
         if not lock.try_acquire():
             with self._mutex:
@@ -97,7 +107,7 @@ class Reinforcements:
                 self.queued += len(calls)
                 full = len(self._waiting) >= self._store.reinforce_batch
             if not full or lock.held_shared():  # a reader may not take the write side
-                return None if then is None else self._shared(then)
+                return None
             lock.acquire()  # the queue is full: wait, and apply it (this read's calls with it)
             calls = []
         try:
@@ -108,10 +118,6 @@ class Reinforcements:
             return None if then is None else then()
         finally:
             lock.release()
-
-    def _shared(self, then: Callable[[], Any]) -> Any:
-        with self._store.lock.shared():
-            return then()
 
     # ------------------------------------------------------------------ applying
     def apply_waiting(self) -> None:
@@ -145,13 +151,13 @@ class Reinforcements:
             self._applied_upto = seq
 
     def settle(self) -> None:
-        """Before a read: wait until the calling thread's own queued reinforcements are
-        applied (apply the queue if they are not), so a thread always reads its own
-        reinforcements. Free when it has none waiting (the usual case); skipped inside the
-        thread's own shared section (a reader may not write).
+        """Before a read, with :attr:`own_reads` on: wait until the calling thread's own queued
+        reinforcements are applied (apply the queue if they are not), so that a thread always
+        reads its own reinforcements. Free when it has none waiting; skipped inside the
+        thread's own shared section (a reader may not write). Does nothing with
+        :attr:`own_reads` off (the default).
         """
-        last = getattr(self._mine, "last", 0)
-        if last <= self._applied_upto:
+        if not self.own_reads or getattr(self._mine, "last", 0) <= self._applied_upto:
             return
         lock = self._store.lock
         if lock.held_shared():

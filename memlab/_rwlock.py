@@ -51,6 +51,7 @@ class RWLock:
         self._writer: int | None = None  # thread id of the exclusive holder
         self._writer_depth = 0
         self._writers_waiting = 0
+        self._readers_waiting = 0
         self._readers: dict[int, int] = {}  # thread id -> shared depth
         self._shared = _Shared(self)
 
@@ -165,8 +166,12 @@ class RWLock:
             if depth:
                 self._readers[me] = depth + 1  # re-entry never waits (a writer would wait on it)
                 return
-            while self._writer is not None or self._writers_waiting:
-                self._cond.wait()
+            self._readers_waiting += 1
+            try:
+                while self._writer is not None or self._writers_waiting:
+                    self._cond.wait()
+            finally:
+                self._readers_waiting -= 1
             self._readers[me] = 1
 
     def release_shared(self) -> None:
@@ -197,6 +202,10 @@ class RWLock:
     def readers(self) -> int:
         """How many threads hold the lock shared now (for tests and reports)."""
         return len(self._readers)
+
+    def waiting(self) -> tuple[int, int]:
+        """``(readers, writers)``: how many threads wait for the lock now (for tests)."""
+        return self._readers_waiting, self._writers_waiting
 
 
 class _Shared:

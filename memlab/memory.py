@@ -374,16 +374,18 @@ class Memory:
             (a ValueError) when ``item_id`` is not in this workspace.
         """
         _check_reinforce(reinforce)
-        self.store.reinforcements.settle()  # this thread's earlier reinforcements first
+        self.store.reinforcements.settle()  # with own_reads: this thread's queued ones first
         ws = self._ws
         with self.store.lock.shared():
             idx = ws.require(item_id)
-            if not reinforce:
-                return ws.items[idx].to_dict()
-        # applied at once when the lock is free (the dict then shows its history event), else
-        # queued: see memlab._reinforce
-        return self.store.reinforcements.submit([self._retrieval([idx], self.clock.now(), "get")],
-                                                then=lambda: ws.items[idx].to_dict())
+            item = ws.items[idx].to_dict()
+        if not reinforce:
+            return item
+        # applied at once when the lock is free (the item is then read again, with its new
+        # history event, as before), else queued: see memlab._reinforce
+        again = self.store.reinforcements.submit([self._retrieval([idx], self.clock.now(), "get")],
+                                                 then=lambda: ws.items[idx].to_dict())
+        return item if again is None else again
 
     def _retrieval(self, idx: list[int], now, kind: str) -> dict[str, Any]:
         """The keyword arguments of one :meth:`MemoryStore.record_retrieval` call."""
@@ -412,7 +414,7 @@ class Memory:
             raise ValueError(f"query must be a string, got {query!r}")
         check_text(query, "query")
         _check_search_args(top_k, reinforce)
-        self.store.reinforcements.settle()  # this thread's earlier reinforcements first
+        self.store.reinforcements.settle()  # with own_reads: this thread's queued ones first
         ws = self._ws
         with self.store.lock.shared():  # a read: searches run side by side
             # the relevance stage surfacing runs, with the store's own analyzer
@@ -479,7 +481,7 @@ class Memory:
             if self.surfacing_mode == "legacy" and requested is not SurfacingStrategy.FAST_RECENCY:
                 raise ValueError(f"strategy {strategy!r} is not available in legacy mode; "
                                  f"legacy accepts only None or 'fast:recency'")
-        self.store.reinforcements.settle()  # this thread's reinforcements are part of it
+        self.store.reinforcements.settle()  # with own_reads: this thread's queued ones first
         ws = self._ws
         with self.store.lock.shared():  # a read: contexts assemble side by side
             response, record = assemble(
@@ -585,7 +587,7 @@ class Memory:
                 raise ValueError(f"queries must hold strings only, got {query!r}")
             check_text(query, "query")
         _check_search_args(top_k, reinforce)
-        self.store.reinforcements.settle()  # this thread's earlier reinforcements first
+        self.store.reinforcements.settle()  # with own_reads: this thread's queued ones first
         ws = self._ws
         with self.store.lock.shared():  # a read: searches run side by side
             docs, scores = ws.bm25.batch_top_k([ws.analyze(q) for q in queries], top_k,

@@ -11,7 +11,6 @@ regression fails instead of hanging the suite.
 
 from __future__ import annotations
 
-import sys
 import threading
 from datetime import datetime, timezone
 
@@ -27,21 +26,14 @@ SAFETY_S = 30.0  # only ever reached by a regression
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 
-def _blocked_in(thread: threading.Thread, function: str) -> bool:
-    """Wait until ``thread`` is waiting on a condition inside ``function`` (True), or ends or
-    the safety time passes (False)."""
-    done = threading.Event()
+def _blocked_in(lock: RWLock, side: str) -> bool:
+    """Wait until a thread waits for ``lock``'s ``side`` ("shared" or "exclusive"): True, or
+    False once the safety time has passed."""
+    pause = threading.Event()
     for _ in range(int(SAFETY_S / 0.002)):
-        if not thread.is_alive():
-            return False
-        frame = sys._current_frames().get(thread.ident)
-        names = []
-        while frame is not None:
-            names.append(frame.f_code.co_name)
-            frame = frame.f_back
-        if "wait" in names and function in names:
+        if lock.waiting()[0 if side == "shared" else 1]:
             return True
-        done.wait(0.002)
+        pause.wait(0.002)
     return False
 
 
@@ -134,7 +126,7 @@ def test_a_writer_still_excludes_readers():
     assert holding.wait(SAFETY_S)
     reader, out = _start(lambda: (mem.search("freeze"), mem.get_edges("freeze")))
     try:
-        assert _blocked_in(reader, "acquire_shared"), "the reader did not wait for the writer"
+        assert _blocked_in(mem.store.lock, "shared"), "the reader did not wait for the writer"
         assert "done" not in out
     finally:
         release.set()
@@ -174,7 +166,7 @@ def test_a_reinforcement_waits_for_a_writer_without_making_the_read_wait(monkeyp
 
     w, w_out = _start(writer)
     try:
-        assert _blocked_in(w, "acquire")  # waits for the searcher's shared holding
+        assert _blocked_in(mem.store.lock, "exclusive")  # waits for the searcher's holding
         go.set()
         searcher.join(SAFETY_S)
         assert out.get("done") and "error" not in out  # returned while the writer held it
@@ -214,34 +206,36 @@ def test_queued_reinforcements_are_applied_in_order_by_the_next_write_and_journa
     assert state_digest(reopened) == live
 
 
-def test_a_thread_reads_its_own_queued_reinforcements_other_threads_do_not_wait():
+@pytest.mark.parametrize("own_reads", [False, True])
+def test_a_queued_reinforcement_is_seen_late_unless_own_reads_is_on(own_reads):
     mem = _memory()
     store = mem.store
+    store.reinforcements.own_reads = own_reads
     with store.lock.shared():
-        t, out = _start(lambda: (mem.search("pizza"), threading.get_ident()))
+        t, _ = _start(mem.search, "pizza")
         t.join(SAFETY_S)
     assert len(store.reinforcements) == 1
     other, _ = _start(mem.get_working_context, "s1", "pizza")
     other.join(SAFETY_S)
-    assert len(store.reinforcements) == 1  # another thread's read leaves it queued
-
-    # the same thread reads again: it applies its own reinforcement first
-    mine = threading.local()
+    assert len(store.reinforcements) == 1  # another thread's read never waits for it
     results: list = []
-    barrier = threading.Event()
 
     def same_thread_twice():
         with store.lock.shared():
             mem.search("runbook")  # queued (this thread holds the lock shared)
-        mine.queued = len(store.reinforcements)
-        results.append(mine.queued)
-        mem.get_working_context("s1", "runbook")  # waits for, and applies, its own
-        results.append(len(store.reinforcements))
-        barrier.set()
+        results.append((len(store.reinforcements), _reinforced(mem, "runbook")))
+        mem.get_working_context("s1", "runbook")  # with own_reads: applies its own first
+        results.append((len(store.reinforcements), _reinforced(mem, "runbook")))
 
     t, out = _start(same_thread_twice)
     t.join(SAFETY_S)
-    assert barrier.is_set() and results == [2, 0]
+    assert out.get("done") and "error" not in out, out
+    if own_reads:
+        assert results == [(2, []), (0, ["search"])]
+    else:
+        assert results == [(2, []), (2, [])]  # seen late: at the next write or flush
+        mem.add("a write")
+        assert len(store.reinforcements) == 0
     assert _reinforced(mem, "runbook") == ["search"] and _reinforced(mem, "pizza") == ["search"]
 
 
@@ -263,7 +257,7 @@ def test_the_read_that_fills_the_queue_applies_it():
         assert out.get("done")
     filler, out = _start(mem.search, "deploy")
     try:
-        assert _blocked_in(filler, "acquire")  # the queue is full: this read waits to apply it
+        assert _blocked_in(store.lock, "exclusive")  # the queue is full: this read waits
         assert len(store.reinforcements) == 3
     finally:
         release.set()
@@ -286,7 +280,7 @@ def test_reinforce_batch_one_applies_every_reinforcement_before_the_read_returns
     assert reader_in.wait(SAFETY_S)
     t, out = _start(mem.search, "pizza")
     try:
-        assert _blocked_in(t, "acquire")
+        assert _blocked_in(store.lock, "exclusive")
     finally:
         release.set()
         holder.join(SAFETY_S)
@@ -386,7 +380,7 @@ def test_compaction_captures_beside_readers_and_writers_wait(tmp_path, monkeypat
             assert out.get("done") and "error" not in out, out
         assert len(mem.store.reinforcements) == 2  # the two reinforcements wait
         writer, w_out = _start(mem.add, "written during compaction", "semantic", None, "late")
-        assert _blocked_in(writer, "acquire")  # a write waits for the capture
+        assert _blocked_in(mem.store.lock, "exclusive")  # a write waits for the capture
     finally:
         release.set()
         compactor.join(SAFETY_S)
@@ -423,7 +417,7 @@ def test_try_acquire_never_waits_and_respects_a_waiting_writer():
     assert reader_in.wait(SAFETY_S)
     assert lock.try_acquire() is False  # a reader holds it
     w, _ = _start(lambda: (lock.acquire(), lock.release()))
-    assert _blocked_in(w, "acquire")
+    assert _blocked_in(lock, "exclusive")
     release.set()
     r.join(SAFETY_S)
     w.join(SAFETY_S)
@@ -447,7 +441,7 @@ def test_downgrade_lets_readers_in_and_keeps_writers_out():
     r.join(SAFETY_S)
     assert r_out.get("done") and "error" not in r_out  # another reader got in at once
     w, w_out = _start(lambda: (lock.acquire(), lock.release()))
-    assert _blocked_in(w, "acquire")
+    assert _blocked_in(lock, "exclusive")
     lock.release_shared()
     w.join(SAFETY_S)
     assert w_out.get("done") and "error" not in w_out
