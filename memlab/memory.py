@@ -400,6 +400,10 @@ class Memory:
         ``reinforce=False`` searches without side effects (no activation change, no history
         event, no journal row); the hits are the same.
 
+        The search runs under the store's shared lock, beside other reads; the reinforcement
+        is applied before it returns when the write lock is free, else queued and applied in
+        order by the next write (:mod:`memlab._reinforce`).
+
         Each hit is ``{"item_id", "content", "memory_type", "metadata", "bm25", "score"}`` with
         ``bm25`` the raw BM25 (``score``, the same number, is its deprecated name: "score" means
         the composite in a context record). Anchors and archived items are not searched.

@@ -712,6 +712,10 @@ class MemoryStore:
         transaction, ahead of it), and on :meth:`flush`, :meth:`compact` and :meth:`close`.
         A crash therefore loses at most the last ``reinforce_batch - 1`` reinforcements, never a
         write that returned. ``reinforce_batch=1`` journals each one as it happens.
+
+        A reinforcement whose read found the lock taken waits in :attr:`reinforcements` (see
+        :mod:`memlab._reinforce`; up to ``reinforce_batch - 1`` more can be lost that way);
+        this method applies those first.
         """
         with self.lock:
             self.reinforcements.apply_waiting()  # queued ones too (memlab._reinforce)
