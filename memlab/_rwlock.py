@@ -5,6 +5,13 @@ exclusively, as the plain re-entrant lock it replaces did; ``with lock.shared():
 shared, for reads that change nothing. Writers are preferred: once a writer waits, new readers
 wait behind it (a thread already reading may re-enter), so a stream of reads cannot starve a
 write.
+
+Two more operations serve reads that have a side effect and long captures:
+:meth:`RWLock.try_acquire` takes the exclusive side only if it is free *now* (a read applies
+its activation reinforcement at once when no one else holds the lock, and queues it
+otherwise, see :mod:`memlab._reinforce`), and :meth:`RWLock.downgrade` turns an exclusive
+holding into a shared one without letting a writer in between (compaction: flush under the
+exclusive side, then capture the state while other readers go on).
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ class RWLock:
         self._writer: int | None = None  # thread id of the exclusive holder
         self._writer_depth = 0
         self._writers_waiting = 0
+        self._readers_waiting = 0
         self._readers: dict[int, int] = {}  # thread id -> shared depth
         self._shared = _Shared(self)
 
@@ -66,6 +74,61 @@ class RWLock:
                 self._writers_waiting -= 1
             self._writer, self._writer_depth = me, 1
 
+    def try_acquire(self) -> bool:
+        """Take the lock exclusively only if that needs no wait; return whether it was taken.
+
+        True when the calling thread already holds it exclusively (nested), or when no thread
+        holds it and no writer waits (a waiting writer keeps its turn). False when the calling
+        thread holds it shared (no upgrade) or anyone else holds it. Never blocks.
+
+        Examples
+        --------
+        >>> lock = RWLock()
+        >>> lock.try_acquire(), lock.held_exclusively()
+        (True, True)
+        >>> lock.release()
+        >>> with lock.shared():
+        ...     lock.try_acquire()
+        False
+        """
+        me = threading.get_ident()
+        with self._cond:
+            if self._writer == me:
+                self._writer_depth += 1
+                return True
+            if self._writer is not None or self._readers or self._writers_waiting:
+                return False
+            self._writer, self._writer_depth = me, 1
+            return True
+
+    def downgrade(self) -> None:
+        """Turn the calling thread's exclusive holding into a shared one, atomically: no
+        writer gets the lock in between, waiting readers get in at once. Release it with
+        :meth:`release_shared` (or leave a ``with lock.shared():`` block taken after it).
+
+        Raises
+        ------
+        RuntimeError
+            The calling thread does not hold the lock exclusively, or holds it nested (a
+            caller further out still counts on the exclusive side).
+
+        Examples
+        --------
+        >>> lock = RWLock(); lock.acquire(); lock.downgrade()
+        >>> lock.held_exclusively(), lock.held_shared()
+        (False, True)
+        >>> lock.release_shared(); lock.readers
+        0
+        """
+        me = threading.get_ident()
+        with self._cond:
+            if self._writer != me or self._writer_depth != 1:
+                raise RuntimeError("downgrade needs the lock held exclusively, once, by the "
+                                   "calling thread")
+            self._writer, self._writer_depth = None, 0
+            self._readers[me] = 1
+            self._cond.notify_all()
+
     def release(self) -> None:
         """Release one level of exclusive holding."""
         with self._cond:
@@ -87,6 +150,10 @@ class RWLock:
         """Whether the calling thread holds the lock exclusively."""
         return self._writer == threading.get_ident()
 
+    def held_shared(self) -> bool:
+        """Whether the calling thread holds the lock shared (and not exclusively)."""
+        return threading.get_ident() in self._readers
+
     # ------------------------------------------------------------------ shared
     def acquire_shared(self) -> None:
         """Take the lock shared (with other readers; blocks while a writer holds or waits)."""
@@ -99,8 +166,12 @@ class RWLock:
             if depth:
                 self._readers[me] = depth + 1  # re-entry never waits (a writer would wait on it)
                 return
-            while self._writer is not None or self._writers_waiting:
-                self._cond.wait()
+            self._readers_waiting += 1
+            try:
+                while self._writer is not None or self._writers_waiting:
+                    self._cond.wait()
+            finally:
+                self._readers_waiting -= 1
             self._readers[me] = 1
 
     def release_shared(self) -> None:
@@ -131,6 +202,10 @@ class RWLock:
     def readers(self) -> int:
         """How many threads hold the lock shared now (for tests and reports)."""
         return len(self._readers)
+
+    def waiting(self) -> tuple[int, int]:
+        """``(readers, writers)``: how many threads wait for the lock now (for tests)."""
+        return self._readers_waiting, self._writers_waiting
 
 
 class _Shared:

@@ -374,14 +374,33 @@ class Memory:
             (a ValueError) when ``item_id`` is not in this workspace.
         """
         _check_reinforce(reinforce)
-        with self.store.lock:
-            idx = self._ws.require(item_id)
-            if reinforce:
-                self.store.record_retrieval(self.workspace_id, [idx], self.clock.now(),
-                                            increment=self.config.activation_increment,
-                                            half_life_h=self.config.activation_half_life_h,
-                                            kind="get")
-            return self._ws.item(idx).to_dict()
+        self.store.reinforcements.settle()  # with own_reads: this thread's queued ones first
+        ws = self._ws
+        with self.store.lock.shared():
+            idx = ws.require(item_id)
+            item = ws.item(idx).to_dict()
+        if not reinforce:
+            return item
+        # applied at once when the lock is free (the item is then read again, with its new
+        # history event, as before), else queued: see memlab._reinforce
+        again = self.store.reinforcements.submit([self._retrieval([idx], self.clock.now(), "get")],
+                                                 then=lambda: ws.item(idx).to_dict())
+        return item if again is None else again
+
+    def _retrieval(self, idx: list[int], now, kind: str) -> dict[str, Any]:
+        """The keyword arguments of one :meth:`MemoryStore.record_retrieval` call."""
+        return {"workspace_id": self.workspace_id, "idx": idx, "now": now,
+                "increment": self.config.activation_increment,
+                "half_life_h": self.config.activation_half_life_h, "kind": kind}
+
+    def _reinforce_searches(self, ranked: list, reinforce: bool) -> None:
+        """Reinforce each query's hits (:meth:`search`, :meth:`search_many`), query by query in
+        order, with one clock reading for the call: at once if the store's lock is free, else
+        queued (:mod:`memlab._reinforce`). Called after the read lock is released."""
+        if reinforce:
+            now = self.clock.now()
+            self.store.reinforcements.submit([self._retrieval(docs.tolist(), now, "search")
+                                              for docs, _ in ranked])
 
     def search(self, query: str, top_k: int = 10, *,
                reinforce: bool = True) -> list[dict[str, Any]]:
@@ -389,6 +408,10 @@ class Memory:
 
         ``reinforce=False`` searches without side effects (no activation change, no history
         event, no journal row); the hits are the same.
+
+        The search runs under the store's shared lock, beside other reads; the reinforcement
+        is applied before it returns when the write lock is free, else queued and applied in
+        order by the next write (:mod:`memlab._reinforce`).
 
         Each hit is ``{"item_id", "content", "memory_type", "metadata", "bm25", "score"}`` with
         ``bm25`` the raw BM25 (``score``, the same number, is its deprecated name: "score" means
@@ -404,24 +427,13 @@ class Memory:
             raise ValueError(f"query must be a string, got {query!r}")
         check_text(query, "query")
         _check_search_args(top_k, reinforce)
-        with self.store.lock:
-            ws = self._ws
+        self.store.reinforcements.settle()  # with own_reads: this thread's queued ones first
+        ws = self._ws
+        with self.store.lock.shared():  # a read: searches run side by side
             # the relevance stage surfacing runs, with the store's own analyzer
-            return self._search_results(ws, [bm25_hits(ws, self.config, query, top_k)],
-                                        reinforce)[0]
-
-    def _search_results(self, ws, ranked: list, reinforce: bool) -> list[list[dict[str, Any]]]:
-        """The hits of each query's ``(docs, scores)`` (:meth:`search`, :meth:`search_many`),
-        reinforcing them query by query (one clock reading for the call)."""
-        now = self.clock.now() if reinforce else None
-        out = []
-        for docs, scores in ranked:
-            if reinforce:
-                self.store.record_retrieval(self.workspace_id, docs.tolist(), now,
-                                            increment=self.config.activation_increment,
-                                            half_life_h=self.config.activation_half_life_h,
-                                            kind="search")
-            out.append(_search_hits(ws, docs, scores))
+            ranked = [bm25_hits(ws, self.config, query, top_k)]
+            out = _search_hits(ws, *ranked[0])
+        self._reinforce_searches(ranked, reinforce)
         return out
 
     # ------------------------------------------------------------------ surfacing
@@ -479,6 +491,7 @@ class Memory:
             if self.surfacing_mode == "legacy" and requested is not SurfacingStrategy.FAST_RECENCY:
                 raise ValueError(f"strategy {strategy!r} is not available in legacy mode; "
                                  f"legacy accepts only None or 'fast:recency'")
+        self.store.reinforcements.settle()  # with own_reads: this thread's queued ones first
         ws = self._ws
         with self.store.lock.shared():  # a read: contexts assemble side by side
             response, record = assemble(
@@ -585,8 +598,11 @@ class Memory:
                 raise ValueError(f"queries must hold strings only, got {query!r}")
             check_text(query, "query")
         _check_search_args(top_k, reinforce)
-        with self.store.lock:
-            ws = self._ws
+        self.store.reinforcements.settle()  # with own_reads: this thread's queued ones first
+        ws = self._ws
+        with self.store.lock.shared():  # a read: searches run side by side
             # the relevance stage search and surfacing run, batched
-            return self._search_results(ws, bm25_hits_many(ws, self.config, queries, top_k),
-                                        reinforce)
+            ranked = bm25_hits_many(ws, self.config, queries, top_k)
+            out = [_search_hits(ws, docs, scores) for docs, scores in ranked]
+        self._reinforce_searches(ranked, reinforce)
+        return out

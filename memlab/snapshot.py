@@ -582,7 +582,7 @@ _NOT_STATE = frozenset([
     "_delta_src", "_delta_dst", "_delta_code", "_delta_w", "_delta_out", "_delta_touch",
     "_stale", "rebuilds", "_okapi_cache", "_pending", "_depth", "_applying", "_batch",
     "_replaying", "_compactor", "_compact_lock", "_tail_rows", "last_compaction_error",
-    "compact_after", "_closing",
+    "compact_after", "_closing", "reinforcements",
     # BM25's read-side caches: the frozen postings, the query work since a write, kernel scratch
     "_frozen", "_pending", "_scratch_pool", "_build_lock"])
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from memlab._reinforce import Reinforcements
 from memlab._rwlock import RWLock
 from memlab.model import MEMORY_TYPES, validate_id
 from memlab.persist import Journal
@@ -73,6 +74,8 @@ class MemoryStore(JournalMixin, ItemsMixin, EdgesMixin, SessionsMixin):
         self._pending: list[str] = []  # encoded record_retrieval calls not yet on disk
         self.analyzer = analyzer
         self.lock = RWLock()  # exclusive for writes, .shared() for reads
+        # reads' reinforcements that found the lock taken, applied by the next write
+        self.reinforcements = Reinforcements(self)
         self.memory_types = frozenset(MEMORY_TYPES | set(memory_types))
         self._reset_state()
         self._depth = 0  # nesting of journaled calls (only the outermost is written)

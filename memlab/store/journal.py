@@ -62,10 +62,14 @@ def journaled(method):
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        if self._journal is None or self._replaying:
+        if self._replaying or (self._journal is None and not self.reinforcements):
             return method(self, *args, **kwargs)
         with self.lock:
             outer = self._depth == 0
+            if outer:  # reinforcements that reads queued go first (memlab._reinforce)
+                self.reinforcements.apply_waiting()
+            if self._journal is None:
+                return method(self, *args, **kwargs)
             if outer:
                 bound = signature.bind(self, *args, **kwargs)
                 payload = {k: v for k, v in bound.arguments.items() if k != "self"}
@@ -219,9 +223,11 @@ class JournalMixin:
         """Write a snapshot of the whole store into its file and drop the journal rows it
         covers, so that a reopen loads the snapshot and replays only the rows after it.
 
-        Buffered reinforcements are written first (see :meth:`flush`). The state is captured
-        under the store's lock (writes wait meanwhile; a 1M-item store takes seconds), then
-        written in one SQLite transaction together with deleting the covered rows: a crash at
+        Buffered reinforcements are written first (see :meth:`flush`), under the store's lock
+        held exclusively; then the lock is downgraded to shared (atomically: no write gets in
+        between) and the state is captured while readers go on (reads, contexts and searches,
+        whose reinforcements queue meanwhile; writes wait, and a waiting write holds back new
+        readers), then written in one SQLite transaction together with deleting the covered rows: a crash at
         any moment leaves either the old file or the compacted one, never a partial snapshot.
         A durable store also compacts by itself, in a background thread, once
         ``compact_after`` rows (default :data:`COMPACT_AFTER`) follow its latest snapshot;
@@ -265,7 +271,9 @@ class JournalMixin:
         if self._journal is None:
             raise ValueError("compact needs a durable store (MemoryStore(path=...)); this one "
                              "is in memory")
-        with self.lock:
+        nested = self.lock.held_exclusively()  # inside a write: capture under it as it is
+        self.lock.acquire()
+        try:
             if self._batch is not None:
                 raise ValueError("compact cannot run inside MemoryStore.transaction()")
             self.flush()
@@ -274,7 +282,19 @@ class JournalMixin:
             upto, tail = self._journal.applied_upto(), self._tail_rows
             if tail == 0:
                 return CompactionReport(0, 0, 0)
-            header, parts = capture(self)
+            if not nested:
+                # capture beside readers: no write (nor reinforcement, which reads queue
+                # meanwhile) can change the state or the journal between flush and capture
+                self.lock.downgrade()
+                try:
+                    header, parts = capture(self)
+                finally:
+                    self.lock.release_shared()
+            else:
+                header, parts = capture(self)
+        finally:
+            if nested or self.lock.held_exclusively():
+                self.lock.release()
         # written outside the store's lock (reads and writes go on); the store's lock is never
         # taken while _compact_lock is held, so the two cannot deadlock. Of two compactions the
         # one covering fewer rows writes nothing (Journal.write_snapshot).
@@ -304,6 +324,7 @@ class JournalMixin:
             if self._journal is None or self._batch is not None or self._replaying:
                 yield
                 return
+            self.reinforcements.apply_waiting()  # queued before the transaction: not in it
             self._batch = []
             try:
                 yield
@@ -333,8 +354,13 @@ class JournalMixin:
         transaction, ahead of it), and on :meth:`flush`, :meth:`compact` and :meth:`close`.
         A crash therefore loses at most the last ``reinforce_batch - 1`` reinforcements, never a
         write that returned. ``reinforce_batch=1`` journals each one as it happens.
+
+        A reinforcement whose read found the lock taken waits in :attr:`reinforcements` (see
+        :mod:`memlab._reinforce`; up to ``reinforce_batch - 1`` more can be lost that way);
+        this method applies those first.
         """
         with self.lock:
+            self.reinforcements.apply_waiting()  # queued ones too (memlab._reinforce)
             if self._journal is not None and self._pending and self._batch is None:
                 self._write_journal([], "record_retrieval")
 

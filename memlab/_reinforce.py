@@ -1,0 +1,172 @@
+"""Activation reinforcements from reads, applied without making reads wait for each other.
+
+An explicit retrieval (:meth:`memlab.memory.Memory.search`, :meth:`~memlab.memory.Memory.get`,
+:meth:`~memlab.memory.Memory.search_many`) reinforces the activation of what it returns: a
+write (:meth:`memlab.store.MemoryStore.record_retrieval`), so it needs the store's lock
+exclusively. The retrieval itself runs under the shared lock, beside other readers; then the
+reinforcement goes through the store's :class:`Reinforcements`:
+
+* **at once** when the exclusive lock is free at that moment
+  (:meth:`memlab._rwlock.RWLock.try_acquire`): applied, and journaled (group-committed, see
+  :meth:`memlab.store.MemoryStore.flush`), before the read returns. One thread alone always
+  takes this path, so a single caller sees exactly what it saw when reads took the lock
+  exclusively: same order, same activation, same history, same journal rows.
+* **queued** otherwise (other readers or a writer hold the lock): the read returns without
+  waiting, and the reinforcement is applied, in the order the reads queued them, by whichever
+  comes first: the next write (every journaled write applies the queue first, in its own
+  exclusive section: :func:`memlab.store.journaled`), the next reinforcement that finds the
+  lock free, a queue of :attr:`MemoryStore.reinforce_batch` entries (the read that fills it
+  waits and applies it), :meth:`~memlab.store.MemoryStore.flush`,
+  :meth:`~memlab.store.MemoryStore.compact` and :meth:`~memlab.store.MemoryStore.close`; with
+  :attr:`Reinforcements.own_reads` on, also the next read of the thread that queued it.
+
+The journal stays exact: a reinforcement is journaled when it is applied, under the exclusive
+lock, so the journal's order is the order of application and a reopen rebuilds the same state.
+Until it is applied a queued reinforcement lives only in memory: a crash loses at most
+``reinforce_batch - 1`` queued ones on top of the ``reinforce_batch - 1`` applied ones the
+group commit still buffers; ``reinforce_batch=1`` applies and writes every one before its read
+returns (nothing is lost, reads then wait for the write lock as writes do).
+
+Visibility: a queued reinforcement is seen late (by every thread, its own included unless
+:attr:`Reinforcements.own_reads` is on), at the latest after the next write, the next flush or
+``reinforce_batch`` later reinforcements; never out of order, and never by half (it is applied
+under the exclusive lock, so no context sees part of it). A read that queued its reinforcement
+has returned what it retrieved; only activation and the item's history wait.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any, Callable
+
+__all__ = ["Reinforcements"]
+
+
+class Reinforcements:
+    """The queue of one :class:`~memlab.store.MemoryStore`'s read reinforcements.
+
+    Parameters
+    ----------
+    store : MemoryStore
+        The store whose :meth:`~memlab.store.MemoryStore.record_retrieval` applies them; its
+        ``reinforce_batch`` bounds the queue.
+
+    Examples
+    --------
+    >>> from memlab import Memory
+    >>> mem = Memory(); _ = mem.add("deploys run on fridays")
+    >>> with mem.store.lock.shared():  # a reader holds the lock: the search's reinforcement waits
+    ...     hits = mem.search("deploys")
+    ...     len(mem.store.reinforcements), mem.store.reinforcements.applied
+    (1, 0)
+    >>> mem.store.flush(); len(mem.store.reinforcements), mem.store.reinforcements.applied
+    (0, 1)
+    """
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self._mutex = threading.Lock()  # guards the queue and the counters
+        self._waiting: deque[tuple[int, dict[str, Any]]] = deque()  # (sequence number, call)
+        self._submitted = 0  # sequence number of the last reinforcement submitted
+        self._applied_upto = 0  # every reinforcement up to this number is applied (or failed)
+        self._mine = threading.local()  # .last: this thread's last queued sequence number
+        #: When True, a thread's read waits for that thread's own queued reinforcements
+        #: (:meth:`settle`): read-your-own-writes per thread, at the price of an exclusive
+        #: section in that read. Off by default: measured, it brings back the waits this
+        #: module removes (benchmarks/concurrent_reads.py).
+        self.own_reads = False
+        self.applied = 0  # reinforcements applied (at once or from the queue)
+        self.queued = 0  # reinforcements that had to wait in the queue
+
+    def __len__(self) -> int:
+        """How many reinforcements wait in the queue now."""
+        return len(self._waiting)
+
+    def __repr__(self) -> str:
+        return f"Reinforcements(waiting={len(self)}, applied={self.applied}, queued={self.queued})"
+
+    # ------------------------------------------------------------------ submitting
+    def submit(self, calls: list[dict[str, Any]], then: Callable[[], Any] | None = None) -> Any:
+        """Reinforce: apply ``calls`` (keyword arguments of ``record_retrieval``) at once if the
+        store's lock is free, else queue them.
+
+        Returns ``then()`` when the calls were applied, run under the exclusive lock right after
+        them (so it sees them: :meth:`~memlab.memory.Memory.get` reads the item again, with its
+        new history event); None when they were queued, or without ``then``.
+        """
+        if not calls:
+            return None
+        lock = self._store.lock
+        if not lock.try_acquire():
+            with self._mutex:
+                for call in calls:
+                    self._submitted += 1
+                    self._waiting.append((self._submitted, call))
+                self._mine.last = self._submitted
+                self.queued += len(calls)
+                full = len(self._waiting) >= self._store.reinforce_batch
+            if not full or lock.held_shared():  # a reader may not take the write side
+                return None
+            lock.acquire()  # the queue is full: wait, and apply it (this read's calls with it)
+            calls = []
+        try:
+            self.apply_waiting()
+            for call in calls:
+                self._store.record_retrieval(**call)
+                self.applied += 1
+            return None if then is None else then()
+        finally:
+            lock.release()
+
+    # ------------------------------------------------------------------ applying
+    def apply_waiting(self) -> None:
+        """Apply every queued reinforcement, oldest first (the caller holds the store's lock
+        exclusively). Nothing happens inside a nested write, an open
+        :meth:`~memlab.store.MemoryStore.transaction` or a replay: they wait for the next
+        outermost write, so a failed transaction never takes acknowledged reinforcements
+        with it.
+
+        Raises
+        ------
+        memlab.persist.PersistenceError
+            A reinforcement could not be written (the group commit's write failed); it is
+            dropped, as it is when applied at once, and the ones after it stay queued.
+        """
+        store = self._store
+        if not self._waiting or store._batch is not None or store._replaying or store._depth:
+            return
+        with self._mutex:
+            waiting = list(self._waiting)
+            self._waiting.clear()
+        for pos, (seq, call) in enumerate(waiting):
+            try:
+                store.record_retrieval(**call)
+            except BaseException:
+                with self._mutex:
+                    self._waiting.extendleft(reversed(waiting[pos + 1:]))
+                    self._applied_upto = seq
+                raise
+            self.applied += 1
+            self._applied_upto = seq
+
+    def settle(self) -> None:
+        """Before a read, with :attr:`own_reads` on: wait until the calling thread's own queued
+        reinforcements are applied (apply the queue if they are not), so that a thread always
+        reads its own reinforcements. Free when it has none waiting; skipped inside the
+        thread's own shared section (a reader may not write). Does nothing with
+        :attr:`own_reads` off (the default).
+        """
+        if not self.own_reads or getattr(self._mine, "last", 0) <= self._applied_upto:
+            return
+        lock = self._store.lock
+        if lock.held_shared():
+            return
+        with lock:
+            self.apply_waiting()
+
+    def drain(self) -> None:
+        """Apply every queued reinforcement now (takes the store's lock exclusively)."""
+        if self._waiting:
+            with self._store.lock:
+                self.apply_waiting()
