@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 import pytest
 
 import memlab.memory
-import memlab.store
+import memlab.store.journal
 from memlab import ManualClock, Memory, MemoryStore
 from memlab._rwlock import RWLock
 from memlab.snapshot import state_digest
@@ -145,8 +145,8 @@ def test_a_reinforcement_waits_for_a_writer_without_making_the_read_wait(monkeyp
     retrieved, go = threading.Event(), threading.Event()
     real = memlab.memory._search_hits
 
-    def pause(ws, hits):
-        out = real(ws, hits)
+    def pause(*args):
+        out = real(*args)
         retrieved.set()
         go.wait(SAFETY_S)
         return out
@@ -170,7 +170,7 @@ def test_a_reinforcement_waits_for_a_writer_without_making_the_read_wait(monkeyp
         go.set()
         searcher.join(SAFETY_S)
         assert out.get("done") and "error" not in out  # returned while the writer held it
-        assert writer_in.is_set() and w.is_alive()
+        assert writer_in.wait(SAFETY_S) and w.is_alive()  # the writer got in and still holds it
     finally:
         go.set()
         writer_go.set()
@@ -358,14 +358,14 @@ def test_compaction_captures_beside_readers_and_writers_wait(tmp_path, monkeypat
     mem = _memory(path, batch=4)
     mem.search("pizza")  # a buffered reinforcement: compaction writes it first
     inside, release = threading.Event(), threading.Event()
-    real = memlab.store.capture
+    real = memlab.store.journal.capture
 
     def held(store):
         inside.set()
         release.wait(SAFETY_S)
         return real(store)
 
-    monkeypatch.setattr(memlab.store, "capture", held)
+    monkeypatch.setattr(memlab.store.journal, "capture", held)
     compactor, c_out = _start(mem.compact)
     writer = None
     try:
