@@ -256,11 +256,25 @@ class _Runner:
         mem = self.memory = self.memory_for(event)
         kind = event.type
         if kind == "add":
-            mem.add_many([{"content": e.get("content"), "memory_type": e.get("memory_type",
-                                                                            "semantic"),
-                           "metadata": e.get("metadata"), "item_id": e.get("item_id"),
-                           "created_at": None if e.get("created_at") is None
-                           else parse_ts(e.get("created_at"))} for e in batch])
+            # one write for a run of adds made at different times: each item keeps the time of
+            # its own event (the clock as the event left it), as one write per event would
+            stamps, at = [], self.clock.now()
+            for e in batch:
+                at = e.ts or at
+                stamps.append(at)
+            items = []
+            for e in batch:
+                f = e.fields
+                created = f.get("created_at")
+                items.append({"content": f.get("content"),
+                              "memory_type": f.get("memory_type", "semantic"),
+                              "metadata": f.get("metadata"), "item_id": f.get("item_id"),
+                              "created_at": None if created is None else parse_ts(created)})
+            if len(set(stamps)) == 1:
+                mem.add_many(items)
+            else:
+                mem.add_many(items, added_at=stamps)
+                self.clock.set(stamps[-1])
         elif kind == "add_edge":
             mem.add_edges([(e.get("src"), e.get("dst"), e.get("edge_type", "RELATED"),
                             e.get("weight", 1.0)) for e in batch])
@@ -394,6 +408,8 @@ def _blame_in_batch(runner: _Runner, events: list[Event], start: int, end: int,
     """Re-apply ``events[start:end]`` one by one; raise :class:`ReplayError` at the first refused."""
     for pos in range(start, end):
         event = events[pos]
+        if event.ts is not None:
+            runner.clock.set(event.ts)
         try:
             runner.apply(pos, event, [event])
         except ValueError as exc:
@@ -482,9 +498,11 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
         event = events[pos]
         end = pos + 1
         if event.type in ("add", "add_edge"):  # consecutive writes go in as one bulk write
+            # (adds whatever their times, each item stamped with its own; edges at one time)
             workspace = event.get("workspace_id")
+            same_time = event.type == "add_edge"
             while end < len(events) and events[end].type == event.type and \
-                    events[end].ts in (None, event.ts) and \
+                    (not same_time or events[end].ts in (None, event.ts)) and \
                     events[end].get("workspace_id") == workspace:
                 end += 1
         if event.ts is not None:
