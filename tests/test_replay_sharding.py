@@ -114,3 +114,28 @@ def test_a_sharded_replay_on_a_two_worker_cluster_equals_the_serial_one():
         pd.testing.assert_frame_equal(got, want)
     assert {k: v for k, v in sharded.manifest.items() if k != "executor"} == \
         {k: v for k, v in serial.manifest.items() if k != "executor"}
+
+
+@pytest.mark.slow
+def test_an_experiment_shards_its_replays_on_one_cluster():
+    pytest.importorskip("distributed")
+    from memlab.harness import Experiment
+
+    trace = multi_workspace_trace(items=80, queries=6)
+    configs = {"memlab": "default", "bm25": "bm25"}
+    serial = Experiment(trace, configs, MEASURES, k=10, n_boot=200)
+    sharded = Experiment(trace, configs, MEASURES, k=10, n_boot=200, executor="dask",
+                         n_workers=2)
+    pd.testing.assert_frame_equal(serial.table, sharded.table)
+    pd.testing.assert_frame_equal(serial.per_query, sharded.per_query)
+
+
+def test_experiment_and_eval_validate_the_executor(tmp_path):
+    from memlab.evaluation import run_eval
+    from memlab.harness import Experiment
+
+    trace = TraceBuilder("t", start=START).add("a").query("q", "a").build()
+    with pytest.raises(ValueError, match="executor"):
+        Experiment(trace, {"memlab": "default"}, ["MRR"], executor="ray")
+    with pytest.raises(ValueError, match="executor"):
+        run_eval(tmp_path, executor="ray", datasets=())

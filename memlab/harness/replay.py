@@ -31,6 +31,7 @@ Frames (every frame has ``qid`` where it concerns a query):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import sys
@@ -539,6 +540,25 @@ def _run_shards_on_dask(trace: Trace, settings: tuple, shards: list[frozenset[st
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+@contextlib.contextmanager
+def dask_address(executor: str, address: str | None, n_workers: int):
+    """The scheduler address many sharded replays share: ``address`` as given, or a
+    ``LocalCluster`` of ``n_workers`` processes started once for the block (None when
+    ``executor`` is not ``"dask"``), so that an experiment or an evaluation starts one cluster,
+    not one per replay."""
+    if executor != "dask" or address is not None:
+        yield address
+        return
+    try:
+        from distributed import LocalCluster
+    except ImportError:  # pragma: no cover - depends on the install
+        raise ImportError("executor='dask' needs distributed: pip install 'memlab[dist]'") \
+            from None
+    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
 
 
 def _merge_shards(parts: list[dict[str, Any]]) -> Any:
