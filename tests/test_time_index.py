@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from memlab import DEFAULT, ManualClock, Memory
 from memlab.signals import time_index
-from memlab.signals.time_index import CreatedOrder, RecencyOrder, top_by_time
+from memlab.signals.time_index import (CreatedOrder, RecencyOrder, top_by_score_then_time,
+                                      top_by_time)
 from memlab.surfacing.stages import CandidateTable, QueryRun
 from memlab.surfacing.stages.expand import Recent, Window
 from memlab.surfacing.stages.retrieval import bm25_of
@@ -219,3 +220,12 @@ def test_a_restored_snapshot_reads_its_own_columns(tmp_path):
     assert reopened.most_recent(7).tolist() == after == recent_oracle(reopened, 7).tolist()
     assert reopened.created_between(START.timestamp(), START.timestamp() + 3600).tolist() == \
         list(range(0, 40, 5))
+
+
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), max_size=40), st.integers(0, 12))
+def test_top_by_score_then_time_is_the_head_of_the_full_sort(pairs, n):
+    score = np.array([float(s) for s, _ in pairs])
+    ts = np.array([float(t) for _, t in pairs])
+    idx = np.arange(len(pairs), dtype=np.int64)[::-1].copy()
+    expected = np.lexsort((idx, -ts, -score))[:n]
+    assert top_by_score_then_time(idx, score, ts, n).tolist() == expected.tolist()

@@ -11,6 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from memlab.signals.recency import recency
+from memlab.signals.time_index import top_by_score_then_time
 from memlab.surfacing.stages.base import CandidateTable, QueryRun, Stage, register_stage
 from memlab.surfacing.stages.retrieval import _check_count, bm25_of
 from memlab.surfacing.timewindow import parse_time_window
@@ -198,7 +199,7 @@ class Window(Stage):
         scores = table.attrs.get("matched_bm25", np.empty(0))
         inside = (scores > 0) & window.contains_ts(created[docs]) & eligible[docs]
         matched, bm25 = docs[inside], scores[inside]
-        picked = [matched[np.lexsort((matched, -created[matched], -bm25))[:m]]]
+        picked = [matched[top_by_score_then_time(matched, bm25, created[matched], m)]]
         need = m - len(picked[0])
         if need > 0:
             picked.append(run.ws.newest_created(
