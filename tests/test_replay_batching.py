@@ -132,3 +132,17 @@ def test_the_trace_is_hashed_once_line_by_line(monkeypatch):
     assert trace.hash() == hashlib.sha256(trace.to_jsonl().encode()).hexdigest() != expected
     trace.metadata["note"] = "x"
     assert trace.hash() == hashlib.sha256(trace.to_jsonl().encode()).hexdigest()
+
+
+def test_added_at_survives_the_journal(tmp_path):
+    from memlab import MemoryStore
+
+    path = tmp_path / "m.db"
+    store = MemoryStore(path=path)
+    mem = Memory(store=store, workspace_id="w", clock=ManualClock(START))
+    mem.add_many(["a", "b"], added_at=[START, START + timedelta(hours=2)])
+    state = json.dumps(store.serialize())
+    store.close()
+    reopened = MemoryStore(path=path)
+    assert json.dumps(reopened.serialize()) == state
+    assert reopened.workspace("w").item(1).created_at == START + timedelta(hours=2)
