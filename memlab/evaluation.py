@@ -136,12 +136,12 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
     bar = progress_bar(len(configs) * len(traces), "eval", progress)
     with dask_address(executor, address, n_workers) as shared_address:
         rows, frames = _eval_runs(configs, traces, metadata, k, measure_on, where, by, bar,
-                                  executor, shared_address, n_workers)
+                                  n_boot, seed, executor, shared_address, n_workers)
     return _eval_table(rows, frames, out, n_boot, seed)
 
 
-def _eval_runs(configs, traces, metadata, k, measure_on, where, by, bar, executor, address,
-               n_workers):
+def _eval_runs(configs, traces, metadata, k, measure_on, where, by, bar, n_boot, seed,
+               executor, address, n_workers):
     rows = []
     frames: dict[tuple[str, str], list[pd.DataFrame]] = {}
     for config_name, (config, analyzer) in configs.items():
