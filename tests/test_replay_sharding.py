@@ -10,6 +10,8 @@ from datetime import datetime, timezone
 import pandas as pd
 import pytest
 
+from _support import assert_one_line_error, cli
+
 from memlab.datasets.synthetic import synthetic_trace
 from memlab.harness import TraceBuilder, replay
 from memlab.harness.replay import _merge_shards, _replay_shard, _shards
@@ -139,3 +141,25 @@ def test_experiment_and_eval_validate_the_executor(tmp_path):
         Experiment(trace, {"memlab": "default"}, ["MRR"], executor="ray")
     with pytest.raises(ValueError, match="executor"):
         run_eval(tmp_path, executor="ray", datasets=())
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--address", "tcp://x:1"], "--address 'tcp://x:1' needs --executor dask"),
+    (["--executor", "dask", "--workers", "0"], "--workers must be at least 1, got 0"),
+])
+def test_cli_eval_executor_bad_input_is_one_line(data_root, tmp_path, capsys, args, fragment):
+    code, lines = cli(capsys, "eval", "--data", str(data_root), "--out", str(tmp_path / "o"),
+                      *args)
+    assert_one_line_error(code, lines, "eval", fragment)
+
+
+@pytest.mark.slow
+def test_memlab_eval_on_dask_writes_the_serial_results(data_root, tmp_path, capsys):
+    pytest.importorskip("distributed")
+    for name, extra in (("serial", []), ("dask", ["--executor", "dask", "--workers", "2"])):
+        code, err = cli(capsys, "eval", "--data", str(data_root), "--out", str(tmp_path / name),
+                        *extra)
+        assert code == 0, err
+    serial, dask = (pd.read_csv(tmp_path / name / "results.csv").drop(columns="seconds")
+                    for name in ("serial", "dask"))
+    pd.testing.assert_frame_equal(serial, dask)
