@@ -5,6 +5,7 @@ on a real two-worker LocalCluster (slow tier)."""
 from __future__ import annotations
 
 import heapq
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pandas as pd
@@ -20,6 +21,10 @@ from memlab.surfacing.config import DEFAULT
 
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 MEASURES = ["R@5", "MRR", "nDCG@10"]
+# no wall-clock budgets: a loaded machine must not cut a graph search in one run and not in the
+# other (what would make two serial runs differ too)
+UNTIMED = DEFAULT.replace(ppr=replace(DEFAULT.ppr, budget_ms=None),
+                          spreading=replace(DEFAULT.spreading, budget_ms=None))
 
 
 def multi_workspace_trace(n_workspaces: int = 3, items: int = 150, queries: int = 12) -> Trace:
@@ -58,12 +63,12 @@ def comparable(result):
 
 
 def settings():
-    return (DEFAULT, "router", 10, 0, MEASURES, True, None, "porter", "retrieved")
+    return (UNTIMED, "router", 10, 0, MEASURES, True, None, "porter", "retrieved")
 
 
 def test_shards_merge_back_into_the_serial_frames():
     trace = multi_workspace_trace()
-    serial = replay(trace, DEFAULT, k=10, measures=MEASURES, progress=False)
+    serial = replay(trace, UNTIMED, k=10, measures=MEASURES, progress=False)
     shards = _shards(trace, n_workers=1)
     assert sorted(sorted(s) for s in shards) == [["ws0", "ws1"], ["ws2"]]  # ws2: one more query
     merged = _merge_shards([_replay_shard(trace, settings(), keep) for keep in shards])
@@ -109,8 +114,8 @@ def test_one_workspace_runs_serially_whatever_the_executor():
 def test_a_sharded_replay_on_a_two_worker_cluster_equals_the_serial_one():
     pytest.importorskip("distributed")
     trace = multi_workspace_trace()
-    serial = replay(trace, DEFAULT, k=10, measures=MEASURES, progress=False)
-    sharded = replay(trace, DEFAULT, k=10, measures=MEASURES, executor="dask", n_workers=2)
+    serial = replay(trace, UNTIMED, k=10, measures=MEASURES, progress=False)
+    sharded = replay(trace, UNTIMED, k=10, measures=MEASURES, executor="dask", n_workers=2)
     assert sharded.manifest["executor"] == "dask (3 shards by workspace)"
     for got, want in zip(comparable(sharded), comparable(serial)):
         pd.testing.assert_frame_equal(got, want)
@@ -124,7 +129,7 @@ def test_an_experiment_shards_its_replays_on_one_cluster():
     from memlab.harness import Experiment
 
     trace = multi_workspace_trace(items=80, queries=6)
-    configs = {"memlab": "default", "bm25": "bm25"}
+    configs = {"memlab": UNTIMED, "bm25": "bm25"}
     serial = Experiment(trace, configs, MEASURES, k=10, n_boot=200)
     sharded = Experiment(trace, configs, MEASURES, k=10, n_boot=200, executor="dask",
                          n_workers=2)

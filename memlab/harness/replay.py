@@ -627,7 +627,9 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
         scheduler at ``address``. Every worker reads the whole trace (its clock follows every
         event) and applies only its workspaces' events; the rows come back in event order, so
         the frames are the serial run's (latency columns aside; tested on a real two-worker
-        cluster). A trace with one workspace, or whose workspaces share a short-term cache or
+        cluster), as long as no wall-clock budget (``ppr.budget_ms``, ``spreading.budget_ms``)
+        cuts a graph search in one run and not in the other, which makes two serial runs on a
+        loaded machine differ too (``budget_ms=None`` for comparisons). A trace with one workspace, or whose workspaces share a short-term cache or
         a pin session, runs serially (the manifest's ``executor`` says which ran). Custom
         measures must be registered in the workers too (they travel by name).
     address, n_workers
