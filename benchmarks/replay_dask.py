@@ -1,11 +1,12 @@
 """Serial vs sharded replay of the shared LoCoMo trace (issue 18, "beyond one machine").
 
-    PYTHONPATH=. python benchmarks/replay_dask.py [DATA_ROOT] [WORKERS]
+    PYTHONPATH=. python benchmarks/replay_dask.py [DATA_ROOT] [WORKERS] [ROUNDS]
 
 Wall-clock seconds of ``replay(trace, UNTIMED)`` (DEFAULT without wall-clock budgets) and of
 ``replay(trace, UNTIMED, executor="dask",
 address=...)`` on a LocalCluster of WORKERS single-threaded processes started beforehand (its
-start-up is printed apart), alternating, three rounds each; the frames are checked equal.
+start-up is printed apart), alternating, ROUNDS rounds each (default 3); the frames are checked
+equal.
 """
 
 from __future__ import annotations
@@ -31,12 +32,13 @@ UNTIMED = DEFAULT.replace(ppr=replace(DEFAULT.ppr, budget_ms=None),
 def main() -> None:
     root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("../shared/datasets")
     workers = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
     trace = load_locomo(root / "locomo" / "locomo_dev.json")
     started = time.perf_counter()
     with dask_address("dask", None, workers) as address:
         print(f"LocalCluster of {workers}: {time.perf_counter() - started:.1f} s to start")
         serial_s, dask_s = [], []
-        for _ in range(3):
+        for _ in range(rounds):
             t = time.perf_counter()
             serial = replay(trace, UNTIMED, progress=False)
             serial_s.append(time.perf_counter() - t)
