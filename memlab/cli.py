@@ -474,6 +474,11 @@ def build_parser() -> argparse.ArgumentParser:
                     choices=["musique", "locomo"], help="which datasets (default: both)")
     _measure_on_option(ev)
     _study_options(ev, by_default="category")
+    ev.add_argument("--executor", default="serial", choices=["serial", "dask"],
+                    help="where replays run: this process, or sharded by workspace over Dask "
+                    "(LoCoMo's conversations; a LocalCluster unless --address)")
+    ev.add_argument("--address", default=None, help="a Dask scheduler address (dask executor)")
+    ev.add_argument("--workers", type=int, default=2, help="Dask workers (default: 2)")
 
     serve = sub.add_parser("serve", help="the HTTP service", description=(
         "Serve memlab over HTTP (FastAPI on uvicorn; the 'service' extra). Every route but "
@@ -846,6 +851,11 @@ def _run(args: argparse.Namespace) -> int:
             if args.embedder not in EMBEDDERS:
                 raise _Fail(f"--embedder must be one of {sorted(EMBEDDERS)}, got "
                             f"{args.embedder!r}")
+        if args.workers < 1:
+            raise _Fail(f"--workers must be at least 1, got {args.workers}")
+        if args.address is not None and args.executor != "dask":
+            raise _Fail(f"--address {args.address!r} needs --executor dask, got "
+                        f"--executor {args.executor}")
         where = _where(args.where)
         _writable_folder("--out", args.out)
         import warnings
@@ -855,7 +865,9 @@ def _run(args: argparse.Namespace) -> int:
                 table = run_eval(args.data, out=args.out, k=args.k, dense=args.dense,
                                  embedder=args.embedder,
                                  datasets=tuple(args.datasets), measure_on=args.measure_on,
-                                 where=where, by=args.by, progress=sys.stderr.isatty())
+                                 where=where, by=args.by, progress=sys.stderr.isatty(),
+                                 executor=args.executor, address=args.address,
+                                 n_workers=args.workers)
             except ValueError as exc:
                 if not str(exc).startswith(("where", "by ")):
                     raise

@@ -34,7 +34,7 @@ import pandas as pd
 from memlab.datasets.loaders import load_hipporag, load_locomo
 from memlab.harness.experiment import bootstrap_ci, progress_bar
 from memlab.harness.measures import check_measure_on
-from memlab.harness.replay import replay
+from memlab.harness.replay import dask_address, replay
 from memlab.harness.stats import (SmallSampleWarning, compare_paired, format_table_latex,
                                   format_table_markdown,
                                   interval_text, query_metadata, select_queries)
@@ -97,7 +97,9 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
              dense: bool = False, datasets: tuple[str, ...] = ("musique", "locomo"),
              progress: bool = False, measure_on: str = "retrieved",
              where: Mapping[str, Any] | None = None, by: str | None = None,
-             n_boot: int = 1000, seed: int = 0, embedder: str | None = None) -> pd.DataFrame:
+             n_boot: int = 1000, seed: int = 0, embedder: str | None = None,
+             executor: str = "serial", address: str | None = None,
+             n_workers: int = 2) -> pd.DataFrame:
     """Replay the datasets under :func:`eval_configs`; returns (and writes) the results table.
 
     ``embedder`` (a registered name, see :data:`~memlab.signals.dense.EMBEDDERS`) implies
@@ -107,7 +109,9 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
     ``where`` (``{"category": [1, 2]}``) keeps the queries whose metadata match; ``by``
     (``"category"``) adds, for each dataset whose queries carry that metadata, one row per value
     (``subset`` ``"category=1"`` …). ``progress`` shows a bar naming the configuration and
-    dataset being replayed.
+    dataset being replayed. ``executor="dask"`` shards every replay by workspace (LoCoMo's
+    conversations; MuSiQue is one workspace and replays serially) over one Dask cluster: the
+    scheduler at ``address``, else a ``LocalCluster`` of ``n_workers`` started once.
     """
     check_measure_on(measure_on)
     if embedder is not None:
@@ -138,17 +142,28 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
     if by is not None and (by == "qid" or by not in next(iter(metadata.values())).columns):
         raise ValueError(f"by must be one of {['category', 'session_id', 'workspace_id']}, "
                          f"got {by!r}")
-    rows = []
-    frames: dict[tuple[str, str], list[pd.DataFrame]] = {}
+    if executor not in ("serial", "dask"):
+        raise ValueError(f"executor must be 'serial' or 'dask', got {executor!r}")
     configs = eval_configs(dense, embedder)
     bar = progress_bar(len(configs) * len(traces), "eval", progress)
+    with dask_address(executor, address, n_workers) as shared_address:
+        rows, frames = _eval_runs(configs, traces, metadata, k, measure_on, where, by, bar,
+                                  n_boot, seed, executor, shared_address, n_workers)
+    return _eval_table(rows, frames, out, n_boot, seed)
+
+
+def _eval_runs(configs, traces, metadata, k, measure_on, where, by, bar, n_boot, seed,
+               executor, address, n_workers):
+    rows = []
+    frames: dict[tuple[str, str], list[pd.DataFrame]] = {}
     for config_name, (config, analyzer) in configs.items():
         for dataset, trace in traces.items():
             if bar is not None:
                 bar.set_description(f"eval: {config_name} on {dataset}")
             started = time.perf_counter()
             result = replay(trace, config, k=k, measures=EVAL_MEASURES, record_candidates=False,
-                            analyzer=analyzer, progress=False, measure_on=measure_on)
+                            analyzer=analyzer, progress=False, measure_on=measure_on,
+                            executor=executor, address=address, n_workers=n_workers)
             seconds = time.perf_counter() - started
             if bar is not None:
                 bar.update(1)
@@ -185,6 +200,10 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
                 rows.append(row)
     if bar is not None:
         bar.close()
+    return rows, frames
+
+
+def _eval_table(rows, frames, out, n_boot, seed) -> pd.DataFrame:
     table = _with_marks(pd.DataFrame(rows), frames, n_boot, seed)
     if out is not None:
         out = Path(out)

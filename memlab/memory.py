@@ -4,9 +4,11 @@ algorithms live in :mod:`memlab.store`, :mod:`memlab.signals` and :mod:`memlab.s
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping
 
-from memlab.clock import Clock, SystemClock
+from memlab.clock import Clock, SystemClock, as_utc
 from memlab.model import (Edge, SurfacingDecision, SurfacingStrategy, check_text, copy_json,
                           validate_id, validate_metadata, validate_text)
 from memlab.signals.activation import ACTIVATION_MODELS
@@ -184,7 +186,8 @@ class Memory:
                                         self.config.activation_initial)[0]
 
     def add_many(self, items: Iterable[str | Mapping[str, Any]], *,
-                 chunk_size: int | None = None) -> list[str]:
+                 chunk_size: int | None = None,
+                 added_at: Sequence[datetime] | None = None) -> list[str]:
         """Store many items at once; returns their ids in order.
 
         Each entry is a content string or a mapping with ``content`` and optionally
@@ -202,6 +205,11 @@ class Memory:
             interleave. Ids are the same as one call would give. If a later chunk still fails
             (a concurrent writer took one of its ids, or the disk failed) the earlier chunks
             stay written and the error says how many items were.
+        added_at : sequence of datetime, optional
+            When each item was added (one per item, naive ones taken as UTC; default: the clock's now
+            for all): the ``created_at`` of an item that gives none and the time of its
+            ``created`` history event. A replay writes a run of adds made at different times in
+            one call this way, with the state the separate calls would have left.
 
         Examples
         --------
@@ -215,21 +223,33 @@ class Memory:
                                        not isinstance(chunk_size, int) or chunk_size < 1):
             raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size!r}")
         items = list(items)
+        stamps = None
+        if added_at is not None:
+            if isinstance(added_at, (str, bytes)) or not isinstance(added_at, Sequence) \
+                    or len(added_at) != len(items):
+                raise ValueError(f"added_at must be a sequence of {len(items)} datetimes (one "
+                                 f"per item), got {added_at!r:.80}")
+            stamps = [as_utc(t, name="added_at") for t in added_at]
         with paused_gc(len(items)):
             prepared = self._prepare_items(items)
         if chunk_size is None or len(prepared) <= chunk_size:
             with self.store.lock:
+                if stamps is None:  # (no added_at in the journal row when not given)
+                    return self.store.add_items(self.workspace_id, prepared, self.clock.now(),
+                                                self.config.activation_initial)
                 return self.store.add_items(self.workspace_id, prepared, self.clock.now(),
-                                            self.config.activation_initial)
+                                            self.config.activation_initial, added_at=stamps)
         prepared = self._assign_ids(prepared)
         written: list[str] = []
         for start in range(0, len(prepared), chunk_size):
             try:
                 with self.store.lock:
+                    chunk = {} if stamps is None else \
+                        {"added_at": stamps[start:start + chunk_size]}
                     written += self.store.add_items(self.workspace_id,
                                                     prepared[start:start + chunk_size],
                                                     self.clock.now(),
-                                                    self.config.activation_initial)
+                                                    self.config.activation_initial, **chunk)
             except Exception as exc:
                 if not written:
                     raise

@@ -18,7 +18,7 @@ import pandas as pd
 from scipy import stats
 
 from memlab.harness.measures import DEFAULT_MEASURES, Measure, check_measure_on, parse_measures
-from memlab.harness.replay import ReplayResult, replay, resolve_config
+from memlab.harness.replay import ReplayResult, dask_address, replay, resolve_config
 from memlab.harness.stats import (ComparisonTable, bootstrap_ci, compare_paired, format_table_latex,
                                   format_table_markdown, query_metadata, select_queries,
                                   subset_order,
@@ -143,7 +143,8 @@ def run_experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],
                    *, k: int = 20, n_boot: int = 1000, seed: int = 0,
                    measure_on: str = "retrieved", where: Mapping[str, Any] | None = None,
                    by: str | None = None, correction: str = "holm", test: str = "wilcoxon",
-                   progress: bool = False) -> ExperimentResult:
+                   progress: bool = False, executor: str = "serial",
+                   address: str | None = None, n_workers: int = 2) -> ExperimentResult:
     """Replay ``trace`` under each configuration and compare them; returns an
     :class:`ExperimentResult`.
 
@@ -171,6 +172,10 @@ def run_experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],
         ``"none"`` and ``"wilcoxon"`` / ``"ttest"``.
     progress : bool
         A progress bar (tqdm; a widget in Jupyter) naming the configuration being replayed.
+    executor, address, n_workers
+        ``executor="dask"`` shards every replay by workspace over one Dask cluster (the
+        scheduler at ``address``, else a ``LocalCluster`` of ``n_workers`` started once), as
+        :func:`~memlab.harness.replay.replay` does; the frames are the serial ones.
 
     Examples
     --------
@@ -209,16 +214,21 @@ def run_experiment(trace: Trace, configs: Mapping[str, Any] | Iterable[Any],
     check_choice("test", test, TESTS)
     results: dict[str, ReplayResult] = {}
     specs: dict[str, tuple[str, Any]] = {}
+    if executor not in ("serial", "dask"):
+        raise ValueError(f"executor must be 'serial' or 'dask', got {executor!r}")
     bar = progress_bar(len(named), "experiment", progress)
-    for name, spec in named:
-        mode, config = run_spec(spec)
-        specs[name] = (mode, config)
-        if bar is not None:
-            bar.set_description(f"experiment: {name}")
-        results[name] = replay(trace, config, mode=mode, k=k, measures=measures, seed=seed,
-                               measure_on=measure_on, progress=False)  # one bar: this one
-        if bar is not None:
-            bar.update(1)
+    with dask_address(executor, address, n_workers) as shared_address:
+        for name, spec in named:
+            mode, config = run_spec(spec)
+            specs[name] = (mode, config)
+            if bar is not None:
+                bar.set_description(f"experiment: {name}")
+            results[name] = replay(trace, config, mode=mode, k=k, measures=measures, seed=seed,
+                                   measure_on=measure_on, progress=False,  # one bar: this one
+                                   executor=executor, address=shared_address,
+                                   n_workers=n_workers)
+            if bar is not None:
+                bar.update(1)
     if bar is not None:
         bar.close()
     per_query = pd.concat([r.metrics.assign(name=name) for name, r in results.items()],

@@ -31,7 +31,9 @@ Frames (every frame has ``qid`` where it concerns a query):
 
 from __future__ import annotations
 
+import contextlib
 import json
+import pickle
 import platform
 import sys
 from dataclasses import dataclass, field
@@ -243,6 +245,10 @@ class _Runner:
         self.candidate_columns: dict[str, list] = {}
         self.metrics: list[tuple[str, str, float]] = []
         self.log: list[dict] = []
+        # per query, in event order: its event position, candidate rows and metric rows (what
+        # merging shards of a sharded replay back into event order needs)
+        self.query_chunks: list[tuple[int, int, int]] = []
+        self.position = 0
 
     # ------------------------------------------------------------------ events
     def memory_for(self, event: Event):
@@ -256,15 +262,30 @@ class _Runner:
         mem = self.memory = self.memory_for(event)
         kind = event.type
         if kind == "add":
-            mem.add_many([{"content": e.get("content"), "memory_type": e.get("memory_type",
-                                                                            "semantic"),
-                           "metadata": e.get("metadata"), "item_id": e.get("item_id"),
-                           "created_at": None if e.get("created_at") is None
-                           else parse_ts(e.get("created_at"))} for e in batch])
+            # one write for a run of adds made at different times: each item keeps the time of
+            # its own event (the clock as the event left it), as one write per event would
+            stamps, at = [], self.clock.now()
+            for e in batch:
+                at = e.ts or at
+                stamps.append(at)
+            items = []
+            for e in batch:
+                f = e.fields
+                created = f.get("created_at")
+                items.append({"content": f.get("content"),
+                              "memory_type": f.get("memory_type", "semantic"),
+                              "metadata": f.get("metadata"), "item_id": f.get("item_id"),
+                              "created_at": None if created is None else parse_ts(created)})
+            if len(set(stamps)) == 1:
+                mem.add_many(items)
+            else:
+                mem.add_many(items, added_at=stamps)
+                self.clock.set(stamps[-1])
         elif kind == "add_edge":
             mem.add_edges([(e.get("src"), e.get("dst"), e.get("edge_type", "RELATED"),
                             e.get("weight", 1.0)) for e in batch])
         elif kind == "query":
+            self.position = pos
             self.query(event)
         elif kind == "pin":
             mem.pin_item(event.get("session_id"), event.get("item_id"), event.get("weight", 1.0))
@@ -340,9 +361,10 @@ class _Runner:
             if key in record.notes:
                 row.update(_flatten_stage(prefix, record.notes[key]))
         self.decisions.append(row)
+        n = len(record.candidates["item_id"]) if self.record_candidates else 0
+        metrics_before = len(self.metrics)
         if self.record_candidates:  # columns grow as lists; one DataFrame at the end
             columns = record.candidates
-            n = len(columns["item_id"])
             self.candidate_columns.setdefault("qid", []).extend([qid] * n)
             self.candidate_columns.setdefault("decision_id", []).extend([record.decision_id] * n)
             for name, values in columns.items():
@@ -357,6 +379,7 @@ class _Runner:
                                     tokens=record.tokens_used,
                                     latency_ms=record.timings_ms["total"], qid=qid).items():
             self.metrics.append((qid, name, value))
+        self.query_chunks.append((self.position, n, len(self.metrics) - metrics_before))
 
 
 def measured_judgements(item_ids: Iterable[str], surfaced: Iterable[bool],
@@ -394,6 +417,8 @@ def _blame_in_batch(runner: _Runner, events: list[Event], start: int, end: int,
     """Re-apply ``events[start:end]`` one by one; raise :class:`ReplayError` at the first refused."""
     for pos in range(start, end):
         event = events[pos]
+        if event.ts is not None:
+            runner.clock.set(event.ts)
         try:
             runner.apply(pos, event, [event])
         except ValueError as exc:
@@ -403,11 +428,178 @@ def _blame_in_batch(runner: _Runner, events: list[Event], start: int, end: int,
                       f"{events[start].type}): {batch_error}") from batch_error
 
 
+_SHARED_CACHE_EVENTS = frozenset({"cache_set", "cache_peek", "promote", "resolve"})
+
+
+def _workspace_of(trace: Trace, event: Event) -> str:
+    return event.fields.get("workspace_id", trace.workspace_id)
+
+
+def _run_events(trace: Trace, settings: tuple, keep: frozenset[str] | None,
+                progress: bool | None = False) -> "_Runner":
+    """Apply ``trace``'s events in order (only those of the workspaces in ``keep``, every one
+    when None; the clock follows every event either way) and return the runner."""
+    (config, mode, k, seed, measures, record_candidates, force_strategy, analyzer,
+     measure_on) = settings
+    runner = _Runner(trace, config, mode, k, seed, measures, record_candidates, force_strategy,
+                     analyzer, measure_on)
+    bar = _progress(len(trace), progress)
+    events = trace.events
+    pos = 0
+    while pos < len(events):
+        event = events[pos]
+        end = pos + 1
+        if event.type in ("add", "add_edge"):  # consecutive writes go in as one bulk write
+            # (adds whatever their times, each item stamped with its own; edges at one time)
+            workspace = event.get("workspace_id")
+            same_time = event.type == "add_edge"
+            while end < len(events) and events[end].type == event.type and \
+                    (not same_time or events[end].ts in (None, event.ts)) and \
+                    events[end].get("workspace_id") == workspace:
+                end += 1
+        if keep is not None and event.type != "clock" and _workspace_of(trace, event) not in keep:
+            for other in events[pos:end]:  # another shard's: only the clock moves
+                if other.ts is not None:
+                    runner.clock.set(other.ts)
+            pos = end
+            continue
+        if event.ts is not None:
+            runner.clock.set(event.ts)
+        try:
+            runner.apply(pos, event, events[pos:end])
+        except ValueError as exc:
+            if end - pos == 1:
+                raise ReplayError(f"event {pos} (line {pos + 2}, {event.type}): {exc}") from exc
+            # A bulk write is all or nothing, so nothing of it was applied: apply its events one
+            # at a time to name the event that was refused (its own line, not the batch's first).
+            _blame_in_batch(runner, events, pos, end, exc)
+        if bar is not None:
+            bar.update(end - pos)
+        pos = end
+    if bar is not None:
+        bar.close()
+    return runner
+
+
+def _shards(trace: Trace, n_workers: int) -> list[frozenset[str]]:
+    """The trace's workspaces in up to ``2 * n_workers`` groups of about equal work (a query
+    weighs 20 other events; largest first onto the lightest group), or one group when they
+    share state a memory does not own: a short-term cache used from two workspaces, or a pin
+    session in two (the store refuses the second: sharded, it would not)."""
+    work: dict[str, int] = {}
+    cache_users: dict[str, set[str]] = {}
+    pin_users: dict[str, set[str]] = {}
+    for event in trace.events:
+        if event.type == "clock":
+            continue
+        ws = _workspace_of(trace, event)
+        work[ws] = work.get(ws, 0) + (20 if event.type == "query" else 1)
+        if event.type in _SHARED_CACHE_EVENTS:
+            cache_users.setdefault(event.fields.get("cache", "default"), set()).add(ws)
+        elif event.type in ("pin", "unpin"):
+            pin_users.setdefault(event.fields.get("session_id"), set()).add(ws)
+    if any(len(users) > 1 for users in (*cache_users.values(), *pin_users.values())):
+        return [frozenset(work)]
+    groups: list[tuple[int, int, list[str]]] = [(0, g, []) for g in
+                                                range(min(len(work), 2 * n_workers))]
+    for ws in sorted(work, key=lambda w: (-work[w], w)):
+        load, g, members = min(groups)
+        groups[g] = (load + work[ws], g, members + [ws])
+    return [frozenset(members) for _, _, members in groups if members]
+
+
+def _replay_shard(trace: Trace, settings: tuple, keep: frozenset[str]) -> dict[str, Any]:
+    """One shard's replay on a worker: its raw rows (measures travel by name)."""
+    settings = settings[:4] + (parse_measures(settings[4]),) + settings[5:]
+    runner = _run_events(trace, settings, keep)
+    return {"decisions": runner.decisions, "candidates": runner.candidate_columns,
+            "metrics": runner.metrics, "log": runner.log, "unjudged": runner.unjudged,
+            "chunks": runner.query_chunks}
+
+
+def _replay_shard_pickled(trace: Trace, settings: tuple, keep: frozenset[str]) -> bytes:
+    """:func:`_replay_shard`'s rows as one pickle: Dask's messages carry bytes at memory
+    speed, where lists of millions of small objects cost seconds (measured on LoCoMo)."""
+    return pickle.dumps(_replay_shard(trace, settings, keep), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _run_shards_on_dask(trace: Trace, settings: tuple, shards: list[frozenset[str]],
+                        address: str | None, n_workers: int) -> list[dict[str, Any]]:
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:  # pragma: no cover - depends on the install
+        raise ImportError("executor='dask' needs distributed: pip install 'memlab[dist]'") \
+            from None
+    shipped = settings[:4] + ([str(m) for m in settings[4]],) + settings[5:]
+    cluster = None
+    if address is None:
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        client = Client(cluster)
+    else:
+        client = Client(address)
+    try:
+        # hash=False: no tokenising of every event (2 s of a LoCoMo replay); one copy per worker
+        shared = client.scatter(trace, broadcast=True, hash=False)
+        futures = [client.submit(_replay_shard_pickled, shared, shipped, keep, pure=False)
+                   for keep in shards]
+        return [pickle.loads(part) for part in client.gather(futures)]
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+@contextlib.contextmanager
+def dask_address(executor: str, address: str | None, n_workers: int):
+    """The scheduler address many sharded replays share: ``address`` as given, or a
+    ``LocalCluster`` of ``n_workers`` processes started once for the block (None when
+    ``executor`` is not ``"dask"``), so that an experiment or an evaluation starts one cluster,
+    not one per replay."""
+    if executor != "dask" or address is not None:
+        yield address
+        return
+    try:
+        from distributed import LocalCluster
+    except ImportError:  # pragma: no cover - depends on the install
+        raise ImportError("executor='dask' needs distributed: pip install 'memlab[dist]'") \
+            from None
+    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
+
+
+def _merge_shards(parts: list[dict[str, Any]]) -> Any:
+    """The shards' rows back in event order, as one serial runner would have collected them."""
+    from types import SimpleNamespace
+
+    order = []  # (event position, shard, query, first candidate row, rows, first metric, rows)
+    for s, part in enumerate(parts):
+        cand = met = 0
+        for q, (pos, n_cand, n_met) in enumerate(part["chunks"]):
+            order.append((pos, s, q, cand, n_cand, met, n_met))
+            cand += n_cand
+            met += n_met
+    order.sort()
+    names = next((list(p["candidates"]) for p in parts if p["candidates"]), [])
+    decisions, metrics, candidates = [], [], {name: [] for name in names}
+    for _, s, q, cand, n_cand, met, n_met in order:
+        part = parts[s]
+        decisions.append(part["decisions"][q])
+        metrics.extend(part["metrics"][met:met + n_met])
+        for name in names:
+            candidates[name].extend(part["candidates"][name][cand:cand + n_cand])
+    log = sorted((row for part in parts for row in part["log"]), key=lambda row: row["event"])
+    return SimpleNamespace(decisions=decisions, candidate_columns=candidates, metrics=metrics,
+                           log=log, unjudged=sum(part["unjudged"] for part in parts))
+
+
 def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 20,
            measures: Iterable[str | Measure] | None = None, record_candidates: bool = True,
            progress: bool | None = None, seed: int = 0,
            force_strategy: str | None = None, analyzer: str = "porter",
-           measure_on: str = "retrieved") -> ReplayResult:
+           measure_on: str = "retrieved", executor: str = "serial",
+           address: str | None = None, n_workers: int = 2) -> ReplayResult:
     """Replay ``trace`` and return its frames (see the module notes).
 
     Parameters
@@ -437,6 +629,19 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
         The ranking relevance measures read: ``"retrieved"`` leaves the session's mandatory
         items (anchors and pins) out; ``"surfaced"`` scores every surfaced item. Recorded in the
         manifest.
+    executor : {"serial", "dask"}
+        ``"dask"`` shards the trace by workspace (each workspace is its own memory) over a Dask
+        cluster: a ``LocalCluster`` of ``n_workers`` single-threaded processes, or the
+        scheduler at ``address``. Every worker reads the whole trace (its clock follows every
+        event) and applies only its workspaces' events; the rows come back in event order, so
+        the frames are the serial run's (latency columns aside; tested on a real two-worker
+        cluster), as long as no wall-clock budget (``ppr.budget_ms``, ``spreading.budget_ms``)
+        cuts a graph search in one run and not in the other, which makes two serial runs on a
+        loaded machine differ too (``budget_ms=None`` for comparisons). A trace with one workspace, or whose workspaces share a short-term cache or
+        a pin session, runs serially (the manifest's ``executor`` says which ran). Custom
+        measures must be registered in the workers too (they travel by name).
+    address, n_workers
+        The Dask scheduler's address (None: start a LocalCluster) and its number of workers.
 
     Raises
     ------
@@ -473,35 +678,22 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
     if analyzer not in ANALYZERS:
         raise ValueError(f"analyzer must be one of {sorted(ANALYZERS)}, got {analyzer!r}")
     check_measure_on(measure_on)
-    runner = _Runner(trace, config, mode, k, seed, measures, record_candidates, force_strategy,
-                     analyzer, measure_on)
-    bar = _progress(len(trace), progress)
-    events = trace.events
-    pos = 0
-    while pos < len(events):
-        event = events[pos]
-        end = pos + 1
-        if event.type in ("add", "add_edge"):  # consecutive writes go in as one bulk write
-            workspace = event.get("workspace_id")
-            while end < len(events) and events[end].type == event.type and \
-                    events[end].ts in (None, event.ts) and \
-                    events[end].get("workspace_id") == workspace:
-                end += 1
-        if event.ts is not None:
-            runner.clock.set(event.ts)
-        try:
-            runner.apply(pos, event, events[pos:end])
-        except ValueError as exc:
-            if end - pos == 1:
-                raise ReplayError(f"event {pos} (line {pos + 2}, {event.type}): {exc}") from exc
-            # A bulk write is all or nothing, so nothing of it was applied: apply its events one
-            # at a time to name the event that was refused (its own line, not the batch's first).
-            _blame_in_batch(runner, events, pos, end, exc)
-        if bar is not None:
-            bar.update(end - pos)
-        pos = end
-    if bar is not None:
-        bar.close()
+    if executor not in ("serial", "dask"):
+        raise ValueError(f"executor must be 'serial' or 'dask', got {executor!r}")
+    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
+        raise ValueError(f"n_workers must be an integer >= 1, got {n_workers!r}")
+    if address is not None and (executor != "dask" or not isinstance(address, str)):
+        raise ValueError(f"address must be None or a scheduler address with executor='dask', "
+                         f"got {address!r}")
+    ran = "serial"
+    settings = (config, mode, k, seed, measures, record_candidates, force_strategy, analyzer,
+                measure_on)
+    if executor == "dask" and len(shards := _shards(trace, n_workers)) > 1:
+        parts = _run_shards_on_dask(trace, settings, shards, address, n_workers)
+        runner = _merge_shards(parts)
+        ran = f"dask ({len(shards)} shards by workspace)"
+    else:
+        runner = _run_events(trace, settings, None, progress)
     decisions = _tidy(pd.DataFrame(runner.decisions))
     candidates = pd.DataFrame(runner.candidate_columns) if runner.candidate_columns else \
         pd.DataFrame(columns=["qid", "item_id", "rank", "surfaced", "drop_reason", "gold"])
@@ -511,7 +703,7 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
                               measure_on=measure_on,
                               extra={"force_strategy": force_strategy, "analyzer": analyzer,
                                      "record_candidates": record_candidates,
-                                     "unjudged_queries": runner.unjudged})
+                                     "unjudged_queries": runner.unjudged, "executor": ran})
     note = in_sample_note(trace, config, metrics["qid"].unique())
     if note is not None:
         import warnings

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import operator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -105,6 +106,10 @@ for _required, _optional in EVENT_SCHEMA.values():
     # any event may name the workspace it acts on (default: the trace's), so one trace can hold
     # several independent memories, e.g. one per LoCoMo conversation
     _optional["workspace_id"] = _text
+
+
+#: what ``json.dumps(obj, sort_keys=True)`` uses, made once (the canonical JSON of a trace line)
+_CANONICAL = json.JSONEncoder(sort_keys=True)
 
 
 def parse_ts(value: Any) -> datetime:
@@ -238,8 +243,27 @@ class Trace:
         return "\n".join(lines) + "\n"
 
     def hash(self) -> str:
-        """SHA-256 of the canonical JSON Lines (what the manifest records)."""
-        return hashlib.sha256(self.to_jsonl().encode()).hexdigest()
+        """SHA-256 of the canonical JSON Lines (what the manifest records).
+
+        Fed line by line (the text is never built whole) and computed once: the digest is kept
+        with the events it covered and reused while the trace holds the very same event
+        objects, header and metadata (events are frozen; their fields must not be changed in
+        place). Appending, removing or replacing an event, or changing the header, hashes again.
+        """
+        header = _CANONICAL.encode(self.header())
+        events = tuple(self.events)
+        cached = self.__dict__.get("_hash_memo")
+        if cached is not None and cached[0] == header and len(cached[1]) == len(events) \
+                and all(map(operator.is_, cached[1], events)):
+            return cached[2]
+        digest = hashlib.sha256(header.encode())
+        encode = _CANONICAL.encode
+        for event in events:
+            digest.update(b"\n")
+            digest.update(encode(event.to_dict()).encode())
+        digest.update(b"\n")
+        self.__dict__["_hash_memo"] = (header, events, digest.hexdigest())
+        return self.__dict__["_hash_memo"][2]
 
     def write_jsonl(self, path: str | Path) -> Path:
         path = Path(path)

@@ -58,8 +58,13 @@ class ItemsMixin:
 
     @journaled
     def add_items(self, workspace_id: str, new_items: Sequence[NewItem], now: datetime,
-                  initial_activation: float = 0.5) -> list[str]:
+                  initial_activation: float = 0.5,
+                  added_at: Sequence[datetime] | None = None) -> list[str]:
         """Write validated items all-or-nothing; returns their ids in order.
+
+        ``added_at`` (one UTC datetime per item, default ``now`` for all) is when each item was
+        added: its ``created_at`` unless given and its history's ``created`` event, so a replay
+        writes adds made at different times in one call, as the separate calls would have.
 
         Everything that can fail (duplicate ids, text analysis for every index, titles, node
         keys, timestamps) is computed first; only then does the store change.
@@ -74,20 +79,23 @@ class ItemsMixin:
                                                  f"workspace {workspace_id!r} (item {pos})")
                     taken.add(new.item_id)
             ids, next_generated = ws.generate_ids(new_items, taken)
-            event_ts = now.isoformat()
-            now_ts = now.timestamp()
+            stamps = [now] * len(new_items) if added_at is None else list(added_at)
+            if len(stamps) != len(new_items):
+                raise ValueError(f"added_at must hold one time per item ({len(new_items)}), "
+                                 f"got {len(stamps)}")
+            iso = {t: t.isoformat() for t in set(stamps)}
             first = len(ws.items)
             new_objects: list[MemoryItem] = []
             created, token_lists, tokens, eligible, procedural, longterm = [], [], [], [], [], []
             titles: list[tuple[list[str], int]] = []  # (gazetteer phrases, item number)
             node_keys: list[tuple[tuple[str, str], int]] = []
             texts = [index_text(new.content, new.metadata) for new in new_items]  # every index
-            for offset, (item_id, new) in enumerate(zip(ids, new_items)):
-                created_at = new.created_at or now
+            for offset, (item_id, new, stamp) in enumerate(zip(ids, new_items, stamps)):
+                created_at = new.created_at or stamp
                 new_objects.append(MemoryItem(
                     item_id, new.content, new.memory_type, new.metadata, workspace_id,
                     created_at, created_at,
-                    history=[{"ts": event_ts, "kind": "created",
+                    history=[{"ts": iso[stamp], "kind": "created",
                               "detail": {"memory_type": new.memory_type}}]))
                 node_key = None
                 if new.metadata:
@@ -99,7 +107,7 @@ class ItemsMixin:
                     if node_key is not None:
                         node_keys.append((node_key, first + offset))
                 longterm.append(node_key is not None)
-                created.append(now_ts if new.created_at is None else created_at.timestamp())
+                created.append(created_at.timestamp())
                 token_lists.append(ws.analyze(texts[offset]))
                 tokens.append(estimate_tokens(new.content))
                 eligible.append(new.memory_type != "anchor")
@@ -146,6 +154,7 @@ class ItemsMixin:
             now_ts, event_ts = now.timestamp(), now.isoformat()
             self._mutating()
             ws.activation.reinforce(rows, now_ts, increment=increment, half_life_h=half_life_h)
+            ws.recency_order.touch(rows)
             for i in rows.tolist():
                 ws.items[i].record({"ts": event_ts, "kind": "reinforced", "detail": {"via": kind}})
             ws.version += 1
@@ -216,6 +225,7 @@ class ItemsMixin:
                 index.replace(idx, old_terms, new_terms)
             item.updated_at = now
             ws.updated_ts.data[idx] = now_ts
+            ws.recency_order.touch((idx,))
             item.record(event)
             ws.version += 1
 
@@ -260,6 +270,7 @@ class ItemsMixin:
                     continue
                 item.archived = True
                 ws.eligible.data[i] = False
+                ws.recency_order.touch((i,))
                 if key is not None and ws.node_index.get(key) == i:
                     del ws.node_index[key]
                 item.record({"ts": event_ts, "kind": "archived", "detail": dict(full_detail)})

@@ -17,6 +17,7 @@ from memlab.graph.csr import EdgeTable, GraphSnapshot, GraphView
 from memlab.model import MemoryItem, validate_id
 from memlab.signals.activation import ActivationState
 from memlab.signals.bm25 import BM25Index
+from memlab.signals.time_index import CreatedOrder, RecencyOrder
 from memlab.text import ANALYZERS, Gazetteer, normalise_title
 
 __all__ = ["NewItem", "Workspace", "index_text", "node_key_of"]
@@ -92,6 +93,10 @@ class Workspace:
         self.content_changes: list[int] = []  # items whose content changed, in order (for caches)
         self.version = 0  # bumped by every write
         self._next_generated = 0
+        # time orders for O(k) recency and window reads; writes that change an item's recency
+        # reference or eligibility call recency_order.touch (adds need nothing)
+        self.recency_order = RecencyOrder()
+        self.created_order = CreatedOrder()
 
     def __len__(self) -> int:
         return len(self.items)
@@ -132,6 +137,21 @@ class Workspace:
         """SPEC §2.2: the last activation boost, else ``updated_at``, else ``created_at``."""
         boost = self.activation.last_boost_ts.view()[idx]
         return np.where(np.isnan(boost), self.updated_ts.view()[idx], boost)
+
+    def most_recent(self, n: int) -> np.ndarray:
+        """The ``n`` eligible items with the latest recency reference time, latest first, ties
+        by item number (O(n) on the kept order; :class:`~memlab.signals.time_index.RecencyOrder`)."""
+        return self.recency_order.top(n, self.recency_reference_ts, self.eligible.view())
+
+    def created_between(self, start_ts: float, end_ts: float) -> np.ndarray:
+        """The items created in ``[start_ts, end_ts)``, by creation time then item number."""
+        return self.created_order.window(self.created_ts.view(), start_ts, end_ts)
+
+    def newest_created(self, start_ts: float, end_ts: float, n: int,
+                       keep: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """The ``n`` latest-created items in ``[start_ts, end_ts)`` that ``keep(idx)`` accepts,
+        latest first, ties by item number (:meth:`~memlab.signals.time_index.CreatedOrder.newest`)."""
+        return self.created_order.newest(self.created_ts.view(), start_ts, end_ts, n, keep)
 
     def ids_of(self, idx: Sequence[int] | np.ndarray) -> list[str]:
         """The item ids of item numbers ``idx``, in order."""

@@ -11,6 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from memlab.signals.recency import recency
+from memlab.signals.time_index import top_by_score_then_time
 from memlab.surfacing.stages.base import (CandidateTable, QueryRun, RecipeStage, Stage,
                                           register_stage)
 from memlab.surfacing.stages.retrieval import _check_count, bm25_of
@@ -50,15 +51,9 @@ class Recent(RecipeStage):
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
         n = self.setting(run, "n")
-        eligible = np.flatnonzero(run.eligible)
-        if n == 0 or not len(eligible):
-            return table
-        ref = run.ws.recency_reference_ts(eligible)
-        if len(eligible) > n:
-            top = np.argpartition(-ref, n - 1)[:n]
-            eligible, ref = eligible[top], ref[top]
-        order = np.lexsort((eligible, -ref))
-        return table.add(eligible[order], "recent", allowed=run.eligible)
+        # latest reference first, ties by item number: O(n) on the store's kept recency order
+        # (memlab.signals.time_index; the tests hold it to the full sort it replaced)
+        return table.add(run.ws.most_recent(n), "recent", allowed=run.eligible)
 
 
 @register_stage
@@ -203,19 +198,19 @@ class Window(RecipeStage):
         table = table.with_attrs(window=window)
         created = run.ws.created_column()
         eligible = run.eligible
-        inside = np.flatnonzero(window.contains_ts(created) & eligible)
-        if not len(inside):
-            return table
         m = self.setting(run, "n")
-        bm25 = bm25_of(table, inside)
-        matched, rest = inside[bm25 > 0], inside[bm25 == 0]
-        order = np.lexsort((matched, -created[matched], -bm25[bm25 > 0]))[:m]
-        picked = [matched[order]]
-        if len(order) < m and len(rest):
-            need = m - len(order)
-            if len(rest) > need:  # only the newest `need` unmatched items can make the cut
-                rest = rest[np.argpartition(-created[rest], need - 1)[:need]]
-            picked.append(rest[np.lexsort((rest, -created[rest]))])
+        # O(matches + m): the window's BM25 matches, then the newest unmatched items walked from
+        # the window's end on the store's creation-time order (memlab.signals.time_index)
+        docs = table.attrs.get("matched_docs", np.empty(0, np.int64))
+        scores = table.attrs.get("matched_bm25", np.empty(0))
+        inside = (scores > 0) & window.contains_ts(created[docs]) & eligible[docs]
+        matched, bm25 = docs[inside], scores[inside]
+        picked = [matched[top_by_score_then_time(matched, bm25, created[matched], m)]]
+        need = m - len(picked[0])
+        if need > 0:
+            picked.append(run.ws.newest_created(
+                window.start.timestamp(), window.end.timestamp(), need,
+                lambda idx: eligible[idx] & (bm25_of(table, idx) == 0)))
         return table.add(np.concatenate(picked), "window", allowed=eligible)
 
 
