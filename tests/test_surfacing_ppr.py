@@ -7,6 +7,7 @@ budget would have done.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -139,3 +140,28 @@ def test_the_multi_hop_stage_records_the_wrappers_notes(fake_method):
     mem.get_working_context("s1", "alpha", strategy="deep:multi-hop")
     record = mem.last_context_record
     assert "error" in record.notes["ppr"] and set(record.candidates["centrality"]) == {0.0}
+
+
+@pytest.mark.parametrize("method, backend, warmed", [("exact", "auto", True),
+                                                     ("push", "auto", True),
+                                                     ("exact", "numpy", False)])
+def test_compiled_kernels_are_warmed_before_the_time_budget_starts(monkeypatch, method, backend,
+                                                                   warmed):
+    """The first PPR of a process compiles the numba kernels: that must not count against the
+    query's time budget (it once cut the first query of a replay to 0 iterations)."""
+    import memlab.graph.ppr as graph_ppr
+    events = []
+    monkeypatch.setattr(graph_ppr, "warm_kernels", lambda: events.append("warm"))
+    real_counter = surfacing_ppr_module.time.perf_counter
+
+    class _Time:  # records when the budget's clock is first read
+        @staticmethod
+        def perf_counter():
+            events.append("clock")
+            return real_counter()
+
+    monkeypatch.setattr(surfacing_ppr_module, "time", _Time)
+    _, ws = _chain()
+    surfacing_ppr(ws, np.array([0]), PPRConfig(method=method, backend=backend),
+                  lock=contextlib.nullcontext())
+    assert events[:2] == (["warm", "clock"] if warmed else ["clock", "clock"])

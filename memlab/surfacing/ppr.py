@@ -77,6 +77,9 @@ def surfacing_ppr(ws: Any, seeds: np.ndarray, config: PPRConfig, *, lock: Any, c
     >>> surfacing_ppr(ws, np.array([], dtype=np.int64), config, lock=None)[1]["skipped"]
     'no_seeds'
     """
+    if not callable(config.method) and config.method in ("auto", "exact", "push") \
+            and config.backend != "numpy":
+        _ppr.warm_kernels()  # compiled once per process, before the time budget's clock starts
     started = time.perf_counter()
     requested = _requested(config)
     result = PPRResult({}, np.empty(0, np.int64), np.empty(0), requested,
