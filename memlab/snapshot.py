@@ -305,17 +305,37 @@ def restore(store: MemoryStore, info: SnapshotInfo, parts: list[bytes], *,
     ``workspace_cls`` and ``pin_session_cls``. Everything is decoded and checked first; a
     damaged snapshot raises :class:`~memlab.persist.JournalCorruptError` naming it and leaves
     the store as it was."""
-    with _no_gc():  # millions of acyclic objects: the collector would rescan them repeatedly
+    heads = info.header.get("workspaces")
+    size = sum(h["items"] + h["edges"] for h in heads if isinstance(h, dict) and _is_int(
+        h.get("items")) and _is_int(h.get("edges"))) if isinstance(heads, list) else 0
+    # millions of acyclic objects: the collector would rescan them repeatedly
+    with _no_gc(freeze=size >= FREEZE_AT):
         _restore(store, info, parts, workspace_cls, pin_session_cls)
 
 
+FREEZE_AT = 100_000  # items + edges of a snapshot from which a load freezes what it built
+
+
 @contextlib.contextmanager
-def _no_gc():
+def _no_gc(freeze: bool = False):
+    """Pause the cyclic garbage collector; with ``freeze``, move everything alive at the end
+    into the collector's permanent generation (:func:`gc.freeze`) before resuming it.
+
+    Why freeze: every object allocated while the collector is off stays in its youngest
+    generation, so the first collection after a large load scans all of them (1M items: the
+    items, their metadata dicts and history lists, ~3 million containers; 0.9 s CPU, measured
+    in issue 14's reopen profile), and later full collections scan them again. A store's state
+    is long-lived and acyclic (reference counting frees what a write drops, frozen or not), so
+    the collector has nothing to find there. The freeze is process-wide: other objects alive
+    at that moment are frozen too, which only matters for cyclic garbage among them (it waits
+    for :func:`gc.unfreeze`); hence it applies from :data:`FREEZE_AT` items and edges only."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        if freeze:
+            gc.freeze()
         if enabled:
             gc.enable()
 
@@ -462,14 +482,9 @@ def _restore_graph(r: _Reader, p: str, n: int, m: int, version: int) -> GraphVie
     table.weight, table.updated_ts = _growable(weight), _growable(ts)
     table.type_names = list(names)
     table._code_of = {t: c for c, t in enumerate(names)}
-    live = np.flatnonzero(weight > 0)
-    keys, codes = (src[live] << _KEY_SHIFT) | dst[live], code[live]
-    order = np.lexsort((codes, keys))
-    keys, codes = keys[order], codes[order]
-    _check(not np.any((keys[1:] == keys[:-1]) & (codes[1:] == codes[:-1])), r,
-           f"workspace {p[:-1]} holds one live edge twice")
-    del keys, codes, order, live
     n_types = len(names)
+    _check(not _live_duplicate(src, dst, code, weight, n, n_types), r,
+           f"workspace {p[:-1]} holds one live edge twice")
 
     def row_index() -> list[dict[int, int]]:
         # pair key -> row for each type, in row order (the order a replay inserts them)
@@ -485,6 +500,30 @@ def _restore_graph(r: _Reader, p: str, n: int, m: int, version: int) -> GraphVie
     view = GraphView(table)
     view.version = version
     return view
+
+
+def _live_duplicate(src: np.ndarray, dst: np.ndarray, code: np.ndarray, weight: np.ndarray,
+                    n: int, n_types: int) -> bool:
+    """Whether two live edges (weight > 0) share source, target and type (all in range).
+
+    One sort of one int64 key per live edge, ``(src * n + dst) * n_types + code`` (distinct
+    triples, distinct keys), when it fits in 63 bits; else a lexsort of the pair key and the
+    type. The single sort is ~4x faster than the lexsort (5M edges: 0.35 s against 1.4 s CPU,
+    issue 14's reopen profile)."""
+    live = np.flatnonzero(weight > 0)
+    if len(live) < 2:
+        return False
+    if n * n * max(n_types, 1) < 2 ** 62:
+        key = src[live] * n
+        key += dst[live]
+        key *= max(n_types, 1)
+        key += code[live]
+        key.sort()
+        return bool(np.any(key[1:] == key[:-1]))
+    keys, codes = (src[live] << _KEY_SHIFT) | dst[live], code[live]
+    order = np.lexsort((codes, keys))
+    keys, codes = keys[order], codes[order]
+    return bool(np.any((keys[1:] == keys[:-1]) & (codes[1:] == codes[:-1])))
 
 
 class _RowIndex(list):
