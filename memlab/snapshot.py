@@ -40,7 +40,7 @@ import itertools
 import json
 import math
 import threading
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -56,7 +56,7 @@ from memlab.text import ANALYZERS
 # store (it reads the store's objects, and restore() is handed the classes it builds)
 MemoryStore = Any
 
-__all__ = ["CompactionReport", "capture", "restore", "full_state", "state_digest"]
+__all__ = ["CompactionReport", "capture", "restore", "salvage", "full_state", "state_digest"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +115,7 @@ class _Reader:
 
     def __init__(self, path: Any, info: SnapshotInfo, parts: list[bytes]) -> None:
         self.path, self.where = path, f"snapshot {info.snap_id} (of rows 1..{info.upto})"
+        self.info = info
         index = info.header.get("index")
         if not isinstance(index, list) or len(index) != len(parts) or not all(
                 isinstance(e, list) and len(e) == 4 and isinstance(e[0], str)
@@ -132,6 +133,8 @@ class _Reader:
         entry = self.parts.get(name)
         if entry is None or entry[0][1] != kind:
             self.fail(f"part {name!r} is missing")
+        if entry[1] is None:  # found damaged by its checksum (see salvage)
+            self.fail(f"part {name!r} is damaged")
         return entry
 
     def array(self, name: str, code: str, length: int | None = None) -> np.ndarray:
@@ -350,30 +353,209 @@ def _restore(store: MemoryStore, info: SnapshotInfo, parts: list[bytes], workspa
         ws = _restore_workspace(r, f"{w}.", head, workspace_cls)
         _check(ws.workspace_id not in built, r, "it names one workspace twice")
         built[ws.workspace_id] = ws
-    pins = r.data("pins")
-    anchors = r.data("anchors")
-    reviews = r.data("reviews")
-    _check(isinstance(pins, list) and all(
-        isinstance(p, list) and len(p) == 4 and type(p[0]) is str and p[1] in built
-        and isinstance(p[2], list) and all(isinstance(x, list) and len(x) == 2
-                                           and type(x[0]) is str and _is_finite(x[1])
-                                           for x in p[2]) and _is_finite(p[3]) for p in pins),
-           r, "its pins are malformed")
-    _check(isinstance(anchors, list) and all(
-        isinstance(a, list) and len(a) == 3 and a[0] in built and type(a[1]) is str
-        and isinstance(a[2], list) and all(_is_int(i) and i < len(built[a[0]]) for i in a[2])
-        for a in anchors), r, "its anchors are malformed")
-    _check(isinstance(reviews, list) and all(
-        isinstance(v, list) and len(v) == 3 and type(v[0]) is str and type(v[1]) is str
-        and isinstance(v[2], list) and all(isinstance(x, list) and len(x) == 2 and all(
-            type(y) is str for y in x) for x in v[2]) for v in reviews),
-           r, "its review marks are malformed")
+    pins, anchors, reviews = (_store_part(r, name, built) for name in ("pins", "anchors",
+                                                                         "reviews"))
     # ---- checked: from here on the store changes
+    _install(store, built, pins, anchors, reviews, pin_session_cls)
+
+
+def _install(store: MemoryStore, built: dict, pins: list, anchors: list, reviews: list,
+             pin_session_cls: type) -> None:
     store._workspaces = built
     store._pins = {sid: pin_session_cls(wid, {k: float(v) for k, v in items}, float(expires))
                    for sid, wid, items, expires in pins}
     store._anchors = {(w, s): list(rows) for w, s, rows in anchors}
     store._anchor_reviews = {(w, s): dict(pairs) for w, s, pairs in reviews}
+
+
+# ---------------------------------------------------------------------------- salvage
+# A workspace's parts in groups that are rebuilt together when one of them is damaged: each
+# group is self-contained (its checks in _restore_workspace only look at the group and the
+# item count), so a rebuilt group next to kept ones still loads.
+_GROUPS = (
+    ("memory types", ("memory_type", "memory_types")),
+    ("dates", ("dates", "created_at", "updated_at", "created_ts", "updated_ts")),
+    ("metadata", ("metadata",)),
+    ("history", ("history", "history_dropped")),
+    ("salience and archive flags", ("salience", "archived", "eligible", "procedural",
+                                    "longterm")),
+    ("token counts", ("tokens",)),
+    ("activation and access times", ("act.stored", "act.anchor_ts", "act.last_boost_ts",
+                                     "act.keys", "act.counts", "act.times")),
+    ("edges", ("edge.src", "edge.dst", "edge.code", "edge.weight", "edge.updated_ts",
+               "edge.types")),
+    ("BM25 index", ("bm25.terms", "bm25.tids", "bm25.counts", "bm25.docs", "bm25.tfs",
+                    "bm25.free", "bm25.doc_len", "bm25.removed")),
+    ("gazetteer", ("gaz.phrases", "gaz.counts", "gaz.items")),
+    ("node keys", ("node_index",)),
+    ("topic fields", ("topic_fields",)),
+    ("content-change marks", ("content_changes",)),
+)
+_HEAD_OF_GROUP = {"edges": ("edges",), "BM25 index": ("bm25",), "gazetteer": ("gazetteer",)}
+
+
+def salvage(store: MemoryStore, info: SnapshotInfo, parts: list[bytes | None], *,
+            workspace_cls: type, pin_session_cls: type, rebuild: Any) -> list[str]:
+    """Load every intact part of a damaged snapshot into ``store`` (a fresh one) and return
+    one line per loss (``memlab recover``; :func:`restore` refuses a damaged snapshot whole).
+
+    ``parts`` holds None for a part that failed its checksum
+    (:func:`memlab.persist.read_snapshot_parts_salvaged`). A workspace whose parts all load is
+    restored exactly. In another one, as long as its item ids and contents are intact, its items
+    are kept and each damaged group of parts (:data:`_GROUPS`: its dates, metadata, history,
+    edges, BM25 index, …) is replaced by that group as writing the items afresh builds it:
+    ``rebuild(workspace_id, analyzer, ids, contents, types, metadata, created)`` returns the capture
+    (``(header, parts)``) of a store holding only those items, written by the store's own write
+    path (types, metadata and creation dates as the snapshot has them when their parts are
+    intact; else ``semantic``, ``{}`` and the epoch). Each group replaced is one line saying
+    what was lost; a workspace whose ids or contents are damaged is lost whole. Pins, anchors
+    and review marks are kept when their part is intact (entries of a lost workspace dropped).
+    """
+    with _no_gc():
+        return _salvage(store, info, parts, workspace_cls, pin_session_cls, rebuild)
+
+
+def _salvage(store: MemoryStore, info: SnapshotInfo, parts: list[bytes | None],
+             workspace_cls: type, pin_session_cls: type, rebuild: Any) -> list[str]:
+    r = _Reader("", info, parts)
+    heads = info.header.get("workspaces")
+    _check(isinstance(heads, list), r, "its header lists no workspaces")
+    lines: list[str] = []
+    built: dict[str, Any] = {}
+    for w, head in enumerate(heads):
+        p = f"{w}."
+        try:
+            ws = _restore_workspace(r, p, head, workspace_cls)
+        except JournalCorruptError as exc:
+            ws = _salvage_workspace(r, p, head, workspace_cls, rebuild, lines,
+                                    exc.problem.split("is damaged: ", 1)[-1])
+        if ws is not None and ws.workspace_id not in built:
+            built[ws.workspace_id] = ws
+    values = {}
+    for name, what in _STORE_PARTS.items():
+        try:
+            raw = r.data(name)
+            _check(isinstance(raw, list), r, f"part {name!r} is malformed")
+            value = [x for x in raw if _store_entry_ok(name, x, built)]
+            if len(value) < len(raw):
+                lines.append(f"{len(raw) - len(value)} of the {len(raw)} {what} are lost "
+                             f"(their workspace is lost or they are malformed)")
+        except JournalCorruptError as exc:
+            value = []
+            lines.append(f"all {what} are lost ({exc.problem.split('is damaged: ', 1)[-1]})")
+        values[name] = value
+    _install(store, built, values["pins"], values["anchors"], values["reviews"],
+             pin_session_cls)
+    return lines
+
+
+def _salvage_workspace(r: _Reader, p: str, head: Any, workspace_cls: type, rebuild: Any,
+                       lines: list[str], reason: str) -> Any:
+    """The workspace of parts ``p*`` with its damaged groups rebuilt (see :func:`salvage`),
+    or None (a line says why) when even that does not load."""
+    wid = head.get("workspace_id") if isinstance(head, dict) else None
+    label = f"workspace {wid!r}" if type(wid) is str else f"workspace {p[:-1]}"
+    try:
+        _check(type(wid) is str and _is_int(head.get("items")) and _is_int(head.get("edges")),
+               r, f"workspace {p[:-1]}'s header is malformed")
+        n = head["items"]
+        ids, contents = r.strings(p + "item_id", n), r.strings(p + "content", n)
+    except JournalCorruptError as exc:
+        lines.append(f"{label} is lost whole: its item ids or contents are unreadable "
+                     f"({exc.problem.split('is damaged: ', 1)[-1]})")
+        return None
+    damaged = [(what, names) for what, names in _GROUPS
+               if any(r.parts.get(p + x, (None, None))[1] is None for x in names)]
+
+    def attempt(groups: list) -> Any:
+        types = ["semantic"] * n
+        metadata: list = [{} for _ in range(n)]
+        created: list = [datetime(1970, 1, 1, tzinfo=timezone.utc)] * n
+        rebuilt = {what for what, _ in groups}
+        with contextlib.suppress(JournalCorruptError, IndexError, TypeError):
+            if "memory types" not in rebuilt:
+                names = r.data(p + "memory_types")
+                types = [names[c] for c in r.array(p + "memory_type", "i4", n).tolist()]
+        with contextlib.suppress(JournalCorruptError, TypeError):
+            if "metadata" not in rebuilt:
+                value = r.data(p + "metadata")
+                if isinstance(value, list) and len(value) == n and _all_of(value, dict):
+                    metadata = value
+        with contextlib.suppress(JournalCorruptError, IndexError, TypeError, ValueError):
+            if "dates" not in rebuilt:
+                iso = r.data(p + "dates")
+                dates = [datetime.fromisoformat(t) for t in iso]
+                created = [dates[c] for c in r.array(p + "created_at", "i4", n).tolist()]
+        try:
+            header, fresh = rebuild(wid, head.get("analyzer"), ids, contents, types, metadata,
+                                    created)
+        except (ValueError, TypeError, KeyError) as exc:  # e.g. one item id twice
+            r.fail(f"workspace {p[:-1]}'s items cannot be written again ({exc})")
+        fresh_head = header["workspaces"][0]
+        swap = {p + x for _, names in groups for x in names}
+        index, data = [], []
+        for (entry, blob) in r.parts.values():
+            if entry[0] in swap:
+                continue
+            index.append(entry)
+            data.append(blob)
+        for entry, blob in zip(header["index"], fresh):
+            name = p + entry[0].split(".", 1)[1] if entry[0].startswith("0.") else None
+            if name in swap:
+                index.append([name, *entry[1:]])
+                data.append(blob)
+        new_head = dict(head)
+        for what, _ in groups:
+            for key in _HEAD_OF_GROUP.get(what, ()):
+                new_head[key] = fresh_head[key]
+        sub = _Reader("", dataclasses.replace(r_info, header={**r_info.header, "index": index}),
+                      data)
+        return _restore_workspace(sub, p, new_head, workspace_cls)
+
+    r_info = r.info
+    try:
+        ws = attempt(damaged)
+    except JournalCorruptError:  # a kept group that does not fit the rebuilt ones: keep items
+        damaged = list(_GROUPS)
+        try:
+            ws = attempt(damaged)
+        except JournalCorruptError as exc:
+            lines.append(f"{label} is lost whole ({exc.problem.split('is damaged: ', 1)[-1]})")
+            return None
+    lost = ", ".join(f"{what} ({head['edges']} edges)" if what == "edges" else what
+                     for what, _ in damaged)
+    lines.append(f"{label}: kept its {n} items; lost its {lost}, rebuilt as writing the items "
+                 f"afresh builds them ({reason})")
+    return ws
+
+
+def _store_part(r: _Reader, name: str, built: dict, value: Any = None) -> list:
+    """The store-level part ``name`` (pins, anchors or reviews; ``value`` when already
+    decoded), checked against the workspaces ``built``."""
+    value = r.data(name) if value is None else value
+    ok = isinstance(value, list) and all(_store_entry_ok(name, x, built) for x in value)
+    _check(ok, r, f"its {_STORE_PARTS[name]} are malformed")
+    return value
+
+
+_STORE_PARTS = {"pins": "pins", "anchors": "anchors", "reviews": "review marks"}
+
+
+def _store_entry_ok(name: str, x: Any, built: dict) -> bool:
+    """Whether one entry of store-level part ``name`` is well formed and names a workspace
+    of ``built`` (and, for an anchor, only items that workspace holds)."""
+    if name == "pins":
+        return isinstance(x, list) and len(x) == 4 and type(x[0]) is str and x[1] in built \
+            and isinstance(x[2], list) and all(isinstance(y, list) and len(y) == 2
+                                               and type(y[0]) is str and _is_finite(y[1])
+                                               for y in x[2]) and _is_finite(x[3])
+    if name == "anchors":
+        return isinstance(x, list) and len(x) == 3 and x[0] in built and type(x[1]) is str \
+            and isinstance(x[2], list) and all(_is_int(i) and i < len(built[x[0]])
+                                               for i in x[2])
+    return isinstance(x, list) and len(x) == 3 and type(x[0]) is str and type(x[1]) is str \
+        and isinstance(x[2], list) and all(isinstance(y, list) and len(y) == 2 and all(
+            type(z) is str for z in y) for y in x[2])
 
 
 def _restore_workspace(r: _Reader, p: str, head: Any, workspace_cls: type) -> Any:
