@@ -101,7 +101,9 @@ t = time.perf_counter()
 hits = store.workspace("bench").bm25.scores(ws.analyze("term17 term4242"))[0]
 first_query = time.perf_counter() - t
 usage = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"seconds": opened[0] - start[0], "open_s": opened[0] - imported[0],
+import memlab
+print(json.dumps({"memlab": memlab.__file__,
+                  "seconds": opened[0] - start[0], "open_s": opened[0] - imported[0],
                   "cpu_seconds": opened[1] - start[1],
                   "runqueue_wait_s": opened[2] - start[2], "phases": phases,
                   "items": len(ws), "edges": len(ws.graph.table),
@@ -136,8 +138,9 @@ def reopen(path: Path, code: str | None = None) -> dict:
     """Open the store in a fresh process (importing memlab from folder ``code`` when given):
     its wall, CPU and run-queue wait times, per phase, its peak RSS and what it holds."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(([str(code)] if code else []) + sys.path))
-    out = subprocess.run([sys.executable, "-c", _REOPEN, str(path)], check=True,
-                         capture_output=True, text=True, env=env)
+    # -P: the working folder is not put ahead of PYTHONPATH (``code`` must be the memlab used)
+    out = subprocess.run([sys.executable, "-P", "-c", _REOPEN, str(Path(path).resolve())],
+                         check=True, capture_output=True, text=True, env=env)
     return json.loads(out.stdout)
 
 

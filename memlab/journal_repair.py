@@ -85,6 +85,7 @@ class _Scan:
     damaged_parts: int = 0  # parts of the snapshot that failed their checksum
     salvage_lines: list[str] | None = None  # what salvaging the snapshot lost (once done)
     whole: bool | None = None  # whether the snapshot loaded whole (None: not tried yet)
+    salvage_lost_items: int = 0  # items of the snapshot's workspaces lost whole
 
 
 def _scan(path: Path, what: str) -> _Scan:
@@ -353,6 +354,11 @@ def _base_store(scan: _Scan) -> MemoryStore:
         scan.snapshot = None
         return MemoryStore()
     if scan.salvage_lines is None:
+        heads = info.header.get("workspaces") or []
+        held = sum(h.get("items", 0) for h in heads if isinstance(h, dict)
+                   and type(h.get("items")) is int)
+        scan.salvage_lost_items = max(0, held - sum(len(ws) for ws in
+                                                    store._workspaces.values()))
         where = f"snapshot {info.snap_id} (of rows 1..{info.upto})"
         scan.problems.extend((None, f"{where}: {line}") for line in lines)
         scan.salvage_lines = lines
@@ -440,8 +446,9 @@ class RecoveryReport:
     is lost, beyond the rows counted in ``total``); ``lost_items`` is how many items that
     snapshot held by its header (None when its header is damaged too). A snapshot whose
     header is intact is salvaged part by part instead: ``damaged_parts`` of its
-    ``snapshot_parts`` parts failed their checksum, and ``problems`` says what each cost
-    (everything in the other parts is kept).
+    ``snapshot_parts`` parts failed their checksum, ``problems`` says what each cost
+    (everything in the other parts is kept), and ``lost_items`` counts the items of the
+    workspaces lost whole (their ids or contents were damaged).
     """
 
     total: int
@@ -468,8 +475,9 @@ class RecoveryReport:
             items = "" if self.lost_items is None else f" ({self.lost_items} items)"
             lost = f"; left out a damaged snapshot of rows 1..{self.lost_snapshot}{items}"
         elif self.damaged_parts:
+            items = f"{self.lost_items} items lost; " if self.lost_items else ""
             lost = (f"; salvaged the snapshot but {self.damaged_parts} of its "
-                    f"{self.snapshot_parts} parts (see above)")
+                    f"{self.snapshot_parts} parts ({items}see above)")
         return f"kept {self.kept} of the {self.total} rows found{lost}; wrote {out}"
 
 
@@ -527,5 +535,7 @@ def recover_journal(path: str | Path, out: str | Path) -> RecoveryReport:
                                            for h in heads):
             items = sum(h["items"] for h in heads)
     parts = 0 if scan.snapshot is None else len(scan.snapshot[1])
+    if scan.snapshot is not None and scan.salvage_lines:
+        items = scan.salvage_lost_items
     return RecoveryReport(scan.total, len(kept), _lines(scan.problems), lost, items,
                           scan.damaged_parts if parts else 0, parts)

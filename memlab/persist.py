@@ -867,7 +867,8 @@ class Journal:
             self._conn.close()
 
 
-SNAPSHOT_FORMAT = 1  # the layout of a snapshot's header and parts (see memlab.snapshot)
+SNAPSHOT_FORMAT = 2  # the layout of a snapshot's header and parts (see memlab.snapshot; 2:
+# item histories as a table of distinct events; format 1 is still read)
 SNAPSHOT_CHUNK = 256 * 2 ** 20  # largest row of a snapshot part (SQLite's limit is 1 GB)
 
 
@@ -946,6 +947,13 @@ def read_snapshot_parts_salvaged(conn: sqlite3.Connection, path: Path, info: Sna
     the first). Only rows that are present are read: nothing is sized from the header."""
     where = f"snapshot {info.snap_id} (of rows 1..{info.upto})"
     sizes, chunks = info.header["parts"], info.header["chunks"]
+    present = conn.execute("SELECT count(*) FROM snapshot_parts WHERE snap=? AND part>0",
+                           (info.snap_id,)).fetchone()[0]
+    if any(c != max(1, -(-n // SNAPSHOT_CHUNK)) for n, c in zip(sizes, chunks)):
+        # rows per part follow from its size: a header that says otherwise was forged, and
+        # its parts cannot be located (a row deleted from the file is one damaged part)
+        raise JournalCorruptError(path, None, f"{where} is damaged: its header gives "
+                                  f"{sum(chunks)} part rows, the file holds {present}")
     rows: dict[int, tuple[Any, Any]] = {}
     for part, data, crc in conn.execute("SELECT part, data, crc FROM snapshot_parts WHERE "
                                         "snap=? AND part>0 ORDER BY part", (info.snap_id,)):
@@ -974,7 +982,7 @@ def read_snapshot_parts_salvaged(conn: sqlite3.Connection, path: Path, info: Sna
             out.append(None)
         else:
             out.append(data)
-    extra = sorted(set(rows) - set(range(1, at)))
+    extra = [row for row in rows if row >= at]
     if extra:
         problems.append(f"{where} holds {len(extra)} part rows its header does not list "
                         f"(ignored)")
