@@ -23,8 +23,12 @@ To compare code trees on one database in one run (same load for both), reopen it
 turn (``--code``, each a folder put first on ``PYTHONPATH``; ``--db`` reuses a compacted
 database instead of building one)::
 
-    PYTHONPATH=. python benchmarks/reopen.py --db big.db --keep --items 1000000 \
+    PYTHONPATH=. python benchmarks/reopen.py --db big.db --keep --items 1000000 \\
         --edges 5000000 --code /path/to/old/checkout --code . --rounds 3
+
+(``--db old.db --db new.db`` with two ``--code``: each tree reopens its own database, e.g.
+when the old one cannot read the new snapshot format; build both with the same ``--items``
+and ``--edges``: the content is the same, seeded.)
 
 The numbers depend on the machine and its load; compare reopens of one run.
 """
@@ -151,9 +155,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--replay", action="store_true", help="also time a reopen by replay")
     parser.add_argument("--dir", default=None, help="where to write the database (a temporary "
                         "folder by default, removed afterwards)")
-    parser.add_argument("--db", default=None, help="a database this script built and "
-                        "compacted before (with the same --items/--edges): reopen it, build "
-                        "nothing; with --keep, build it there when it does not exist")
+    parser.add_argument("--db", action="append", default=None, help="a database this script "
+                        "built and compacted before (with the same --items/--edges): reopen "
+                        "it, build nothing; with --keep, build it there when it does not "
+                        "exist. Given once per --code, each code tree reopens its own (e.g. "
+                        "one compacted in a snapshot format the other does not read)")
     parser.add_argument("--keep", action="store_true", help="with --db: build the database "
                         "there if it does not exist, and keep it")
     parser.add_argument("--code", action="append", default=[], metavar="DIR",
@@ -166,20 +172,24 @@ def main(argv: list[str] | None = None) -> dict:
     if args.rounds < 1:
         parser.error("--rounds must be >= 1")
     if args.db is not None:
-        db = Path(args.db)
-        if not db.is_file():
-            if not args.keep:
-                parser.error(f"--db {args.db!r} does not exist (add --keep to build it)")
-            build(db, args.items, args.edges)
-            store = MemoryStore(path=db, compact_after=None)
-            store.compact()
-            store.close()
-        report = {"items": args.items, "edges": args.edges, "db": str(db),
+        codes = args.code or [None]
+        if len(args.db) not in (1, len(codes)):
+            parser.error("give --db once, or once per --code")
+        dbs = [Path(d) for d in args.db] * (len(codes) if len(args.db) == 1 else 1)
+        for db in dbs:
+            if not db.is_file():
+                if not args.keep:
+                    parser.error(f"--db {str(db)!r} does not exist (add --keep to build it)")
+                build(db, args.items, args.edges)
+                store = MemoryStore(path=db, compact_after=None)
+                store.compact()
+                store.close()
+        report = {"items": args.items, "edges": args.edges, "db": [str(d) for d in dbs],
                   "snapshot_reopens": {}}
         for _ in range(args.rounds):
-            for code in args.code or [None]:
+            for code, db in zip(codes, dbs):
                 report["snapshot_reopens"].setdefault(code or "(PYTHONPATH)", []).append(
-                    reopen(db, code))
+                    dict(reopen(db, code), db=str(db)))
         print(json.dumps(report, indent=2))
         return report
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
