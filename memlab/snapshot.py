@@ -379,8 +379,8 @@ def _no_gc(freeze: bool = False):
 
     Why freeze: every object allocated while the collector is off stays in its youngest
     generation, so the first collection after a large load scans all of them (1M items: the
-    items, their metadata dicts and history lists, ~3 million containers; 0.9 s CPU, measured
-    in issue 14's reopen profile), and later full collections scan them again. A store's state
+    items, their metadata dicts and history lists, ~3 million containers; ~0.9 s CPU in issue
+    14's reopen profile), and later full collections scan them again. A store's state
     is long-lived and acyclic (reference counting frees what a write drops, frozen or not), so
     the collector has nothing to find there. The freeze is process-wide: other objects alive
     at that moment are frozen too, which only matters for cyclic garbage among them (it waits
@@ -741,8 +741,8 @@ def _live_duplicate(src: np.ndarray, dst: np.ndarray, code: np.ndarray, weight: 
 
     One sort of one int64 key per live edge, ``(src * n + dst) * n_types + code`` (distinct
     triples, distinct keys), when it fits in 63 bits; else a lexsort of the pair key and the
-    type. The single sort is ~4x faster than the lexsort (5M edges: 0.35 s against 1.4 s CPU,
-    issue 14's reopen profile)."""
+    type. Issue 14's reopen profile (5M edges): the graph's restore took 1.84 s CPU with the
+    lexsort, 0.95 s with the single sort."""
     live = np.flatnonzero(weight > 0)
     if len(live) < 2:
         return False
