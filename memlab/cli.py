@@ -98,7 +98,9 @@ def _load_traces(specs: list[str]):
         raise _Fail(f"traces {specs} replayed as one: {exc} (give them oldest first)") from None
 
 
-def _load_config(spec: str):
+def _load_config(spec: str, option: str = "--config"):
+    """The configuration ``spec`` names (a recipe, a recipe file, a JSON file); every error
+    names the flag it was given with (``option``), as the user typed it."""
     from memlab.surfacing.config import RECIPES, SurfacingConfig
 
     if spec in RECIPES:
@@ -108,30 +110,30 @@ def _load_config(spec: str):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise _Fail(f"config {spec!r} is not valid JSON: {exc.msg} at line "
+            raise _Fail(f"{option} {spec!r} is not valid JSON: {exc.msg} at line "
                         f"{exc.lineno}") from None
         except RecursionError:
-            raise _Fail(f"--config {spec!r} is not a valid configuration: its JSON is nested "
+            raise _Fail(f"{option} {spec!r} is not a valid configuration: its JSON is nested "
                         f"too deeply") from None
         except (OSError, UnicodeDecodeError) as exc:
-            raise _Fail(f"config {spec!r} cannot be read: {exc}") from None
+            raise _Fail(f"{option} {spec!r} cannot be read: {exc}") from None
         if not isinstance(data, dict):
-            raise _Fail(f"config {spec!r} must hold a JSON object (SurfacingConfig.to_dict() "
+            raise _Fail(f"{option} {spec!r} must hold a JSON object (SurfacingConfig.to_dict() "
                         f"output), got a JSON {_json_kind(data)}")
         if "format" in data:  # a recipe file (memlab tune writes them)
             from memlab.surfacing.config import load_recipe_file
             try:
                 return load_recipe_file(path)
             except ValueError as exc:
-                raise _Fail(f"--config {spec!r}: {exc}") from None
+                raise _Fail(f"{option} {spec!r}: {exc}") from None
         try:
             config = SurfacingConfig.from_dict(data)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise _Fail(f"config {spec!r} is not a valid configuration: "
+            raise _Fail(f"{option} {spec!r} is not a valid configuration: "
                         f"{exc if isinstance(exc, ValueError) else repr(exc)}") from None
         from memlab.surfacing.config import check_reranker_file
         try:
-            check_reranker_file(config, f"--config {spec!r}")
+            check_reranker_file(config, f"{option} {spec!r}")
         except ValueError as exc:
             raise _Fail(str(exc)) from None
         return config
@@ -142,9 +144,23 @@ def _load_config(spec: str):
     except UnknownRecipeError:
         pass
     except ValueError as exc:  # the file exists but is bad: show why
-        raise _Fail(f"--config {spec!r}: {exc}") from None
-    raise _Fail(f"config {spec!r} is neither a recipe ({', '.join(sorted(RECIPES))}, or a "
+        raise _Fail(f"{option} {spec!r}: {exc}") from None
+    raise _Fail(f"{option} {spec!r} is neither a recipe ({', '.join(sorted(RECIPES))}, or a "
                 f"recipe file's name in $MEMLAB_RECIPE_PATH) nor a JSON file")
+
+
+def _named(exc: Exception, **options: Any) -> _Fail:
+    """``exc`` as a CLI failure whose message names each file by the argument it was given
+    with (``db``, ``--db``, ``--out``) instead of the library's parameter name (``path
+    'x.db'``): ``_named(exc, db=args.db)``; keyword ``dash_db`` stands for ``--db``."""
+    message = str(exc)
+    for name, value in options.items():
+        if value is None:
+            continue
+        flag = "--" + name[len("dash_"):] if name.startswith("dash_") else name
+        for word in ("path", "out"):
+            message = message.replace(f"{word} {str(value)!r}", f"{flag} {str(value)!r}")
+    return _Fail(message)
 
 
 def _json_kind(value: Any) -> str:
@@ -560,7 +576,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _check_k(k: int) -> None:
     if not 1 <= k <= 100:
-        raise _Fail(f"k must be in 1..100, got {k}")
+        raise _Fail(f"-k must be in 1..100, got {k}")
 
 
 def _recipes() -> dict:
@@ -771,11 +787,14 @@ def _run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise _Fail(f"--keys-file: {exc}" if args.keys_file else str(exc)) from None
         warning = _check_bind(args.host, None if keys.open else "keys", args.insecure)
-        state = ServiceState(db_path=args.db, record=args.record,
-                             maintenance=not args.no_maintenance, limits=Limits.from_env(),
-                             record_max_bytes=args.record_max_bytes,
-                             record_redact=args.record_redact,
-                             compact_after=args.compact_after or None)
+        try:
+            state = ServiceState(db_path=args.db, record=args.record,
+                                 maintenance=not args.no_maintenance, limits=Limits.from_env(),
+                                 record_max_bytes=args.record_max_bytes,
+                                 record_redact=args.record_redact,
+                                 compact_after=args.compact_after or None)
+        except ValueError as exc:
+            raise _named(exc, dash_db=args.db) from None
         hosts = [*LOCAL_HOSTS, args.host, *args.allow_host]
         if warning:
             print(warning, file=sys.stderr)  # loudly, once the store has opened
@@ -792,12 +811,19 @@ def _run(args: argparse.Namespace) -> int:
             workspaces = parse_patterns(args.workspaces, "--workspaces")
         except ValueError as exc:
             raise _Fail(str(exc)) from None
-        server = create_mcp_server(ServiceState(db_path=args.db), workspaces=workspaces)
+        try:
+            state = ServiceState(db_path=args.db)
+        except ValueError as exc:
+            raise _named(exc, dash_db=args.db) from None
+        server = create_mcp_server(state, workspaces=workspaces)
         asyncio.run(serve_stdio(server))  # answers requests holding lone surrogates, too
         return 0
     if args.command == "check":
         from memlab.journal_repair import check_journal
-        problems = check_journal(args.db)
+        try:
+            problems = check_journal(args.db)
+        except ValueError as exc:
+            raise _named(exc, db=args.db) from None
         for line in problems:
             print(f"{args.db}: {line}")
         if not problems:
@@ -808,7 +834,10 @@ def _run(args: argparse.Namespace) -> int:
         from memlab.store import MemoryStore
         if not Path(args.db).is_file():
             raise _Fail(f"db {args.db!r} does not exist (or is not a file)")
-        store = MemoryStore(path=args.db, compact_after=None)
+        try:
+            store = MemoryStore(path=args.db, compact_after=None)
+        except ValueError as exc:
+            raise _named(exc, db=args.db) from None
         try:
             report = store.compact()
             before = Path(args.db).stat().st_size
@@ -833,7 +862,10 @@ def _run(args: argparse.Namespace) -> int:
         from memlab.journal_repair import recover_journal
         if Path(args.out).exists():
             raise _Fail(f"--out {args.out!r} already exists; recover never overwrites a file")
-        report = recover_journal(args.db, args.out)
+        try:
+            report = recover_journal(args.db, args.out)
+        except ValueError as exc:
+            raise _named(exc, db=args.db, dash_out=args.out) from None
         for line in report.problems:
             print(f"{args.db}: {line}")
         print(report.summary(args.out))

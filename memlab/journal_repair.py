@@ -10,8 +10,11 @@ A compacted file (see :mod:`memlab.snapshot`) holds a snapshot of the rows it co
 check it (header and part checksums, then a full decode into the scratch store), replay the
 rows after it on top, and do not report the rows compaction removed as missing (a covered cache
 row that was kept and is gone still is). A damaged snapshot is one line naming it and the rows
-it covers; ``recover`` then falls back to the rows that remain, and with an intact snapshot it
-writes the snapshot's state into the new file ahead of the rows it keeps.
+it covers when its header is damaged; otherwise its parts are checked one by one and ``recover``
+salvages every intact one (:func:`memlab.snapshot.salvage`: each workspace whose parts are intact
+exactly, and in a damaged one its items with the damaged groups of parts rebuilt), one line
+naming each damaged part and one saying what it cost. The snapshot's state, whole or salvaged,
+goes into the new file ahead of the rows kept after it.
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ from pathlib import Path
 from memlab.persist import (SCHEMA_VERSION, Journal, JournalCorruptError, SchemaVersionError,
                             SnapshotInfo, _is_cache_op, _last_seq, _missing, _preflight,
                             _row_problem, _snapshot_tables, _truncation, decode, decode_legacy,
-                            encode, read_snapshot_info, read_snapshot_parts)
-from memlab.snapshot import capture
-from memlab.store import _CLASSES, JOURNALED_OPS, MemoryStore
+                            encode, read_snapshot_info, read_snapshot_parts_salvaged)
+from memlab.snapshot import capture, salvage
+from memlab.store import _CLASSES, JOURNALED_OPS, MemoryStore, NewItem, Workspace, _PinSession
 
 __all__ = ["check_journal", "recover_journal", "RecoveryReport"]
 
@@ -75,9 +78,14 @@ class _Scan:
     total: int  # rows found (readable or not)
     rows: list[tuple[int, str, str]] = field(default_factory=list)  # intact, v3 payloads
     problems: list[tuple[int | None, str]] = field(default_factory=list)
-    snapshot: tuple[SnapshotInfo, list[bytes]] | None = None  # intact, when there is one
+    # its header and parts (None: a damaged part) when its header is intact
+    snapshot: tuple[SnapshotInfo, list[bytes | None]] | None = None
     snapshot_upto: int = 0  # the rows the file's snapshot covers (intact or not)
     snapshot_header: dict | None = None  # its header, when that much of it is intact
+    damaged_parts: int = 0  # parts of the snapshot that failed their checksum
+    salvage_lines: list[str] | None = None  # what salvaging the snapshot lost (once done)
+    whole: bool | None = None  # whether the snapshot loaded whole (None: not tried yet)
+    salvage_lost_items: int = 0  # items of the snapshot's workspaces lost whole
 
 
 def _scan(path: Path, what: str) -> _Scan:
@@ -223,6 +231,8 @@ def _read(path: Path, source: Path, what: str, problems: list[tuple[int | None, 
         conn.close()
     scan = _Scan(version, len(raw) + len(unreadable), [], problems, snapshot, upto,
                  header[0] if header else None)
+    if snapshot is not None:
+        scan.damaged_parts = sum(part is None for part in snapshot[1])
     for s in sorted(unreadable):
         problems.append((s, "unreadable (SQLite reports its page as damaged)"))
     expected = 1
@@ -286,11 +296,12 @@ def _read(path: Path, source: Path, what: str, problems: list[tuple[int | None, 
 
 def _read_snapshot(conn: sqlite3.Connection, path: Path, problems: list[tuple[int | None, str]],
                    header: list[dict]
-                   ) -> tuple[tuple[SnapshotInfo, list[bytes]] | None, int, set[int]]:
-    """``(snapshot, upto, kept)``: the latest snapshot when it is intact (else its problem is
-    added), the rows it covers (``1..upto``; read from its row even when it is damaged, so the
-    rows compaction removed are not reported missing) and the covered rows that remain. Its
-    header, when intact, is appended to ``header``."""
+                   ) -> tuple[tuple[SnapshotInfo, list[bytes | None]] | None, int, set[int]]:
+    """``(snapshot, upto, kept)``: the latest snapshot when its header is intact (else its
+    problem is added), its parts checked one by one (a damaged part is None, with a problem
+    naming it), the rows it covers (``1..upto``; read from its row even when it is damaged,
+    so the rows compaction removed are not reported missing) and the covered rows that
+    remain. Its header, when intact, is appended to ``header``."""
     try:
         if not _snapshot_tables(conn):
             return None, 0, set()
@@ -302,7 +313,9 @@ def _read_snapshot(conn: sqlite3.Connection, path: Path, problems: list[tuple[in
         if info is None:
             return None, 0, set()
         header.append(info.header)
-        return (info, read_snapshot_parts(conn, path, info)), info.upto, set(info.kept.tolist())
+        parts, damaged = read_snapshot_parts_salvaged(conn, path, info)
+        problems.extend((None, line) for line in damaged)
+        return (info, parts), info.upto, set(info.kept.tolist())
     except (JournalCorruptError, SchemaVersionError) as exc:
         problems.append((None, getattr(exc, "problem", str(exc))))
     except sqlite3.DatabaseError as exc:
@@ -315,17 +328,56 @@ def _read_snapshot(conn: sqlite3.Connection, path: Path, problems: list[tuple[in
 
 
 def _base_store(scan: _Scan) -> MemoryStore:
-    """A scratch store holding the scan's snapshot (empty without one, or when the snapshot
-    does not load: then its problem is added and the scan forgets it)."""
+    """A scratch store holding the scan's snapshot: all of it when it loads, else every part
+    of it that can be salvaged (:func:`memlab.snapshot.salvage`; what was lost is added to the
+    problems, once). Empty without a snapshot, or when not even its header is intact."""
     store = MemoryStore()
-    if scan.snapshot is not None:
+    if scan.snapshot is None:
+        return store
+    info, parts = scan.snapshot
+    if not scan.damaged_parts and scan.whole is not False:
         try:
-            store.load_snapshot(*scan.snapshot)
-        except JournalCorruptError as exc:
+            store.load_snapshot(info, parts)
+            scan.whole = True
+            return store
+        except JournalCorruptError as exc:  # intact checksums, but it does not load
             scan.problems.append((None, exc.problem))
-            scan.snapshot = None
+            scan.whole = False
             store = MemoryStore()
+    try:
+        lines = salvage(store, info, parts, workspace_cls=Workspace,
+                        pin_session_cls=_PinSession, rebuild=_rebuild)
+    except JournalCorruptError as exc:  # not even its list of workspaces
+        if scan.salvage_lines is None:
+            scan.problems.append((None, exc.problem))
+            scan.salvage_lines = []
+        scan.snapshot = None
+        return MemoryStore()
+    if scan.salvage_lines is None:
+        heads = info.header.get("workspaces") or []
+        held = sum(h.get("items", 0) for h in heads if isinstance(h, dict)
+                   and type(h.get("items")) is int)
+        scan.salvage_lost_items = max(0, held - sum(len(ws) for ws in
+                                                    store._workspaces.values()))
+        where = f"snapshot {info.snap_id} (of rows 1..{info.upto})"
+        scan.problems.extend((None, f"{where}: {line}") for line in lines)
+        scan.salvage_lines = lines
     return store
+
+
+def _rebuild(workspace_id: str, analyzer: str, ids: list[str], contents: list[str],
+             types: list[str], metadata: list[dict], created: list
+             ) -> tuple[dict, list[bytes]]:
+    """The capture of a store holding only these items, written by the store's write path
+    (what :func:`memlab.snapshot.salvage` puts in place of a workspace's damaged parts)."""
+    store = MemoryStore(memory_types=set(types), analyzer=analyzer)
+    items = [NewItem(i, c, t, m, d) for i, c, t, m, d in zip(ids, contents, types, metadata,
+                                                            created)]
+    if items:
+        store.add_items(workspace_id, items, max(created))
+    else:
+        store._register(store._target(workspace_id))
+    return capture(store)
 
 
 def _applicable(scan: _Scan) -> list[tuple[int, str, str]]:
@@ -392,7 +444,11 @@ class RecoveryReport:
     ``lost_snapshot`` is 0, or the rows ``1..lost_snapshot`` that a damaged snapshot covered
     and that were therefore left out (compaction had removed their store rows: what they held
     is lost, beyond the rows counted in ``total``); ``lost_items`` is how many items that
-    snapshot held by its header (None when its header is damaged too).
+    snapshot held by its header (None when its header is damaged too). A snapshot whose
+    header is intact is salvaged part by part instead: ``damaged_parts`` of its
+    ``snapshot_parts`` parts failed their checksum, ``problems`` says what each cost
+    (everything in the other parts is kept), and ``lost_items`` counts the items of the
+    workspaces lost whole (their ids or contents were damaged).
     """
 
     total: int
@@ -400,6 +456,8 @@ class RecoveryReport:
     problems: list[str]
     lost_snapshot: int = 0
     lost_items: int | None = None
+    damaged_parts: int = 0
+    snapshot_parts: int = 0
 
     def summary(self, out: str | Path) -> str:
         """The one-line summary ``memlab recover`` prints.
@@ -408,11 +466,18 @@ class RecoveryReport:
         --------
         >>> RecoveryReport(5, 3, ["..."], 12, 9).summary("new.db")
         'kept 3 of the 5 rows found; left out a damaged snapshot of rows 1..12 (9 items); wrote new.db'
+
+        >>> RecoveryReport(5, 5, ["..."], damaged_parts=1, snapshot_parts=40).summary("new.db")
+        'kept 5 of the 5 rows found; salvaged the snapshot but 1 of its 40 parts (see above); wrote new.db'
         """
         lost = ""
         if self.lost_snapshot:
             items = "" if self.lost_items is None else f" ({self.lost_items} items)"
             lost = f"; left out a damaged snapshot of rows 1..{self.lost_snapshot}{items}"
+        elif self.damaged_parts:
+            items = f"{self.lost_items} items lost; " if self.lost_items else ""
+            lost = (f"; salvaged the snapshot but {self.damaged_parts} of its "
+                    f"{self.snapshot_parts} parts ({items}see above)")
         return f"kept {self.kept} of the {self.total} rows found{lost}; wrote {out}"
 
 
@@ -469,4 +534,8 @@ def recover_journal(path: str | Path, out: str | Path) -> RecoveryReport:
         if isinstance(heads, list) and all(isinstance(h, dict) and type(h.get("items")) is int
                                            for h in heads):
             items = sum(h["items"] for h in heads)
-    return RecoveryReport(scan.total, len(kept), _lines(scan.problems), lost, items)
+    parts = 0 if scan.snapshot is None else len(scan.snapshot[1])
+    if scan.snapshot is not None and scan.salvage_lines:
+        items = scan.salvage_lost_items
+    return RecoveryReport(scan.total, len(kept), _lines(scan.problems), lost, items,
+                          scan.damaged_parts if parts else 0, parts)

@@ -867,7 +867,8 @@ class Journal:
             self._conn.close()
 
 
-SNAPSHOT_FORMAT = 1  # the layout of a snapshot's header and parts (see memlab.snapshot)
+SNAPSHOT_FORMAT = 2  # the layout of a snapshot's header and parts (see memlab.snapshot; 2:
+# item histories as a table of distinct events; format 1 is still read)
 SNAPSHOT_CHUNK = 256 * 2 ** 20  # largest row of a snapshot part (SQLite's limit is 1 GB)
 
 
@@ -924,16 +925,77 @@ def read_snapshot_parts(conn: sqlite3.Connection, path: Path, info: SnapshotInfo
         pieces = []
         for row, data, crc in rows[at:at + count]:
             if not isinstance(data, bytes) or crc != _part_crc(info.snap_id, row, data):
-                raise JournalCorruptError(path, None, f"{where} is damaged: part {number} "
-                                          f"fails its checksum")
+                raise JournalCorruptError(path, None, f"{where} is damaged: "
+                                          f"{_part_label(info, number)} fails its checksum")
             pieces.append(data)
         at += count
         data = pieces[0] if count == 1 else b"".join(pieces)
         if len(data) != size:
-            raise JournalCorruptError(path, None, f"{where} is damaged: part {number} does "
-                                      f"not have the length its header gives")
+            raise JournalCorruptError(path, None, f"{where} is damaged: "
+                                      f"{_part_label(info, number)} does not have the length "
+                                      f"its header gives")
         out.append(data)
     return out
+
+
+def read_snapshot_parts_salvaged(conn: sqlite3.Connection, path: Path, info: SnapshotInfo
+                                 ) -> tuple[list[bytes | None], list[str]]:
+    """The data parts of snapshot ``info``, each checked on its own: ``(parts, problems)``,
+    where a damaged part (a row missing, its checksum or its length wrong) is None and has one
+    line in ``problems`` naming it by number and, when the header's list of parts gives it, by
+    name (``memlab recover`` salvages every other part; :func:`read_snapshot_parts` raises at
+    the first). Only rows that are present are read: nothing is sized from the header."""
+    where = f"snapshot {info.snap_id} (of rows 1..{info.upto})"
+    sizes, chunks = info.header["parts"], info.header["chunks"]
+    present = conn.execute("SELECT count(*) FROM snapshot_parts WHERE snap=? AND part>0",
+                           (info.snap_id,)).fetchone()[0]
+    if any(c != max(1, -(-n // SNAPSHOT_CHUNK)) for n, c in zip(sizes, chunks)):
+        # rows per part follow from its size: a header that says otherwise was forged, and
+        # its parts cannot be located (a row deleted from the file is one damaged part)
+        raise JournalCorruptError(path, None, f"{where} is damaged: its header gives "
+                                  f"{sum(chunks)} part rows, the file holds {present}")
+    rows: dict[int, tuple[Any, Any]] = {}
+    for part, data, crc in conn.execute("SELECT part, data, crc FROM snapshot_parts WHERE "
+                                        "snap=? AND part>0 ORDER BY part", (info.snap_id,)):
+        rows[part] = (data, crc)
+    out: list[bytes | None] = []
+    problems: list[str] = []
+    at = 1
+    for number, (size, count) in enumerate(zip(sizes, chunks), start=1):
+        pieces, problem = [], None
+        for row in range(at, at + count):
+            data, crc = rows.get(row, (None, None))
+            if data is None:
+                problem = "is missing" if count == 1 else f"misses its row {row - at + 1} of {count}"
+                break
+            if not isinstance(data, bytes) or crc != _part_crc(info.snap_id, row, data):
+                problem = "fails its checksum"
+                break
+            pieces.append(data)
+        at += count
+        if problem is None:
+            data = pieces[0] if count == 1 else b"".join(pieces)
+            if len(data) != size:
+                problem = "does not have the length its header gives"
+        if problem is not None:
+            problems.append(f"{where} is damaged: {_part_label(info, number)} {problem}")
+            out.append(None)
+        else:
+            out.append(data)
+    extra = [row for row in rows if row >= at]
+    if extra:
+        problems.append(f"{where} holds {len(extra)} part rows its header does not list "
+                        f"(ignored)")
+    return out, problems
+
+
+def _part_label(info: SnapshotInfo, number: int) -> str:
+    """``part 3 (0.metadata)``: data part ``number`` of ``info``, by its name when the
+    header's list of parts gives it (see :mod:`memlab.snapshot`)."""
+    index = info.header.get("index")
+    entry = index[number - 1] if isinstance(index, list) and 0 < number <= len(index) else None
+    name = entry[0] if isinstance(entry, list) and entry and isinstance(entry[0], str) else None
+    return f"part {number}" + (f" ({name!r})" if name else "")
 
 
 def _header_crc(snap_id: int, upto: int, text: bytes) -> int:

@@ -40,7 +40,7 @@ import itertools
 import json
 import math
 import threading
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -56,7 +56,7 @@ from memlab.text import ANALYZERS
 # store (it reads the store's objects, and restore() is handed the classes it builds)
 MemoryStore = Any
 
-__all__ = ["CompactionReport", "capture", "restore", "full_state", "state_digest"]
+__all__ = ["CompactionReport", "capture", "restore", "salvage", "full_state", "state_digest"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +115,7 @@ class _Reader:
 
     def __init__(self, path: Any, info: SnapshotInfo, parts: list[bytes]) -> None:
         self.path, self.where = path, f"snapshot {info.snap_id} (of rows 1..{info.upto})"
+        self.info = info
         index = info.header.get("index")
         if not isinstance(index, list) or len(index) != len(parts) or not all(
                 isinstance(e, list) and len(e) == 4 and isinstance(e[0], str)
@@ -132,6 +133,8 @@ class _Reader:
         entry = self.parts.get(name)
         if entry is None or entry[0][1] != kind:
             self.fail(f"part {name!r} is missing")
+        if entry[1] is None:  # found damaged by its checksum (see salvage)
+            self.fail(f"part {name!r} is damaged")
         return entry
 
     def array(self, name: str, code: str, length: int | None = None) -> np.ndarray:
@@ -213,7 +216,7 @@ def capture(store: MemoryStore) -> tuple[dict[str, Any], list[bytes]]:
                 codes.append(code)
             out.array(p + attr, codes, "i4")
         out.data(p + "dates", iso)
-        out.data(p + "history", [it.history for it in items])
+        _history(out, p, items)
         out.array(p + "salience", [it.salience for it in items], "f8")
         out.array(p + "archived", [it.archived for it in items], "b1")
         out.array(p + "history_dropped", [it.history_dropped for it in items], "i8")
@@ -265,6 +268,59 @@ def capture(store: MemoryStore) -> tuple[dict[str, Any], list[bytes]]:
     return {"workspaces": workspaces, "index": out.index}, out.parts
 
 
+def _history(out: _Writer, p: str, items: list) -> None:
+    """The items' histories as a table of their distinct events (``history.events``) and,
+    per item, how many it has (``history.counts``) and which (``history.codes``, flat).
+
+    Why: a bulk write gives every item the same ``created`` event, so a million items hold a
+    million equal events; decoding them as JSON builds ~3 million containers (0.96 s of a 1M
+    reopen's 4.4 s CPU, issue 14's profile), the table a few. Items then share equal event
+    dicts: events are never changed in place (:meth:`memlab.model.MemoryItem.record` appends
+    new ones, and every read copies them). Histories that plain JSON cannot key (a datetime
+    in an event) are written whole as ``history``, as format 1 did."""
+    key = json.JSONEncoder(allow_nan=True, check_circular=False).encode
+    table: dict[str, int] = {}
+    events: list = []
+    counts, codes = [], []
+    try:
+        for it in items:
+            counts.append(len(it.history))
+            for event in it.history:
+                text = key(event)
+                code = table.get(text)
+                if code is None:
+                    code = table[text] = len(events)
+                    events.append(event)
+                codes.append(code)
+    except TypeError:
+        out.data(p + "history", [it.history for it in items])
+        return
+    out.data(p + "history.events", events)
+    out.array(p + "history.counts", counts, "i8")
+    out.array(p + "history.codes", codes, "i8")
+
+
+def _read_history(r: _Reader, p: str, n: int) -> list[list[dict]]:
+    """The items' histories from either layout (see :func:`_history`), checked."""
+    if p + "history" in r.parts:  # format 1, or events plain JSON cannot key
+        history = r.data(p + "history")
+        _check(isinstance(history, list) and len(history) == n and _all_of(history, list)
+               and _all_of(itertools.chain.from_iterable(history), dict),
+               r, f"part {p}history is malformed")
+        return history
+    events = r.data(p + "history.events")
+    counts = r.array(p + "history.counts", "i8", n)
+    codes = r.array(p + "history.codes", "i8")
+    _check(isinstance(events, list) and _all_of(events, dict) and bool(np.all(counts >= 0))
+           and int(counts.sum()) == len(codes) and _in_range(codes, len(events)),
+           r, f"part {p}history is malformed")
+    pick = events.__getitem__
+    if bool(np.all(counts == 1)):  # the common case: one event per item
+        return [[e] for e in map(pick, codes.tolist())]
+    flat = iter(map(pick, codes.tolist()))
+    return [list(itertools.islice(flat, c)) for c in counts.tolist()]
+
+
 # ---------------------------------------------------------------------------- restore
 def _growable(values: np.ndarray) -> Growable:
     g = Growable(values.dtype, 0)
@@ -305,17 +361,37 @@ def restore(store: MemoryStore, info: SnapshotInfo, parts: list[bytes], *,
     ``workspace_cls`` and ``pin_session_cls``. Everything is decoded and checked first; a
     damaged snapshot raises :class:`~memlab.persist.JournalCorruptError` naming it and leaves
     the store as it was."""
-    with _no_gc():  # millions of acyclic objects: the collector would rescan them repeatedly
+    heads = info.header.get("workspaces")
+    size = sum(h["items"] + h["edges"] for h in heads if isinstance(h, dict) and _is_int(
+        h.get("items")) and _is_int(h.get("edges"))) if isinstance(heads, list) else 0
+    # millions of acyclic objects: the collector would rescan them repeatedly
+    with _no_gc(freeze=size >= FREEZE_AT):
         _restore(store, info, parts, workspace_cls, pin_session_cls)
 
 
+FREEZE_AT = 100_000  # items + edges of a snapshot from which a load freezes what it built
+
+
 @contextlib.contextmanager
-def _no_gc():
+def _no_gc(freeze: bool = False):
+    """Pause the cyclic garbage collector; with ``freeze``, move everything alive at the end
+    into the collector's permanent generation (:func:`gc.freeze`) before resuming it.
+
+    Why freeze: every object allocated while the collector is off stays in its youngest
+    generation, so the first collection after a large load scans all of them (1M items: the
+    items, their metadata dicts and history lists, ~3 million containers; ~0.9 s CPU in issue
+    14's reopen profile), and later full collections scan them again. A store's state
+    is long-lived and acyclic (reference counting frees what a write drops, frozen or not), so
+    the collector has nothing to find there. The freeze is process-wide: other objects alive
+    at that moment are frozen too, which only matters for cyclic garbage among them (it waits
+    for :func:`gc.unfreeze`); hence it applies from :data:`FREEZE_AT` items and edges only."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        if freeze:
+            gc.freeze()
         if enabled:
             gc.enable()
 
@@ -330,30 +406,210 @@ def _restore(store: MemoryStore, info: SnapshotInfo, parts: list[bytes], workspa
         ws = _restore_workspace(r, f"{w}.", head, workspace_cls)
         _check(ws.workspace_id not in built, r, "it names one workspace twice")
         built[ws.workspace_id] = ws
-    pins = r.data("pins")
-    anchors = r.data("anchors")
-    reviews = r.data("reviews")
-    _check(isinstance(pins, list) and all(
-        isinstance(p, list) and len(p) == 4 and type(p[0]) is str and p[1] in built
-        and isinstance(p[2], list) and all(isinstance(x, list) and len(x) == 2
-                                           and type(x[0]) is str and _is_finite(x[1])
-                                           for x in p[2]) and _is_finite(p[3]) for p in pins),
-           r, "its pins are malformed")
-    _check(isinstance(anchors, list) and all(
-        isinstance(a, list) and len(a) == 3 and a[0] in built and type(a[1]) is str
-        and isinstance(a[2], list) and all(_is_int(i) and i < len(built[a[0]]) for i in a[2])
-        for a in anchors), r, "its anchors are malformed")
-    _check(isinstance(reviews, list) and all(
-        isinstance(v, list) and len(v) == 3 and type(v[0]) is str and type(v[1]) is str
-        and isinstance(v[2], list) and all(isinstance(x, list) and len(x) == 2 and all(
-            type(y) is str for y in x) for x in v[2]) for v in reviews),
-           r, "its review marks are malformed")
+    pins, anchors, reviews = (_store_part(r, name, built) for name in ("pins", "anchors",
+                                                                         "reviews"))
     # ---- checked: from here on the store changes
+    _install(store, built, pins, anchors, reviews, pin_session_cls)
+
+
+def _install(store: MemoryStore, built: dict, pins: list, anchors: list, reviews: list,
+             pin_session_cls: type) -> None:
     store._workspaces = built
     store._pins = {sid: pin_session_cls(wid, {k: float(v) for k, v in items}, float(expires))
                    for sid, wid, items, expires in pins}
     store._anchors = {(w, s): list(rows) for w, s, rows in anchors}
     store._anchor_reviews = {(w, s): dict(pairs) for w, s, pairs in reviews}
+
+
+# ---------------------------------------------------------------------------- salvage
+# A workspace's parts in groups that are rebuilt together when one of them is damaged: each
+# group is self-contained (its checks in _restore_workspace only look at the group and the
+# item count), so a rebuilt group next to kept ones still loads.
+_GROUPS = (
+    ("memory types", ("memory_type", "memory_types")),
+    ("dates", ("dates", "created_at", "updated_at", "created_ts", "updated_ts")),
+    ("metadata", ("metadata",)),
+    ("history", ("history", "history.events", "history.counts", "history.codes",
+                 "history_dropped")),
+    ("salience and archive flags", ("salience", "archived", "eligible", "procedural",
+                                    "longterm")),
+    ("token counts", ("tokens",)),
+    ("activation and access times", ("act.stored", "act.anchor_ts", "act.last_boost_ts",
+                                     "act.keys", "act.counts", "act.times")),
+    ("edges", ("edge.src", "edge.dst", "edge.code", "edge.weight", "edge.updated_ts",
+               "edge.types")),
+    ("BM25 index", ("bm25.terms", "bm25.tids", "bm25.counts", "bm25.docs", "bm25.tfs",
+                    "bm25.free", "bm25.doc_len", "bm25.removed")),
+    ("gazetteer", ("gaz.phrases", "gaz.counts", "gaz.items")),
+    ("node keys", ("node_index",)),
+    ("topic fields", ("topic_fields",)),
+    ("content-change marks", ("content_changes",)),
+)
+_HEAD_OF_GROUP = {"edges": ("edges",), "BM25 index": ("bm25",), "gazetteer": ("gazetteer",)}
+
+
+def salvage(store: MemoryStore, info: SnapshotInfo, parts: list[bytes | None], *,
+            workspace_cls: type, pin_session_cls: type, rebuild: Any) -> list[str]:
+    """Load every intact part of a damaged snapshot into ``store`` (a fresh one) and return
+    one line per loss (``memlab recover``; :func:`restore` refuses a damaged snapshot whole).
+
+    ``parts`` holds None for a part that failed its checksum
+    (:func:`memlab.persist.read_snapshot_parts_salvaged`). A workspace whose parts all load is
+    restored exactly. In another one, as long as its item ids and contents are intact, its items
+    are kept and each damaged group of parts (:data:`_GROUPS`: its dates, metadata, history,
+    edges, BM25 index, …) is replaced by that group as writing the items afresh builds it:
+    ``rebuild(workspace_id, analyzer, ids, contents, types, metadata, created)`` returns the capture
+    (``(header, parts)``) of a store holding only those items, written by the store's own write
+    path (types, metadata and creation dates as the snapshot has them when their parts are
+    intact; else ``semantic``, ``{}`` and the epoch). Each group replaced is one line saying
+    what was lost; a workspace whose ids or contents are damaged is lost whole. Pins, anchors
+    and review marks are kept when their part is intact (entries of a lost workspace dropped).
+    """
+    with _no_gc():
+        return _salvage(store, info, parts, workspace_cls, pin_session_cls, rebuild)
+
+
+def _salvage(store: MemoryStore, info: SnapshotInfo, parts: list[bytes | None],
+             workspace_cls: type, pin_session_cls: type, rebuild: Any) -> list[str]:
+    r = _Reader("", info, parts)
+    heads = info.header.get("workspaces")
+    _check(isinstance(heads, list), r, "its header lists no workspaces")
+    lines: list[str] = []
+    built: dict[str, Any] = {}
+    for w, head in enumerate(heads):
+        p = f"{w}."
+        try:
+            ws = _restore_workspace(r, p, head, workspace_cls)
+        except JournalCorruptError as exc:
+            ws = _salvage_workspace(r, p, head, workspace_cls, rebuild, lines,
+                                    exc.problem.split("is damaged: ", 1)[-1])
+        if ws is not None and ws.workspace_id not in built:
+            built[ws.workspace_id] = ws
+    values = {}
+    for name, what in _STORE_PARTS.items():
+        try:
+            raw = r.data(name)
+            _check(isinstance(raw, list), r, f"part {name!r} is malformed")
+            value = [x for x in raw if _store_entry_ok(name, x, built)]
+            if len(value) < len(raw):
+                lines.append(f"{len(raw) - len(value)} of the {len(raw)} {what} are lost "
+                             f"(their workspace is lost or they are malformed)")
+        except JournalCorruptError as exc:
+            value = []
+            lines.append(f"all {what} are lost ({exc.problem.split('is damaged: ', 1)[-1]})")
+        values[name] = value
+    _install(store, built, values["pins"], values["anchors"], values["reviews"],
+             pin_session_cls)
+    return lines
+
+
+def _salvage_workspace(r: _Reader, p: str, head: Any, workspace_cls: type, rebuild: Any,
+                       lines: list[str], reason: str) -> Any:
+    """The workspace of parts ``p*`` with its damaged groups rebuilt (see :func:`salvage`),
+    or None (a line says why) when even that does not load."""
+    wid = head.get("workspace_id") if isinstance(head, dict) else None
+    label = f"workspace {wid!r}" if type(wid) is str else f"workspace {p[:-1]}"
+    try:
+        _check(type(wid) is str and _is_int(head.get("items")) and _is_int(head.get("edges")),
+               r, f"workspace {p[:-1]}'s header is malformed")
+        n = head["items"]
+        ids, contents = r.strings(p + "item_id", n), r.strings(p + "content", n)
+    except JournalCorruptError as exc:
+        lines.append(f"{label} is lost whole: its item ids or contents are unreadable "
+                     f"({exc.problem.split('is damaged: ', 1)[-1]})")
+        return None
+    damaged = [(what, names) for what, names in _GROUPS
+               if any(p + x in r.parts and r.parts[p + x][1] is None for x in names)]
+
+    def attempt(groups: list) -> Any:
+        types = ["semantic"] * n
+        metadata: list = [{} for _ in range(n)]
+        created: list = [datetime(1970, 1, 1, tzinfo=timezone.utc)] * n
+        rebuilt = {what for what, _ in groups}
+        with contextlib.suppress(JournalCorruptError, IndexError, TypeError):
+            if "memory types" not in rebuilt:
+                names = r.data(p + "memory_types")
+                types = [names[c] for c in r.array(p + "memory_type", "i4", n).tolist()]
+        with contextlib.suppress(JournalCorruptError, TypeError):
+            if "metadata" not in rebuilt:
+                value = r.data(p + "metadata")
+                if isinstance(value, list) and len(value) == n and _all_of(value, dict):
+                    metadata = value
+        with contextlib.suppress(JournalCorruptError, IndexError, TypeError, ValueError):
+            if "dates" not in rebuilt:
+                iso = r.data(p + "dates")
+                dates = [datetime.fromisoformat(t) for t in iso]
+                created = [dates[c] for c in r.array(p + "created_at", "i4", n).tolist()]
+        try:
+            header, fresh = rebuild(wid, head.get("analyzer"), ids, contents, types, metadata,
+                                    created)
+        except (ValueError, TypeError, KeyError) as exc:  # e.g. one item id twice
+            r.fail(f"workspace {p[:-1]}'s items cannot be written again ({exc})")
+        fresh_head = header["workspaces"][0]
+        swap = {p + x for _, names in groups for x in names}
+        index, data = [], []
+        for (entry, blob) in r.parts.values():
+            if entry[0] in swap:
+                continue
+            index.append(entry)
+            data.append(blob)
+        for entry, blob in zip(header["index"], fresh):
+            name = p + entry[0].split(".", 1)[1] if entry[0].startswith("0.") else None
+            if name in swap:
+                index.append([name, *entry[1:]])
+                data.append(blob)
+        new_head = dict(head)
+        for what, _ in groups:
+            for key in _HEAD_OF_GROUP.get(what, ()):
+                new_head[key] = fresh_head[key]
+        sub = _Reader("", dataclasses.replace(r_info, header={**r_info.header, "index": index}),
+                      data)
+        return _restore_workspace(sub, p, new_head, workspace_cls)
+
+    r_info = r.info
+    try:
+        ws = attempt(damaged)
+    except JournalCorruptError:  # a kept group that does not fit the rebuilt ones: keep items
+        damaged = list(_GROUPS)
+        try:
+            ws = attempt(damaged)
+        except JournalCorruptError as exc:
+            lines.append(f"{label} is lost whole ({exc.problem.split('is damaged: ', 1)[-1]})")
+            return None
+    lost = ", ".join(f"{what} ({head['edges']} edges)" if what == "edges" else what
+                     for what, _ in damaged)
+    lines.append(f"{label}: kept its {n} items; lost its {lost}, rebuilt as writing the items "
+                 f"afresh builds them ({reason})")
+    return ws
+
+
+def _store_part(r: _Reader, name: str, built: dict, value: Any = None) -> list:
+    """The store-level part ``name`` (pins, anchors or reviews; ``value`` when already
+    decoded), checked against the workspaces ``built``."""
+    value = r.data(name) if value is None else value
+    ok = isinstance(value, list) and all(_store_entry_ok(name, x, built) for x in value)
+    _check(ok, r, f"its {_STORE_PARTS[name]} are malformed")
+    return value
+
+
+_STORE_PARTS = {"pins": "pins", "anchors": "anchors", "reviews": "review marks"}
+
+
+def _store_entry_ok(name: str, x: Any, built: dict) -> bool:
+    """Whether one entry of store-level part ``name`` is well formed and names a workspace
+    of ``built`` (and, for an anchor, only items that workspace holds)."""
+    if name == "pins":
+        return isinstance(x, list) and len(x) == 4 and type(x[0]) is str and x[1] in built \
+            and isinstance(x[2], list) and all(isinstance(y, list) and len(y) == 2
+                                               and type(y[0]) is str and _is_finite(y[1])
+                                               for y in x[2]) and _is_finite(x[3])
+    if name == "anchors":
+        return isinstance(x, list) and len(x) == 3 and x[0] in built and type(x[1]) is str \
+            and isinstance(x[2], list) and all(_is_int(i) and i < len(built[x[0]])
+                                               for i in x[2])
+    return isinstance(x, list) and len(x) == 3 and type(x[0]) is str and type(x[1]) is str \
+        and isinstance(x[2], list) and all(isinstance(y, list) and len(y) == 2 and all(
+            type(z) is str for z in y) for y in x[2])
 
 
 def _restore_workspace(r: _Reader, p: str, head: Any, workspace_cls: type) -> Any:
@@ -379,12 +635,9 @@ def _restore_workspace(r: _Reader, p: str, head: Any, workspace_cls: type) -> An
     _check(_in_range(type_codes, len(type_names)) and _in_range(created, len(iso))
            and _in_range(updated, len(iso)), r, f"workspace {p[:-1]}'s item codes are malformed")
     metadata = r.data(p + "metadata")
-    history = r.data(p + "history")
+    history = _read_history(r, p, n)
     _check(isinstance(metadata, list) and len(metadata) == n and _all_of(metadata, dict),
            r, f"part {p}metadata is malformed")
-    _check(isinstance(history, list) and len(history) == n and _all_of(history, list)
-           and _all_of(itertools.chain.from_iterable(history), dict),
-           r, f"part {p}history is malformed")
     salience = r.finite(p + "salience", n).tolist()
     archived = r.array(p + "archived", "b1", n).tolist()
     dropped = r.array(p + "history_dropped", "i8", n).tolist()
@@ -462,14 +715,9 @@ def _restore_graph(r: _Reader, p: str, n: int, m: int, version: int) -> GraphVie
     table.weight, table.updated_ts = _growable(weight), _growable(ts)
     table.type_names = list(names)
     table._code_of = {t: c for c, t in enumerate(names)}
-    live = np.flatnonzero(weight > 0)
-    keys, codes = (src[live] << _KEY_SHIFT) | dst[live], code[live]
-    order = np.lexsort((codes, keys))
-    keys, codes = keys[order], codes[order]
-    _check(not np.any((keys[1:] == keys[:-1]) & (codes[1:] == codes[:-1])), r,
-           f"workspace {p[:-1]} holds one live edge twice")
-    del keys, codes, order, live
     n_types = len(names)
+    _check(not _live_duplicate(src, dst, code, weight, n, n_types), r,
+           f"workspace {p[:-1]} holds one live edge twice")
 
     def row_index() -> list[dict[int, int]]:
         # pair key -> row for each type, in row order (the order a replay inserts them)
@@ -485,6 +733,30 @@ def _restore_graph(r: _Reader, p: str, n: int, m: int, version: int) -> GraphVie
     view = GraphView(table)
     view.version = version
     return view
+
+
+def _live_duplicate(src: np.ndarray, dst: np.ndarray, code: np.ndarray, weight: np.ndarray,
+                    n: int, n_types: int) -> bool:
+    """Whether two live edges (weight > 0) share source, target and type (all in range).
+
+    One sort of one int64 key per live edge, ``(src * n + dst) * n_types + code`` (distinct
+    triples, distinct keys), when it fits in 63 bits; else a lexsort of the pair key and the
+    type. Issue 14's reopen profile (5M edges): the graph's restore took 1.84 s CPU with the
+    lexsort, 0.95 s with the single sort."""
+    live = np.flatnonzero(weight > 0)
+    if len(live) < 2:
+        return False
+    if n * n * max(n_types, 1) < 2 ** 62:
+        key = src[live] * n
+        key += dst[live]
+        key *= max(n_types, 1)
+        key += code[live]
+        key.sort()
+        return bool(np.any(key[1:] == key[:-1]))
+    keys, codes = (src[live] << _KEY_SHIFT) | dst[live], code[live]
+    order = np.lexsort((codes, keys))
+    keys, codes = keys[order], codes[order]
+    return bool(np.any((keys[1:] == keys[:-1]) & (codes[1:] == codes[:-1])))
 
 
 class _RowIndex(list):

@@ -39,9 +39,9 @@ def test_every_subcommand_explains_every_option(name, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["replay", "missing.jsonl"], "memlab replay: error: trace 'missing.jsonl' is not a file"),
-    (["replay", "fixture:apollo_demo", "--config", "turbo"], "memlab replay: error: config "
+    (["replay", "fixture:apollo_demo", "--config", "turbo"], "memlab replay: error: --config "
                                                              "'turbo' is neither a recipe"),
-    (["replay", "fixture:apollo_demo", "-k", "0"], "memlab replay: error: k must be in 1..100"),
+    (["replay", "fixture:apollo_demo", "-k", "0"], "memlab replay: error: -k must be in 1..100"),
     (["replay", "fixture:apollo_demo", "--measures", "R@"], "memlab replay: error: --measures: "
                                                               "measure "),
     (["replay", "synthetic:ten:5"], "memlab replay: error: trace 'synthetic:ten:5' must look"),
@@ -52,7 +52,7 @@ def test_every_subcommand_explains_every_option(name, capsys):
                                                              "field"),
     (["sweep", "fixture:apollo_demo", "--grid", "nonsense"], "memlab sweep: error: --grid entry"),
     (["eval", "--data", "/nonexistent"], "memlab eval: error: --data '/nonexistent' has no"),
-    (["demo", "-k", "500"], "memlab demo: error: k must be in 1..100"),
+    (["demo", "-k", "500"], "memlab demo: error: -k must be in 1..100"),
     (["replay"], "memlab replay: error: the following arguments are required: trace"),
     (["frobnicate"], "memlab: error: argument command: invalid choice"),
 ])

@@ -76,10 +76,10 @@ def test_issue13_config_json_that_is_not_an_object_is_one_line(text, kind, tmp_p
     path.write_text(text)
     code, err = cli(capsys, "replay", "fixture:apollo_demo", "--config", str(path),
                     "--out", str(tmp_path / "out"))
-    assert_one_line_error(code, err, "replay", f"config {str(path)!r}", f"JSON {kind}")
+    assert_one_line_error(code, err, "replay", f"--config {str(path)!r}", f"JSON {kind}")
     code, err = cli(capsys, "experiment", "fixture:apollo_demo", "--config", f"x={path}",
                     "--out", str(tmp_path / "out"))
-    assert_one_line_error(code, err, "experiment", f"config {str(path)!r}", f"JSON {kind}")
+    assert_one_line_error(code, err, "experiment", f"--config {str(path)!r}", f"JSON {kind}")
 
 
 def test_issue13_config_json_array_gives_no_traceback(tmp_path):
@@ -222,25 +222,25 @@ def test_a_name_that_is_not_a_trace_fixture_is_one_line(name, tmp_path, capsys):
 BLOCK = "{tmp}/a-file"
 BAD_INPUT = [
     # demo
-    (["demo", "-k", "-5"], ["k must be in 1..100", "-5"]),
+    (["demo", "-k", "-5"], ["-k must be in 1..100", "-5"]),
     (["demo", "-k", "abc"], ["argument -k", "'abc'"]),
     # replay
     (["replay", "{tmp}/missing.jsonl"], ["trace '{tmp}/missing.jsonl' is not a file"]),
     (["replay", "{tmp}"], ["trace '{tmp}' is not a file"]),
     (["replay", "{tmp}/bad.jsonl"], ["trace '{tmp}/bad.jsonl'", "line 1"]),
-    (["replay", "fixture:apollo_demo", "-k", "-3"], ["k must be in 1..100", "-3"]),
+    (["replay", "fixture:apollo_demo", "-k", "-3"], ["-k must be in 1..100", "-3"]),
     (["replay", "fixture:apollo_demo", "-k", "1.5"], ["argument -k", "'1.5'"]),
     (["replay", "fixture:apollo_demo", "--seed", "x"], ["argument --seed", "'x'"]),
     (["replay", "fixture:apollo_demo", "--measures", "R@0"], ["--measures", "'R@0'"]),
     (["replay", "fixture:apollo_demo", "--measures", "Recall@5"], ["--measures", "'Recall@5'"]),
     (["replay", "fixture:apollo_demo", "--mode", "fast"], ["argument --mode", "'fast'"]),
-    (["replay", "fixture:apollo_demo", "--config", "turbo"], ["config 'turbo'", "recipe"]),
+    (["replay", "fixture:apollo_demo", "--config", "turbo"], ["--config 'turbo'", "recipe"]),
     (["replay", "fixture:apollo_demo", "--config", "{tmp}/missing.json"],
-     ["config '{tmp}/missing.json'"]),
+     ["--config '{tmp}/missing.json'"]),
     (["replay", "fixture:apollo_demo", "--config", "{tmp}/bad.json"],
-     ["config '{tmp}/bad.json' is not valid JSON"]),
+     ["--config '{tmp}/bad.json' is not valid JSON"]),
     (["replay", "fixture:apollo_demo", "--config", "{tmp}/unknown.json"],
-     ["config '{tmp}/unknown.json'", "colour"]),
+     ["--config '{tmp}/unknown.json'", "colour"]),
     (["replay", "synthetic:ten:5"], ["trace 'synthetic:ten:5' must look like"]),
     (["replay", "synthetic:10"], ["trace 'synthetic:10' must look like"]),
     (["replay", "synthetic:10:3:9"], ["trace 'synthetic:10:3:9' must look like"]),
@@ -252,13 +252,13 @@ BAD_INPUT = [
     (["experiment", "fixture:apollo_demo", "--config", "=default"],
      ["--config '=default' must look"]),
     (["experiment", "fixture:apollo_demo", "--config", "a="], ["--config 'a=' must look"]),
-    (["experiment", "fixture:apollo_demo", "--config", "a=turbo"], ["config 'turbo'"]),
+    (["experiment", "fixture:apollo_demo", "--config", "a=turbo"], ["--config 'turbo'"]),
     (["experiment", "fixture:apollo_demo", "--config", "a=default:fast"],
      ["--config 'a=default:fast'", "'fast'"]),
     (["experiment", "fixture:apollo_demo", "--config", "a=default", "--baseline", "zz"],
      ["--baseline 'zz'", "['a']"]),
     (["experiment", "fixture:apollo_demo", "--config", "a=default", "-k", "-1"],
-     ["k must be in 1..100", "-1"]),
+     ["-k must be in 1..100", "-1"]),
     (["experiment", "fixture:apollo_demo", "--config", "a=default", "--measures", "nDCG"],
      ["--measures", "'nDCG'"]),
     # sweep
@@ -283,12 +283,12 @@ BAD_INPUT = [
     (["sweep", "fixture:apollo_demo", "--grid", "centrality_weight=0", "--executor", "gpu"],
      ["argument --executor", "'gpu'"]),
     (["sweep", "fixture:apollo_demo", "--grid", "centrality_weight=0", "--config", "turbo"],
-     ["config 'turbo'"]),
+     ["--config 'turbo'"]),
     (["sweep", "fixture:apollo_demo", "--grid", "centrality_weight=0", "-k", "101"],
-     ["k must be in 1..100", "101"]),
+     ["-k must be in 1..100", "101"]),
     # eval
     (["eval", "--data", "{tmp}/nowhere"], ["--data '{tmp}/nowhere' has no"]),
-    (["eval", "-k", "-1"], ["k must be in 1..100", "-1"]),
+    (["eval", "-k", "-1"], ["-k must be in 1..100", "-1"]),
     (["eval", "--datasets", "nope"], ["argument --datasets", "'nope'"]),
     (["eval", "--embedder", "nope"], ["--embedder must be one of", "'nope'"]),
     (["tune", "fixture:apollo_demo", "--space", "ppr.alpha=2:1"],
@@ -302,6 +302,19 @@ BAD_INPUT = [
     (["serve", "--db", BLOCK + "/x.db"], [BLOCK + "/x.db"]),
     (["mcp", "--db", BLOCK + "/x.db"], [BLOCK + "/x.db"]),
     (["bench", "--json", "{tmp}"], ["--json '{tmp}' is a folder"]),
+    # a database file is named by its argument (issue 14): db for the positional, --db, --out
+    (["serve", "--db", "{tmp}/text.db"], ["--db '{tmp}/text.db' is not a memlab database"]),
+    (["mcp", "--db", "{tmp}/text.db"], ["--db '{tmp}/text.db' is not a memlab database"]),
+    (["check", "{tmp}/missing.db"], ["db '{tmp}/missing.db' is not a file"]),
+    (["check", "{tmp}/text.db"], ["db '{tmp}/text.db' is not a memlab database"]),
+    (["recover", "{tmp}/missing.db", "--out", "{tmp}/new.db"],
+     ["db '{tmp}/missing.db' is not a file"]),
+    (["recover", "{tmp}/text.db", "--out", "{tmp}/new.db"],
+     ["db '{tmp}/text.db' is not a memlab database"]),
+    (["recover", "{tmp}/text.db", "--out", "{tmp}/a-file"],
+     ["--out '{tmp}/a-file' already exists"]),
+    (["compact", "{tmp}/missing.db"], ["db '{tmp}/missing.db' does not exist"]),
+    (["compact", "{tmp}/text.db"], ["db '{tmp}/text.db' is not a memlab database"]),
     # the command itself
     (["replay"], ["the following arguments are required: trace"]),
 ]
@@ -315,6 +328,7 @@ def test_bad_input_names_the_argument_and_value_in_one_line(args, fragments, tmp
     (tmp_path / "bad.jsonl").write_text("{not json\n")
     (tmp_path / "bad.json").write_text('{"a": ')
     (tmp_path / "unknown.json").write_text('{"colour": "blue"}')
+    (tmp_path / "text.db").write_text("not a database, " * 20)
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     if args[0] in ("demo", "replay", "experiment", "sweep", "eval") and len(args) > 1:
         args += ["--out", str(tmp_path / "out")]

@@ -212,13 +212,17 @@ def test_a_damaged_snapshot_part_is_reported_with_its_location(tmp_path):
         conn.execute("UPDATE snapshot_parts SET data=? WHERE part=2",
                      (bytes([data[0] ^ 1]) + data[1:],))
     with pytest.raises(JournalCorruptError, match=r"snapshot 1 \(of rows 1..3\) is damaged: "
-                                                  r"part 2 fails its checksum"):
+                                                  r"part 2 \('0.content'\) fails its checksum"):
         MemoryStore(path=path)
     problems = check_journal(path)
-    assert problems[0] == "snapshot 1 (of rows 1..3) is damaged: part 2 fails its checksum"
+    assert problems == [
+        "snapshot 1 (of rows 1..3) is damaged: part 2 ('0.content') fails its checksum",
+        "snapshot 1 (of rows 1..3): workspace 'default' is lost whole: its item ids or "
+        "contents are unreadable (part '0.content' is damaged)"]
     report = recover_journal(path, tmp_path / "new.db")
-    assert report.kept == 1 and report.problems[0] == problems[0]
-    salvaged = MemoryStore(path=tmp_path / "new.db")  # falls back to the rows that remain
+    assert report.kept == 1 and report.problems == problems
+    # the item contents are gone, so is the workspace they were in; the row after it stays
+    salvaged = MemoryStore(path=tmp_path / "new.db")
     assert salvaged.workspace("default").item_ids == ["c"]
     salvaged.close()
 

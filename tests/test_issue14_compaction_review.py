@@ -358,12 +358,15 @@ def test_recover_says_what_a_damaged_snapshot_covered(tmp_path, capsys):
         data = conn.execute("SELECT data FROM snapshot_parts WHERE part=2").fetchone()[0]
         conn.execute("UPDATE snapshot_parts SET data=? WHERE part=2",
                      (bytes([data[0] ^ 1]) + data[1:],))
+    # part 2 holds the item contents of workspace 0: that workspace is lost (its 2 items),
+    # every other part is salvaged (issue 14: the whole snapshot was left out before)
     report = recover_journal(path, tmp_path / "new.db")
-    assert (report.total, report.kept, report.lost_snapshot, report.lost_items) == (1, 1, 5, 2)
+    assert (report.total, report.kept, report.lost_snapshot, report.lost_items,
+            report.damaged_parts) == (1, 1, 0, 2, 1)
     assert cli.main(["recover", str(path), "--out", str(tmp_path / "new2.db")]) == 1
     assert capsys.readouterr().out.splitlines()[-1] == (
-        f"kept 1 of the 1 rows found; left out a damaged snapshot of rows 1..5 (2 items); "
-        f"wrote {tmp_path / 'new2.db'}")
+        f"kept 1 of the 1 rows found; salvaged the snapshot but 1 of its "
+        f"{report.snapshot_parts} parts (2 items lost; see above); wrote {tmp_path / 'new2.db'}")
     # a damaged header: the rows it covered are known (its row), not what it held
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE snapshots SET crc = crc + 1")

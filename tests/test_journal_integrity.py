@@ -290,7 +290,7 @@ def test_memlab_check_reports_one_line_per_problem(tmp_path):
         f"{path}: row 4: store.add_edges names an item that does not exist"]
     assert SECRET not in bad.stdout + bad.stderr
     missing = memlab_cli("check", str(tmp_path / "nothere.db"))
-    assert missing.returncode == 2 and missing.stderr.startswith("memlab check: error: path")
+    assert missing.returncode == 2 and missing.stderr.startswith("memlab check: error: db ")
     assert not (tmp_path / "nothere.db").exists()
 
 

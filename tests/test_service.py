@@ -360,6 +360,72 @@ def test_review14_mcp_stdio_answers_lone_surrogates(tmp_path):
             proc.wait()
 
 
+def test_issue14_mcp_stdio_refuses_request_ids_with_surrogates_or_nul(tmp_path):
+    """Issue 14 (items 3, 10): over real stdio (``memlab mcp``), a request whose JSON-RPC id
+    holds a lone surrogate got no answer at all, and one whose id held NUL was served. Each now
+    gets a JSON-RPC ``invalid request`` error naming the id's problem (``id`` null when the id
+    cannot be written back), whatever the method and arguments, and nothing is written; the
+    server goes on answering."""
+    import queue
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memlab", "mcp", "--db", str(tmp_path / "m.db")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in iter(proc.stdout.readline, b"")],
+                     daemon=True).start()
+
+    def send(message):   # json.dumps writes a lone surrogate as the escape \udc00
+        proc.stdin.write((json.dumps(message) + "\n").encode("ascii"))
+        proc.stdin.flush()
+
+    def next_answer():
+        try:
+            return json.loads(lines.get(timeout=60).decode("utf-8"))   # a hang guard only
+        except queue.Empty:
+            pytest.fail("no answer")
+
+    try:
+        send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}})
+        assert "result" in next_answer()
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        add = ("tools/call", {"name": "add_memory", "arguments": {"content": "ghost write",
+                                                                  "item_id": "ghost"}})
+        cases = [
+            ("\udc00", add, None, "id contains a lone surrogate at 0"),
+            ("x\ud800y", ("tools/list", {}), None, "id contains a lone surrogate at 1"),
+            ("a\x00b", add, "a\x00b", "id must not contain NUL (at 1)"),
+            ("\x00", ("tools/list", {}), "\x00", "id must not contain NUL (at 0)"),
+            # the id is checked first, even when the arguments hold a surrogate too
+            ("a\x00b", ("tools/call", {"name": "add_memory", "arguments": {
+                "content": "x\udc00"}}), "a\x00b", "id must not contain NUL (at 1)"),
+            ("\udfff", ("tools/call", {"name": "add_memory", "arguments": {
+                "content": "x\udc00"}}), None, "id contains a lone surrogate at 0"),
+        ]
+        for request_id, (method, params), answered_id, problem in cases:
+            send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            answer = next_answer()   # one answer per request, in order: nothing else is sent
+            assert answer == {"jsonrpc": "2.0", "id": answered_id, "error": {
+                "code": -32600, "message": f"Invalid request: {problem}"}}, (request_id, answer)
+        # a notification with such an id field is not a request: never answered
+        send({"jsonrpc": "2.0", "method": "notifications/initialized", "x": "\udc00"})
+        send({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+            "name": "get_working_context", "arguments": {"session_id": "s", "query": "ghost"}}})
+        answer = next_answer()
+        assert answer["id"] == 7 and answer["result"].get("isError") is not True, answer
+        assert json.loads(answer["result"]["content"][0]["text"])["items"] == []
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert "ghost" not in MemoryStore(path=tmp_path / "m.db").workspace("default").index_of
+
+
 # ---------------------------------------------------------------------------- durability, load
 def _start_server(db, port):
     log = open(f"{db}.{port}.log", "ab")   # a file, not a pipe: a full pipe would block it

@@ -24,7 +24,11 @@ reads the transport's stream instead of handing it to the SDK directly: such a r
 re-read with Python's ``json``, which accepts the escape, and goes on to the SDK with the
 surrogates blanked out and memlab's refusal attached (``content contains a lone surrogate at
 7``, exactly the library's ValueError and HTTP's 400), so a tool call gets it as a tool error
-and any other request as a JSON-RPC ``invalid params`` error.
+and any other request as a JSON-RPC ``invalid params`` error. A request whose JSON-RPC ``id``
+holds a lone surrogate or NUL is refused before the SDK sees it, with a JSON-RPC ``invalid
+request`` error (``Invalid request: id contains a lone surrogate at 0``; ``id must not contain
+NUL (at 1)``): its answer repeats an id holding NUL and has ``"id": null`` for one holding a
+surrogate, which no UTF-8 answer can repeat.
 """
 
 from __future__ import annotations
@@ -273,8 +277,8 @@ def _answerable(item: Any) -> Any:
 
     The SDK's stdio transport yields a parse failure as an exception, which its dispatcher only
     logs: the request it came from would never be answered. Notifications and responses stay
-    unanswered (JSON-RPC answers neither), and so does a request whose id itself holds a lone
-    surrogate (an answer must repeat the id, and no UTF-8 text can)."""
+    unanswered (JSON-RPC answers neither); a request whose id itself holds a lone surrogate is
+    answered before this stage (:func:`_refused_id`)."""
     if not isinstance(item, Exception) or not callable(getattr(item, "errors", None)):
         return item
     try:
@@ -306,6 +310,60 @@ def _answerable(item: Any) -> Any:
     return SessionMessage(request, metadata=ServerMessageMetadata(request_context=_Refused(error)))
 
 
+def _id_problem(request_id: Any) -> str | None:
+    """Why a JSON-RPC request id is refused (None: it is not): memlab refuses a string id
+    holding a lone surrogate (no UTF-8 answer can repeat it) or a NUL character, exactly as it
+    refuses them in its own ids (:func:`memlab.model.validate_id`)."""
+    if not isinstance(request_id, str):
+        return None
+    try:
+        check_text(request_id, "id")
+    except ValueError as exc:
+        return str(exc)
+    nul = request_id.find("\x00")
+    return None if nul < 0 else f"id must not contain NUL (at {nul})"
+
+
+def _refused_id(item: Any) -> Any:
+    """The JSON-RPC ``invalid request`` error answering ``item`` when it is a request whose id
+    :func:`_id_problem` refuses, else None (``item`` goes on to the SDK).
+
+    An id holding a lone surrogate reaches this stage as the SDK's parse failure (its parser
+    refuses the escape); the answer then has ``"id": null``, as JSON-RPC 2.0 prescribes when the
+    id cannot be given back (no UTF-8 text can hold that id, and the SDK's writer would fail on
+    it). An id holding NUL parses, and its answer repeats it (``"a\\u0000b"`` is valid JSON).
+    Notifications have no id and are never answered."""
+    if isinstance(item, Exception):
+        if not callable(getattr(item, "errors", None)):
+            return None
+        try:
+            line = next(error["input"] for error in item.errors()
+                        if error.get("type") == "json_invalid"
+                        and isinstance(error.get("input"), str))
+            message = json.loads(line)  # Python's parser accepts a lone surrogate escape
+        except Exception:  # noqa: BLE001 - not a failure memlab can answer: the SDK's own
+            return None
+    else:
+        request = getattr(item, "message", None)
+        if type(request).__name__ != "JSONRPCRequest":
+            return None
+        message = {"id": request.id, "method": request.method}
+    if not isinstance(message, dict) or "method" not in message:
+        return None
+    request_id = message.get("id")
+    problem = _id_problem(request_id)
+    if problem is None:
+        return None
+    try:  # given back unless no UTF-8 text can hold it
+        answer_id = check_text(request_id, "id")
+    except ValueError:
+        answer_id = None
+    from mcp.shared.message import SessionMessage
+    from mcp_types import INVALID_REQUEST, ErrorData, JSONRPCError
+    return SessionMessage(JSONRPCError(jsonrpc="2.0", id=answer_id, error=ErrorData(
+        code=INVALID_REQUEST, message=f"Invalid request: {problem}")))
+
+
 async def serve_stdio(server) -> None:
     """Serve ``server`` (from :func:`create_mcp_server`) over this process's stdin and stdout,
     answering requests that hold lone surrogates (see the module notes) -- ``memlab mcp``.
@@ -325,6 +383,10 @@ async def serve_stdio(server) -> None:
             async with send:
                 try:
                     async for item in read_stream:
+                        refusal = _refused_id(item)
+                        if refusal is not None:  # answered here: the SDK never sees it
+                            await write_stream.send(refusal)
+                            continue
                         await send.send(_answerable(item))
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                     pass  # the server loop has ended
