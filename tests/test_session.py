@@ -226,9 +226,9 @@ def test_search_graph_scores_are_absolute_and_include_neighbours(mem):
     create_relation("s1", a, b)
     create_relation("s1", b, c)
     hits = search_graph("s1", "authentication", max_depth=2)
-    assert [(h["node_id"], h["score"], h["depth"], h["via"]) for h in hits] == [
+    assert [(h["node_id"], h["coverage"], h["depth"], h["via"]) for h in hits] == [
         (a, 1.0, 0, None), (b, 0.5, 1, a), (c, 0.25, 2, a)]
-    assert all(0 <= h["score"] <= 1 for h in search_graph("s1", "tokens expire keys", top_k=3))
+    assert all(0 <= h["coverage"] <= 1 for h in search_graph("s1", "tokens expire keys", top_k=3))
     assert search_graph("s1", "nothing matches this") == []
 
 

@@ -93,7 +93,7 @@ def test_builtin_strategies_are_named_compositions():
         "bm25() >> dense() >> title_match() >> fuse() >> spread() >> mandatory() >> signals() "
         ">> ppr() >> composite() >> budget()")
     assert STRATEGIES["temporal"].name == "temporal"
-    assert [s.name for s in STRATEGIES["recency"]] == [
+    assert [s.name for s in STRATEGIES["recent_items"]] == [
         "bm25", "dense", "title_match", "fuse", "recent", "mandatory", "signals", "recency_cue",
         "composite", "budget"]
     assert TAIL == composite() >> budget()

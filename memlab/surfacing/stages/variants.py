@@ -122,7 +122,7 @@ def with_spelling(pipeline: Pipeline) -> Pipeline:
     Examples
     --------
     >>> from memlab.surfacing.strategies import STRATEGIES
-    >>> with_spelling(STRATEGIES["relevance"])  # doctest: +ELLIPSIS
+    >>> with_spelling(STRATEGIES["plain"])  # doctest: +ELLIPSIS
     bm25() >> spelling() >> dense() >> ...
     """
     if any(isinstance(s, SpellingVariants) for s in pipeline):
