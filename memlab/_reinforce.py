@@ -40,7 +40,13 @@ import threading
 from collections import deque
 from typing import Any, Callable
 
-__all__ = ["Reinforcements"]
+__all__ = ["Reinforcements", "QUEUE_BOUND_FACTOR"]
+
+#: The queue's hard bound, in multiples of the store's ``reinforce_batch``.
+QUEUE_BOUND_FACTOR = 4
+#: Seconds the applier thread waits for work before it ends (a later full queue starts one
+#: again); it keeps the store alive only while reads keep it busy.
+APPLIER_IDLE_S = 5.0
 
 
 class Reinforcements:
@@ -78,13 +84,26 @@ class Reinforcements:
         self.own_reads = False
         self.applied = 0  # reinforcements applied (at once or from the queue)
         self.queued = 0  # reinforcements that had to wait in the queue
+        #: Hard bound on the queue: a read that queues its reinforcement onto this many waits
+        #: for the exclusive lock and applies the queue itself (the memory bound when the
+        #: applier cannot get the lock, under an unbroken stream of overlapping readers).
+        self.bound = QUEUE_BOUND_FACTOR * store.reinforce_batch
+        self.waited = 0  # reads that waited for the exclusive lock to apply the queue
+        self.background = 0  # times the applier applied the queue
+        self.errors: list[BaseException] = []  # what the applier's applications raised
+        self._wake = threading.Condition(self._mutex)  # the applier waits on it for a signal
+        self._signalled = False
+        self._stopped = False  # set by stop(): no applier any more, full queues apply inline
+        self._cancel = threading.Event()  # makes a waiting applier give up the lock (stop())
+        self._thread: threading.Thread | None = None
 
     def __len__(self) -> int:
         """How many reinforcements wait in the queue now."""
         return len(self._waiting)
 
     def __repr__(self) -> str:
-        return f"Reinforcements(waiting={len(self)}, applied={self.applied}, queued={self.queued})"
+        return (f"Reinforcements(waiting={len(self)}, applied={self.applied}, "
+                f"queued={self.queued}, background={self.background}, waited={self.waited})")
 
     # ------------------------------------------------------------------ submitting
     def submit(self, calls: list[dict[str, Any]], then: Callable[[], Any] | None = None) -> Any:
@@ -105,10 +124,19 @@ class Reinforcements:
                     self._waiting.append((self._submitted, call))
                 self._mine.last = self._submitted
                 self.queued += len(calls)
-                full = len(self._waiting) >= self._store.reinforce_batch
-            if not full or lock.held_shared():  # a reader may not take the write side
-                return None
-            lock.acquire()  # the queue is full: wait, and apply it (this read's calls with it)
+                batch = self._store.reinforce_batch
+                if len(self._waiting) < batch:
+                    return None
+                reader = lock.held_shared()  # a reader may not take the write side
+                if batch > 1 and not self._stopped and (reader or len(self._waiting) < self.bound):
+                    self._signal()  # a full queue: the applier applies it, this read returns
+                    return None
+                if reader:
+                    return None
+            # reinforce_batch=1, the hard bound, or a closed store: this read waits, and
+            # applies the queue (its own calls with it)
+            lock.acquire()
+            self.waited += 1
             calls = []
         try:
             self.apply_waiting()
@@ -170,3 +198,56 @@ class Reinforcements:
         if self._waiting:
             with self._store.lock:
                 self.apply_waiting()
+
+    # ------------------------------------------------------------------ the applier
+    def _signal(self) -> None:
+        """Wake the applier, starting it if none runs (the caller holds ``self._mutex``)."""
+        self._signalled = True
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="memlab-reinforcements",
+                                            daemon=True)
+            self._thread.start()
+        else:
+            self._wake.notify()
+
+    def _run(self) -> None:
+        """The applier: on each signal, take the store's lock exclusively once no one holds it
+        (:meth:`~memlab._rwlock.RWLock.acquire_when_free`: it never makes a read wait), apply
+        the queue in submission order (journaled as any application), release. Ends on
+        :meth:`stop`, or after :data:`APPLIER_IDLE_S` without a signal."""
+        lock = self._store.lock
+        while True:
+            with self._wake:
+                while not self._signalled and not self._stopped:
+                    if not self._wake.wait(APPLIER_IDLE_S) and not self._signalled:
+                        self._thread = None  # idle: a later signal starts another
+                        return
+                if self._stopped:
+                    return
+                self._signalled = False
+            if not lock.acquire_when_free(self._cancel):
+                return  # stop() while waiting: the rest is applied by the caller of stop()
+            try:
+                self.apply_waiting()
+                self.background += 1
+            except Exception as exc:  # noqa: BLE001 - kept for the store's owner, as a read
+                # applying at once would have raised it; the failed one is dropped, the ones
+                # after it stay queued (apply_waiting)
+                self.errors.append(exc)
+            finally:
+                lock.release()
+
+    def stop(self) -> None:
+        """Stop the applier thread (waits for it) and apply what is still queued, in order.
+        From then on a full queue is applied by the read that fills it.
+        :meth:`~memlab.store.MemoryStore.close` calls it."""
+        with self._wake:
+            self._stopped = True
+            thread = self._thread
+            self._thread = None
+            self._wake.notify_all()
+        self._cancel.set()
+        self._store.lock.wake()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        self.drain()

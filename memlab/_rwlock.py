@@ -101,6 +101,46 @@ class RWLock:
             self._writer, self._writer_depth = me, 1
             return True
 
+    def acquire_when_free(self, cancel: threading.Event | None = None) -> bool:
+        """Take the lock exclusively once no one holds it, without making readers wait.
+
+        Unlike :meth:`acquire`, the caller does not count as a waiting writer: new readers keep
+        getting in while it waits (no writer preference), and a waiting writer goes first. It
+        serves background work that must not stall reads (the store's reinforcement applier,
+        :mod:`memlab._reinforce`); under a stream of overlapping readers it may wait long, so
+        its user needs another way to make progress (there: a hard bound on its queue).
+        Returns False, without the lock, once ``cancel`` is set (call :meth:`wake` after
+        setting it so that the waiter sees it).
+
+        Examples
+        --------
+        >>> lock = RWLock()
+        >>> lock.acquire_when_free(), lock.held_exclusively()
+        (True, True)
+        >>> lock.release()
+        """
+        me = threading.get_ident()
+        with self._cond:
+            if self._writer == me:
+                self._writer_depth += 1
+                return True
+            if me in self._readers:
+                raise RuntimeError("cannot take the lock exclusively while holding it shared "
+                                   "(a read may not write)")
+            while self._writer is not None or self._readers or self._writers_waiting:
+                if cancel is not None and cancel.is_set():
+                    return False
+                self._cond.wait()
+            if cancel is not None and cancel.is_set():
+                return False
+            self._writer, self._writer_depth = me, 1
+            return True
+
+    def wake(self) -> None:
+        """Wake every thread waiting in :meth:`acquire_when_free` (to see its ``cancel``)."""
+        with self._cond:
+            self._cond.notify_all()
+
     def downgrade(self) -> None:
         """Turn the calling thread's exclusive holding into a shared one, atomically: no
         writer gets the lock in between, waiting readers get in at once. Release it with

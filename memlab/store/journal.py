@@ -366,7 +366,9 @@ class JournalMixin:
 
     def close(self) -> None:
         """Write buffered reinforcements (see :meth:`flush`) and close the database file (an
-        in-memory store has nothing to close)."""
+        in-memory store has nothing to close). Stops the reinforcement applier first
+        (:meth:`memlab._reinforce.Reinforcements.stop`), which applies what reads queued."""
+        self.reinforcements.stop()
         if self._journal is not None:
             try:
                 self.flush()
