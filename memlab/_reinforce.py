@@ -15,21 +15,37 @@ reinforcement goes through the store's :class:`Reinforcements`:
   waiting, and the reinforcement is applied, in the order the reads queued them, by whichever
   comes first: the next write (every journaled write applies the queue first, in its own
   exclusive section: :func:`memlab.store.journaled`), the next reinforcement that finds the
-  lock free, a queue of :attr:`MemoryStore.reinforce_batch` entries (the read that fills it
-  waits and applies it), :meth:`~memlab.store.MemoryStore.flush`,
+  lock free, the store's **applier**, :meth:`~memlab.store.MemoryStore.flush`,
   :meth:`~memlab.store.MemoryStore.compact` and :meth:`~memlab.store.MemoryStore.close`; with
   :attr:`Reinforcements.own_reads` on, also the next read of the thread that queued it.
 
+The applier is one daemon thread per store, started by the first read that fills the queue to
+:attr:`MemoryStore.reinforce_batch` entries (that read signals it and returns: before, it waited
+for the exclusive lock, behind every running read, and the writer preference then held back
+every new read behind it too, a convoy that raised search and get p99 several-fold). The
+applier takes the lock exclusively once no one holds it, *without* counting as a waiting
+writer (:meth:`memlab._rwlock.RWLock.acquire_when_free`), so it never makes a read wait; it
+applies and journals the whole queue, oldest first, and waits for the next signal (it ends
+after :data:`APPLIER_IDLE_S` idle; :meth:`Reinforcements.stop`, called by ``close()``, stops it
+and applies the rest). Under an unbroken stream of overlapping readers it may not get in, so
+the queue has a hard bound, :attr:`Reinforcements.bound` (:data:`QUEUE_BOUND_FACTOR` ×
+``reinforce_batch``, 256 by default): the read that queues onto it **does wait** for the
+exclusive lock and applies the queue itself, as every read did before. ``reinforce_batch=1``
+keeps no queue at all: each read that finds the lock taken waits and applies (nothing lost).
+A read inside its own thread's shared section never waits (it may not write): its
+reinforcement stays queued past the bound until the applier or the next write gets in.
+
 The journal stays exact: a reinforcement is journaled when it is applied, under the exclusive
-lock, so the journal's order is the order of application and a reopen rebuilds the same state.
-Until it is applied a queued reinforcement lives only in memory: a crash loses at most
-``reinforce_batch - 1`` queued ones on top of the ``reinforce_batch - 1`` applied ones the
-group commit still buffers; ``reinforce_batch=1`` applies and writes every one before its read
-returns (nothing is lost, reads then wait for the write lock as writes do).
+lock, so the journal's order is the order of application (the submission order, whoever
+applies) and a reopen rebuilds the same state. Until it is applied a queued reinforcement lives
+only in memory: a crash loses at most ``bound - 1`` queued ones (255 by default) on top of the
+``reinforce_batch - 1`` applied ones the group commit still buffers; ``reinforce_batch=1``
+applies and writes every one before its read returns (nothing is lost, reads then wait for the
+write lock as writes do). A clean ``close()`` loses none.
 
 Visibility: a queued reinforcement is seen late (by every thread, its own included unless
-:attr:`Reinforcements.own_reads` is on), at the latest after the next write, the next flush or
-``reinforce_batch`` later reinforcements; never out of order, and never by half (it is applied
+:attr:`Reinforcements.own_reads` is on), at the latest after the next write, the next flush, or
+once the applier gets the lock after the queue fills (``bound`` reinforcements at most); never out of order, and never by half (it is applied
 under the exclusive lock, so no context sees part of it). A read that queued its reinforcement
 has returned what it retrieved; only activation and the item's history wait.
 """

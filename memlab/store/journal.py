@@ -356,8 +356,9 @@ class JournalMixin:
         write that returned. ``reinforce_batch=1`` journals each one as it happens.
 
         A reinforcement whose read found the lock taken waits in :attr:`reinforcements` (see
-        :mod:`memlab._reinforce`; up to ``reinforce_batch - 1`` more can be lost that way);
-        this method applies those first.
+        :mod:`memlab._reinforce`; its background applier applies it once the queue fills, and
+        up to ``reinforcements.bound - 1`` more, 255 by default, can be lost that way in a
+        crash); this method applies those first.
         """
         with self.lock:
             self.reinforcements.apply_waiting()  # queued ones too (memlab._reinforce)
