@@ -101,16 +101,17 @@ class RWLock:
             self._writer, self._writer_depth = me, 1
             return True
 
-    def acquire_when_free(self, cancel: threading.Event | None = None) -> bool:
-        """Take the lock exclusively once no one holds it, without making readers wait.
+    def acquire_when_free(self, cancel: threading.Event | None = None, *,
+                          polite: bool = False) -> bool:
+        """Take the lock exclusively, as :meth:`acquire`, unless ``cancel`` is set first.
 
-        Unlike :meth:`acquire`, the caller does not count as a waiting writer: new readers keep
-        getting in while it waits (no writer preference), and a waiting writer goes first. It
-        serves background work that must not stall reads (the store's reinforcement applier,
-        :mod:`memlab._reinforce`); under a stream of overlapping readers it may wait long, so
-        its user needs another way to make progress (there: a hard bound on its queue).
         Returns False, without the lock, once ``cancel`` is set (call :meth:`wake` after
-        setting it so that the waiter sees it).
+        setting it so that the waiter sees it); True when it took the lock. It serves
+        background work that a shutdown must be able to call off (the store's reinforcement
+        applier, :mod:`memlab._reinforce`). With ``polite=True`` the caller does not count as a
+        waiting writer: new readers keep getting in while it waits (no writer preference) and
+        a waiting writer goes first, so under a stream of overlapping readers it may never get
+        in.
 
         Examples
         --------
@@ -118,6 +119,9 @@ class RWLock:
         >>> lock.acquire_when_free(), lock.held_exclusively()
         (True, True)
         >>> lock.release()
+        >>> cancel = threading.Event(); cancel.set()
+        >>> lock.acquire_when_free(cancel), lock.held_exclusively()
+        (False, False)
         """
         me = threading.get_ident()
         with self._cond:
@@ -127,17 +131,27 @@ class RWLock:
             if me in self._readers:
                 raise RuntimeError("cannot take the lock exclusively while holding it shared "
                                    "(a read may not write)")
-            while self._writer is not None or self._readers or self._writers_waiting:
-                if cancel is not None and cancel.is_set():
-                    return False
-                self._cond.wait()
-            if cancel is not None and cancel.is_set():
-                return False
+            if not polite:
+                self._writers_waiting += 1
+            try:
+                while True:
+                    if cancel is not None and cancel.is_set():
+                        if not polite:  # readers held back by this waiter may go on
+                            self._cond.notify_all()
+                        return False
+                    if self._writer is None and not self._readers \
+                            and not (polite and self._writers_waiting):
+                        break
+                    self._cond.wait()
+            finally:
+                if not polite:
+                    self._writers_waiting -= 1
             self._writer, self._writer_depth = me, 1
             return True
 
     def wake(self) -> None:
-        """Wake every thread waiting in :meth:`acquire_when_free` (to see its ``cancel``)."""
+        """Wake every thread waiting for the lock (those in :meth:`acquire_when_free` then see
+        their ``cancel``)."""
         with self._cond:
             self._cond.notify_all()
 

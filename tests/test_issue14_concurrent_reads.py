@@ -263,14 +263,17 @@ def _hold_shared(store: MemoryStore) -> tuple[threading.Thread, threading.Event]
     return holder, release
 
 
-def test_the_read_that_fills_the_queue_returns_and_the_applier_applies_it_in_order(tmp_path):
+@pytest.mark.parametrize("polite", [False, True])
+def test_the_read_that_fills_the_queue_returns_and_the_applier_applies_it_in_order(
+        tmp_path, polite):
     """Before: the read that filled the queue waited for the exclusive lock, behind every
     running reader (a convoy). Now it wakes the store's applier and returns; the applier waits
-    for the lock without holding back new readers, then applies the queue in submission order,
-    journaled, and a reopen is exact."""
+    for the lock (polite: without holding back new readers), then applies the queue in
+    submission order, journaled, and a reopen is exact."""
     path = tmp_path / "m.db"
     mem = _memory(path, batch=3)
     store = mem.store
+    store.reinforcements.polite = polite
     holder, release = _hold_shared(store)
     try:
         for call in (lambda: mem.search("pizza"), lambda: mem.get("deploy"),
@@ -282,10 +285,13 @@ def test_the_read_that_fills_the_queue_returns_and_the_applier_applies_it_in_ord
         assert len(store.reinforcements) == 3 and store.reinforcements.waited == 0
         applier = store.reinforcements._thread
         assert applier is not None and applier.is_alive()
-        assert store.lock.waiting() == (0, 0)  # the waiting applier holds back no reader
-        t, out = _start(lambda: mem.get_working_context("s1", "pizza", k=5))
-        t.join(SAFETY_S)
-        assert out.get("done") and "error" not in out, out
+        if polite:
+            assert store.lock.waiting() == (0, 0)  # the waiting applier holds back no reader
+            t, out = _start(lambda: mem.get_working_context("s1", "pizza", k=5))
+            t.join(SAFETY_S)
+            assert out.get("done") and "error" not in out, out
+        else:
+            assert _blocked_in(store.lock, "exclusive")  # the applier waits, as a writer
         assert _reinforced(mem, "pizza") == [] and store.reinforcements.applied == 0
     finally:
         release.set()
@@ -303,12 +309,12 @@ def test_the_read_that_fills_the_queue_returns_and_the_applier_applies_it_in_ord
 
 def test_close_stops_the_applier_and_applies_the_rest(tmp_path):
     path = tmp_path / "m.db"
-    mem = _memory(path, batch=2)
+    mem = _memory(path, batch=3)
     store = mem.store
     holder, release = _hold_shared(store)
     closer = None
     try:
-        for query in ("pizza", "runbook", "deploy"):
+        for query in ("pizza", "runbook", "deploy"):  # the third fills the queue
             t, out = _start(mem.search, query)
             t.join(SAFETY_S)
             assert out.get("done") and "error" not in out, out
@@ -328,7 +334,7 @@ def test_close_stops_the_applier_and_applies_the_rest(tmp_path):
     assert store.reinforcements.background == 0 and store.reinforcements.applied == 3
     assert store.reinforcements._thread is None
     live = state_digest(store)
-    reopened = Memory(store=MemoryStore(path=path, reinforce_batch=2), workspace_id="ws")
+    reopened = Memory(store=MemoryStore(path=path, reinforce_batch=3), workspace_id="ws")
     assert state_digest(reopened.store) == live
     assert _reinforced(reopened, "deploy") == ["search"]
     assert _reinforced(reopened, "runbook") == ["search", "search"]
@@ -338,6 +344,7 @@ def test_the_hard_bound_makes_a_read_wait_and_apply_the_queue():
     mem = _memory(batch=2)
     store = mem.store
     store.reinforcements.bound = 4
+    store.reinforcements.polite = True  # so that reads get in while the applier waits
     holder, release = _hold_shared(store)
     for query in ("pizza", "runbook", "lunch"):  # 1, 2 (full: the applier), 3 queued
         t, out = _start(mem.search, query)
@@ -346,7 +353,7 @@ def test_the_hard_bound_makes_a_read_wait_and_apply_the_queue():
     assert len(store.reinforcements) == 3 and store.reinforcements.waited == 0
     filler, out = _start(mem.search, "deploy")  # the 4th: the bound
     try:
-        assert _blocked_in(store.lock, "exclusive")  # this read waits, as a write does
+        assert _until(lambda: store.lock.waiting() == (0, 1))  # this read waits, as a write
         assert "done" not in out and len(store.reinforcements) == 4
     finally:
         release.set()
@@ -358,11 +365,28 @@ def test_the_hard_bound_makes_a_read_wait_and_apply_the_queue():
     assert _reinforced(mem, "deploy") == ["search"] and _reinforced(mem, "pizza") == ["search"] * 2
 
 
-def test_a_polite_acquire_lets_readers_in_and_gives_up_when_cancelled():
+def test_a_cancelled_acquire_gives_up_and_lets_the_readers_it_held_back_in():
     lock = RWLock()
     cancel = threading.Event()
     lock.acquire_shared()
     waiter, out = _start(lock.acquire_when_free, cancel)
+    assert _blocked_in(lock, "exclusive")
+    reader, r_out = _start(lambda: (lock.acquire_shared(), lock.release_shared()))
+    assert _blocked_in(lock, "shared")  # writer preference
+    cancel.set()
+    lock.wake()
+    waiter.join(SAFETY_S)
+    reader.join(SAFETY_S)
+    assert out["value"] is False and r_out.get("done") and lock.waiting() == (0, 0)
+    lock.release_shared()
+    assert lock.readers == 0 and not lock.held_exclusively()
+
+
+def test_a_polite_acquire_lets_readers_in_and_gives_up_when_cancelled():
+    lock = RWLock()
+    cancel = threading.Event()
+    lock.acquire_shared()
+    waiter, out = _start(lambda: lock.acquire_when_free(cancel, polite=True))
     reader, r_out = _start(lambda: (lock.acquire_shared(), lock.release_shared()))
     reader.join(SAFETY_S)
     assert r_out.get("done")  # a plain acquire() waiting here would have held it back
