@@ -101,60 +101,6 @@ class RWLock:
             self._writer, self._writer_depth = me, 1
             return True
 
-    def acquire_when_free(self, cancel: threading.Event | None = None, *,
-                          polite: bool = False) -> bool:
-        """Take the lock exclusively, as :meth:`acquire`, unless ``cancel`` is set first.
-
-        Returns False, without the lock, once ``cancel`` is set (call :meth:`wake` after
-        setting it so that the waiter sees it); True when it took the lock. It serves
-        background work that a shutdown must be able to call off (the store's reinforcement
-        applier, :mod:`memlab._reinforce`). With ``polite=True`` the caller does not count as a
-        waiting writer: new readers keep getting in while it waits (no writer preference) and
-        a waiting writer goes first, so under a stream of overlapping readers it may never get
-        in.
-
-        Examples
-        --------
-        >>> lock = RWLock()
-        >>> lock.acquire_when_free(), lock.held_exclusively()
-        (True, True)
-        >>> lock.release()
-        >>> cancel = threading.Event(); cancel.set()
-        >>> lock.acquire_when_free(cancel), lock.held_exclusively()
-        (False, False)
-        """
-        me = threading.get_ident()
-        with self._cond:
-            if self._writer == me:
-                self._writer_depth += 1
-                return True
-            if me in self._readers:
-                raise RuntimeError("cannot take the lock exclusively while holding it shared "
-                                   "(a read may not write)")
-            if not polite:
-                self._writers_waiting += 1
-            try:
-                while True:
-                    if cancel is not None and cancel.is_set():
-                        if not polite:  # readers held back by this waiter may go on
-                            self._cond.notify_all()
-                        return False
-                    if self._writer is None and not self._readers \
-                            and not (polite and self._writers_waiting):
-                        break
-                    self._cond.wait()
-            finally:
-                if not polite:
-                    self._writers_waiting -= 1
-            self._writer, self._writer_depth = me, 1
-            return True
-
-    def wake(self) -> None:
-        """Wake every thread waiting for the lock (those in :meth:`acquire_when_free` then see
-        their ``cancel``)."""
-        with self._cond:
-            self._cond.notify_all()
-
     def downgrade(self) -> None:
         """Turn the calling thread's exclusive holding into a shared one, atomically: no
         writer gets the lock in between, waiting readers get in at once. Release it with

@@ -239,18 +239,9 @@ def test_a_queued_reinforcement_is_seen_late_unless_own_reads_is_on(own_reads):
     assert _reinforced(mem, "runbook") == ["search"] and _reinforced(mem, "pizza") == ["search"]
 
 
-def _until(predicate) -> bool:
-    """Wait until ``predicate()`` holds: True, or False once the safety time has passed."""
-    pause = threading.Event()
-    for _ in range(int(SAFETY_S / 0.002)):
-        if predicate():
-            return True
-        pause.wait(0.002)
-    return False
-
-
-def _hold_shared(store: MemoryStore) -> tuple[threading.Thread, threading.Event]:
-    """A long reader: a thread holding the store's lock shared until the event is set."""
+def test_the_read_that_fills_the_queue_applies_it():
+    mem = _memory(batch=3)
+    store = mem.store
     reader_in, release = threading.Event(), threading.Event()
 
     def long_reader():
@@ -260,145 +251,19 @@ def _hold_shared(store: MemoryStore) -> tuple[threading.Thread, threading.Event]
 
     holder, _ = _start(long_reader)
     assert reader_in.wait(SAFETY_S)
-    return holder, release
-
-
-@pytest.mark.parametrize("polite", [False, True])
-def test_the_read_that_fills_the_queue_returns_and_the_applier_applies_it_in_order(
-        tmp_path, polite):
-    """Before: the read that filled the queue waited for the exclusive lock, behind every
-    running reader (a convoy). Now it wakes the store's applier and returns; the applier waits
-    for the lock (polite: without holding back new readers), then applies the queue in
-    submission order, journaled, and a reopen is exact."""
-    path = tmp_path / "m.db"
-    mem = _memory(path, batch=3)
-    store = mem.store
-    store.reinforcements.polite = polite
-    holder, release = _hold_shared(store)
-    try:
-        for call in (lambda: mem.search("pizza"), lambda: mem.get("deploy"),
-                     lambda: mem.search("fridays")):  # the third fills the queue
-            t, out = _start(call)
-            t.join(SAFETY_S)
-            assert out.get("done") and "error" not in out, out
-        assert holder.is_alive()  # every read returned while the long reader held the lock
-        assert len(store.reinforcements) == 3 and store.reinforcements.waited == 0
-        applier = store.reinforcements._thread
-        assert applier is not None and applier.is_alive()
-        if polite:
-            assert store.lock.waiting() == (0, 0)  # the waiting applier holds back no reader
-            t, out = _start(lambda: mem.get_working_context("s1", "pizza", k=5))
-            t.join(SAFETY_S)
-            assert out.get("done") and "error" not in out, out
-        else:
-            assert _blocked_in(store.lock, "exclusive")  # the applier waits, as a writer
-        assert _reinforced(mem, "pizza") == [] and store.reinforcements.applied == 0
-    finally:
-        release.set()
-        holder.join(SAFETY_S)
-    assert _until(lambda: store.reinforcements.background == 1)
-    assert len(store.reinforcements) == 0 and store.reinforcements.applied == 3
-    assert _reinforced(mem, "pizza") == ["search", "search"]
-    assert _reinforced(mem, "deploy") == ["get", "search"]  # submission order
-    store.flush()
-    assert [op for op, _ in store.journal.ops()][-1] == "store.record_retrievals"
-    live = state_digest(store)
-    assert state_digest(MemoryStore(path=path, reinforce_batch=3)) == live  # never closed
-    assert store.reinforcements.errors == []
-
-
-def test_close_stops_the_applier_and_applies_the_rest(tmp_path):
-    path = tmp_path / "m.db"
-    mem = _memory(path, batch=3)
-    store = mem.store
-    holder, release = _hold_shared(store)
-    closer = None
-    try:
-        for query in ("pizza", "runbook", "deploy"):  # the third fills the queue
-            t, out = _start(mem.search, query)
-            t.join(SAFETY_S)
-            assert out.get("done") and "error" not in out, out
-        applier = store.reinforcements._thread
-        assert applier is not None and applier.is_alive()  # waiting for the lock
-        closer, c_out = _start(store.close)
-        applier.join(SAFETY_S)
-        assert not applier.is_alive()  # stopped while the long reader still holds the lock
-        assert _blocked_in(store.lock, "exclusive")  # close() applies the rest itself
-        assert store.reinforcements.applied == 0
-    finally:
-        release.set()
-        holder.join(SAFETY_S)
-        if closer is not None:
-            closer.join(SAFETY_S)
-    assert c_out.get("done") and "error" not in c_out, c_out
-    assert store.reinforcements.background == 0 and store.reinforcements.applied == 3
-    assert store.reinforcements._thread is None
-    live = state_digest(store)
-    reopened = Memory(store=MemoryStore(path=path, reinforce_batch=3), workspace_id="ws")
-    assert state_digest(reopened.store) == live
-    assert _reinforced(reopened, "deploy") == ["search"]
-    assert _reinforced(reopened, "runbook") == ["search", "search"]
-
-
-def test_the_hard_bound_makes_a_read_wait_and_apply_the_queue():
-    mem = _memory(batch=2)
-    store = mem.store
-    store.reinforcements.bound = 4
-    store.reinforcements.polite = True  # so that reads get in while the applier waits
-    holder, release = _hold_shared(store)
-    for query in ("pizza", "runbook", "lunch"):  # 1, 2 (full: the applier), 3 queued
+    for query in ("pizza", "runbook"):
         t, out = _start(mem.search, query)
         t.join(SAFETY_S)
-        assert out.get("done") and "error" not in out, out
-    assert len(store.reinforcements) == 3 and store.reinforcements.waited == 0
-    filler, out = _start(mem.search, "deploy")  # the 4th: the bound
+        assert out.get("done")
+    filler, out = _start(mem.search, "deploy")
     try:
-        assert _until(lambda: store.lock.waiting() == (0, 1))  # this read waits, as a write
-        assert "done" not in out and len(store.reinforcements) == 4
+        assert _blocked_in(store.lock, "exclusive")  # the queue is full: this read waits
+        assert len(store.reinforcements) == 3
     finally:
         release.set()
         holder.join(SAFETY_S)
         filler.join(SAFETY_S)
-    assert out.get("done") and "error" not in out, out
-    assert store.reinforcements.waited == 1 and len(store.reinforcements) == 0
-    assert store.reinforcements.applied == 4
-    assert _reinforced(mem, "deploy") == ["search"] and _reinforced(mem, "pizza") == ["search"] * 2
-
-
-def test_a_cancelled_acquire_gives_up_and_lets_the_readers_it_held_back_in():
-    lock = RWLock()
-    cancel = threading.Event()
-    lock.acquire_shared()
-    waiter, out = _start(lock.acquire_when_free, cancel)
-    assert _blocked_in(lock, "exclusive")
-    reader, r_out = _start(lambda: (lock.acquire_shared(), lock.release_shared()))
-    assert _blocked_in(lock, "shared")  # writer preference
-    cancel.set()
-    lock.wake()
-    waiter.join(SAFETY_S)
-    reader.join(SAFETY_S)
-    assert out["value"] is False and r_out.get("done") and lock.waiting() == (0, 0)
-    lock.release_shared()
-    assert lock.readers == 0 and not lock.held_exclusively()
-
-
-def test_a_polite_acquire_lets_readers_in_and_gives_up_when_cancelled():
-    lock = RWLock()
-    cancel = threading.Event()
-    lock.acquire_shared()
-    waiter, out = _start(lambda: lock.acquire_when_free(cancel, polite=True))
-    reader, r_out = _start(lambda: (lock.acquire_shared(), lock.release_shared()))
-    reader.join(SAFETY_S)
-    assert r_out.get("done")  # a plain acquire() waiting here would have held it back
-    assert lock.waiting() == (0, 0) and waiter.is_alive()
-    cancel.set()
-    lock.wake()
-    waiter.join(SAFETY_S)
-    assert out["value"] is False and not lock.held_exclusively()
-    lock.release_shared()
-    assert lock.acquire_when_free(cancel) is False  # cancelled: never takes it
-    assert lock.acquire_when_free() is True and lock.held_exclusively()
-    lock.release()
+    assert out.get("done") and len(store.reinforcements) == 0 and store.reinforcements.applied == 3
 
 
 def test_reinforce_batch_one_applies_every_reinforcement_before_the_read_returns():

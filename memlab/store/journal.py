@@ -356,9 +356,8 @@ class JournalMixin:
         write that returned. ``reinforce_batch=1`` journals each one as it happens.
 
         A reinforcement whose read found the lock taken waits in :attr:`reinforcements` (see
-        :mod:`memlab._reinforce`; its background applier applies it once the queue fills, and
-        up to ``reinforcements.bound - 1`` more, 255 by default, can be lost that way in a
-        crash); this method applies those first.
+        :mod:`memlab._reinforce`; up to ``reinforce_batch - 1`` more can be lost that way);
+        this method applies those first.
         """
         with self.lock:
             self.reinforcements.apply_waiting()  # queued ones too (memlab._reinforce)
@@ -367,9 +366,7 @@ class JournalMixin:
 
     def close(self) -> None:
         """Write buffered reinforcements (see :meth:`flush`) and close the database file (an
-        in-memory store has nothing to close). Stops the reinforcement applier first
-        (:meth:`memlab._reinforce.Reinforcements.stop`), which applies what reads queued."""
-        self.reinforcements.stop()
+        in-memory store has nothing to close)."""
         if self._journal is not None:
             try:
                 self.flush()
