@@ -8,7 +8,9 @@ items, then ``--clients`` threads send ``--ops`` requests each, either to a
 
 * ``reads``: per ten requests three searches, three gets, three contexts and one add;
 * ``load``: the service load test's mix (``tests/test_service.py -m slow -k load``) with gets in
-  place of its cache sets: per four requests one add, one context, one search, one get.
+  place of its cache sets: per four requests one add, one context, one search, one get;
+* ``readonly``: searches, gets and contexts in equal parts, no write (nothing drains the
+  reinforcement queue but the reads themselves, :mod:`memlab._reinforce`).
 
 Trees alternate within each round (A B, then B A, ...) so that a change in the machine's load
 hits both. Each process reports every request's latency; the table gives, per tree, mode, mix and
@@ -38,7 +40,8 @@ from pathlib import Path
 
 KINDS = ("search", "get", "context", "add")
 MIXES = {"reads": ["search", "get", "context"] * 3 + ["add"],
-         "load": ["add", "context", "search", "get"]}
+         "load": ["add", "context", "search", "get"],
+         "readonly": ["search", "get", "context"]}
 WORDS = [f"w{i}" for i in range(400)]
 
 
