@@ -21,8 +21,8 @@ on) and changes only the order of the optional candidates:
 The new order is written as the ``score`` column (the composite's scores, reassigned in the new
 order, so the budget's ordering is this stage's); ``notes["graph_rerank"]`` counts the bridges
 lifted and the items restored and lists the restored items (``restored_items``); the replay's
-decisions have its time as ``graph_rerank_ms``. Counterfactual re-scoring (``composite >> budget`` on recorded
-candidates) does not re-run this stage.
+decisions have its time as ``graph_rerank_ms``. Counterfactual re-scoring
+(``composite >> budget`` on recorded candidates) does not re-run this stage.
 """
 
 from __future__ import annotations
