@@ -1,7 +1,7 @@
 """Issue 17 item 3, LoCoMo side: each quality option alone and together, by grouped 5-fold CV.
 
     PYTHONPATH=. .venv/bin/python benchmarks/locomo_quality.py [../shared/datasets]
-        [--out out/locomo_quality]
+        [--out out/locomo_quality] [--only "graph guard"]
     PYTHONPATH=. /path/to/venv-with-dense/bin/python benchmarks/locomo_quality.py --dense
 
 LoCoMo categories 1-4 (R@10 and MRR; folds are its five conversations) and MuSiQue (R@5; folds
@@ -13,7 +13,7 @@ mean of the held-out fold scores. Rows:
 * the base recipe as is (``DEFAULT``, or with ``--dense`` the dense recipe);
 * ``temporal_window_tail_days`` in {0, 1, 2, 3, 5, 7};
 * ``spelling_weight`` (trigram field) in {0, 0.1, 0.2, 0.3};
-* ``graph_guard_depth`` in {0, 5, 10};
+* the graph guard, ``graph_guard_k`` in {0, 5, 10} (``stages/graph_rerank.py``);
 * together: tail {0, 3, 7} x spelling {0, 0.2} x guard {0, 10};
 * with ``--dense`` instead (each dense replay takes minutes on the project's machine):
   reciprocal-rank fusion (k = 60, weight 0.5), the convex hybrid's weight chosen by CV in
@@ -25,6 +25,8 @@ differences. "in-sample" is the grid point chosen on every question and its pool
 labelled so, never an estimate. An option kept for LoCoMo is checked for its cost on
 MuSiQue: the LoCoMo in-sample choice (what a recipe would ship) replayed on MuSiQue, paired
 with the base on MuSiQue's folds.
+``--only TEXT`` (repeatable) keeps the option rows whose name contains one of the texts (the
+base rows are always there), e.g. ``--only "graph guard"`` re-runs the guard's rows alone.
 Writes ``ablation.csv``, ``ablation.md`` and ``folds.csv`` into ``--out``.
 """
 
@@ -82,9 +84,9 @@ def _options(base: SurfacingConfig) -> dict[str, dict[str, SurfacingConfig]]:
                                  for t in TAILS},
         "spelling field (trigram weight)": {f"spelling={w:g}": base.replace(spelling_weight=w)
                                             for w in SPELLING},
-        "graph guard (depth)": {f"guard={d}": base.replace(graph_guard_depth=d) for d in GUARD},
+        "graph guard (k)": {f"guard={d}": base.replace(graph_guard_k=d) for d in GUARD},
         "together": {f"tail={t:g}, spelling={w:g}, guard={d}": base.replace(
-            temporal_window_tail_days=t, spelling_weight=w, graph_guard_depth=d)
+            temporal_window_tail_days=t, spelling_weight=w, graph_guard_k=d)
             for t, w, d in TOGETHER},
     }
     return grids
@@ -137,13 +139,20 @@ def main(argv: list[str]) -> pd.DataFrame:
     dense = "--dense" in argv
     out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else Path(
         "out/locomo_quality" + ("_dense" if dense else ""))
-    skip = {argv[i + 1] for i, a in enumerate(argv) if a == "--out"}
+    skip = {argv[i + 1] for i, a in enumerate(argv) if a in ("--out", "--only")}
+    only = [argv[i + 1] for i, a in enumerate(argv) if a == "--only"]
     paths = [a for a in argv if not a.startswith("--") and a not in skip]
     root = Path(paths[0]) if paths else shared_data_dir()
     base = BASE
     if dense:
         from memlab.signals.dense import DenseConfig
         base = BASE.replace(name="dense", dense=DenseConfig(embedder="minilm"))
+    options = _options(base)
+    if only:
+        options = {o: g for o, g in options.items() if any(t in o for t in only)}
+        if not options:
+            raise ValueError(f"--only: no option row contains {only!r}; the rows: "
+                             f"{sorted(_options(base))}")
     locomo = load_locomo(root / "locomo" / "locomo_dev.json")
     musique = load_hipporag(root / "hipporag" / "musique_train.json",
                             root / "hipporag" / "musique_train_corpus.json")
@@ -171,7 +180,7 @@ def main(argv: list[str]) -> pd.DataFrame:
                              "delta_low": p["delta_low"], "delta_high": p["delta_high"],
                              "folds_better": p["folds_better"], "worst_fold": p["worst_fold"],
                              "half_width": p["half_width"]})
-    for option, grid in _options(base).items():
+    for option, grid in options.items():
         print(option, file=sys.stderr, flush=True)
         lo_out = _choose(locomo, lo, grid, base, lo_measures, "workspace", [1, 2, 3, 4])
         for data, res in (("LoCoMo cat. 1-4", lo_out),):

@@ -162,7 +162,7 @@ def test_a_bridge_linked_to_two_top_hits_is_lifted(graph_ws):
     out = GraphRerank()(run, table)
     # c (0.5 * 1.5 = 0.75) passes d (0.6) and e (0.55); e is linked to one hit only
     assert _order(out) == ["a", "b", "c", "d", "e", "f"]
-    assert run.notes["graph_rerank"] == {"bridges": 1, "restored": 0}
+    assert run.notes["graph_rerank"] == {"bridges": 1, "restored": 0, "restored_items": []}
     assert sorted(out.score.round(9)) == sorted(np.array([1.0, 0.9, 0.75, 0.6, 0.55, 0.1]))
     # one link is not enough at links=2; at links=1, e (linked to a) is a bridge too
     out = GraphRerank(links=1)(run, table)
@@ -174,17 +174,18 @@ def test_the_guard_keeps_retrieval_hits_unless_the_replacement_is_linked(graph_w
     ws, run = _run(graph_ws, DEFAULT.replace(graph_guard_k=3, multi_hop_seeds=1))
     table = _table(ws, [1.0, 0.9, 0.2, 0.3, 0.8, 0.25], [0, 3, 5, 1, 2, 4])
     out = GraphRerank()(run, table)
-    # e is linked to the seed a and stays; b is not and gives d its place back; b goes just
-    # below the top 3, and the rest keep the graph's order
-    assert _order(out) == ["a", "e", "d", "b", "f", "c"]
-    assert run.notes["graph_rerank"] == {"bridges": 0, "restored": 1}
+    # the graph's order is a, b, e, d, f, c. e is linked to the seed a and stays; b is not
+    # and gives d its place back: d and b swap places exactly, the rest keep theirs
+    assert _order(out) == ["a", "d", "e", "b", "f", "c"]
+    assert run.notes["graph_rerank"] == {"bridges": 0, "restored": 1, "restored_items": ["d"]}
     # e's link to a is a MENTIONS edge: counting only those links decides the same way
     ws, run = _run(graph_ws, DEFAULT.replace(graph_guard_k=3, multi_hop_seeds=1,
                                              graph_link_types=("MENTIONS",)))
-    assert _order(GraphRerank()(run, table)) == ["a", "e", "d", "b", "f", "c"]
+    assert _order(GraphRerank()(run, table)) == ["a", "d", "e", "b", "f", "c"]
     ws, run = _run(graph_ws, DEFAULT.replace(graph_guard_k=2, multi_hop_seeds=1))
-    # top 2 of the graph is a, b; retrieval's top 2 is a, d: b (not linked to a) gives way
-    assert _order(GraphRerank()(run, table))[:3] == ["a", "d", "b"]
+    # top 2 of the graph is a, b; retrieval's top 2 is a, d: b (not linked to a) gives way,
+    # taking d's place (4th) while e keeps the 3rd
+    assert _order(GraphRerank()(run, table)) == ["a", "d", "e", "b", "f", "c"]
 
 
 def test_the_guard_never_touches_mandatory_or_filtered_rows(graph_ws):

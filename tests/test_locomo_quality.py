@@ -1,5 +1,6 @@
-"""Issue 17 item 3, LoCoMo side: the temporal tail, the trigram spelling field, the graph guard,
-reciprocal-rank fusion, and cv_choose (grouped-CV choice among replayed configurations)."""
+"""Issue 17 item 3, LoCoMo side: the temporal tail, the trigram spelling field, the graph guard
+(``graph_guard_k`` of ``stages/graph_rerank.py``), reciprocal-rank fusion, and cv_choose
+(grouped-CV choice among replayed configurations)."""
 
 from datetime import timedelta
 
@@ -12,7 +13,7 @@ from memlab import DEFAULT, Memory, SurfacingConfig
 from memlab.datasets.synthetic import synthetic_trace
 from memlab.signals.dense import DenseConfig
 from memlab.signals.fusion import RankFusion
-from memlab.surfacing.stages.guard import guarded_scores, with_guard
+from memlab.surfacing.stages.graph_rerank import guard_order
 from memlab.surfacing.stages.variants import fuse_fields, with_spelling
 from memlab.surfacing.strategies import STRATEGIES
 from memlab.text import STOPWORDS, analyze_trigrams
@@ -26,7 +27,7 @@ from memlab.tuning import choose_by_folds, cv_choose, grouped_folds
     ("temporal_window_tail_days", 1e7, "temporal_window_tail_days must be at most 3650"),
     ("spelling_weight", 1.5, "spelling_weight must be in [0, 1], got 1.5"),
     ("spelling_analyzer", "soundex", "spelling_analyzer must be one of"),
-    ("graph_guard_depth", 2.5, "graph_guard_depth must be an integer, got 2.5"),
+    ("graph_guard_k", 2.5, "graph_guard_k must be an integer, got 2.5"),
 ])
 def test_new_fields_are_validated(field, value, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
@@ -35,11 +36,12 @@ def test_new_fields_are_validated(field, value, message):
 
 def test_new_fields_round_trip_and_default_off():
     cfg = DEFAULT.replace(temporal_window_tail_days=3.0, spelling_weight=0.2,
-                          graph_guard_depth=10,
+                          graph_guard_k=10,
                           dense=DenseConfig(embedder="hashing", fusion="rrf", rrf_k=30))
     assert SurfacingConfig.from_dict(cfg.to_dict()) == cfg
     assert (DEFAULT.temporal_window_tail_days, DEFAULT.spelling_weight,
-            DEFAULT.graph_guard_depth) == (0.0, 0.0, 0)
+            DEFAULT.graph_guard_k) == (0.0, 0.0, 0)
+    assert not hasattr(DEFAULT, "graph_guard_depth")  # one guard: graph_rerank's
     assert DenseConfig(embedder="hashing").fusion == "convex"
 
 
@@ -173,52 +175,48 @@ def test_rrf_runs_as_the_dense_fusion(store, clock):
 @given(st.data())
 def test_guard_invariants(data):
     n = data.draw(st.integers(1, 25))
-    depth = data.draw(st.integers(1, 8))
-    score = np.array(data.draw(st.permutations(range(n))), dtype=float)  # no ties
-    plain = np.array(data.draw(st.permutations(range(n))), dtype=float)
-    flags = lambda: np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))  # noqa
-    rankable, from_graph, linked = flags(), flags(), flags()
-    ids = [f"i{j:02d}" for j in range(n)]
-    out, restored = guarded_scores(score, plain, rankable, from_graph, linked, ids,
-                                   np.zeros(n), depth)
+    k = data.draw(st.integers(1, 8))
+    order = np.array(data.draw(st.permutations(range(n))), dtype=np.int64)  # the graph's
+    retrieval = data.draw(st.permutations(range(n)))
+    base_top = np.array(retrieval[:data.draw(st.integers(0, k))], dtype=np.int64)
+    supported = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    out, restored = guard_order(order, base_top, supported, k)
 
-    def top(s, keep):  # as the stage cuts: the first `depth` rankable rows, then those kept
-        order = sorted(range(n), key=lambda j: (not rankable[j], -s[j]))
-        return {j for j in order[:depth] if rankable[j] and keep[j]}
-
-    everything = np.ones(n, bool)
-    before, after = top(score, everything), top(out, everything)
-    plain_top = {j for j in sorted(range(n), key=lambda j: (not (rankable[j] and not
-                 from_graph[j]), -plain[j]))[:depth] if rankable[j] and not from_graph[j]}
-    pushed = plain_top - before
-    unlinked = {j for j in before - plain_top if not linked[j]}
-    r = min(len(pushed), len(unlinked))
-    assert len(restored) == r and set(restored.tolist()) <= pushed
-    # the r lowest-scored unlinked newcomers leave, the restored rows take their places
-    demoted = set(sorted(unlinked, key=lambda j: score[j])[:r])
-    assert after == (before - demoted) | set(restored.tolist())
-    assert before & (plain_top | {j for j in range(n) if linked[j]}) <= after
+    assert sorted(out.tolist()) == list(range(n))  # a permutation of the rows
+    before, base = set(order[:k].tolist()), set(base_top.tolist())
+    pushed = [j for j in base_top.tolist() if j not in before]  # retrieval's best first
+    unsupported = [j for j in order[:k].tolist() if j not in base and not supported[j]]
+    r = min(len(pushed), len(unsupported))
+    assert restored.tolist() == pushed[:r]  # retrieval's best of those pushed out
+    demoted = unsupported[len(unsupported) - r:]  # the lowest-ranked unsupported newcomers
+    # the top k is the graph's minus the demoted plus the restored; what retrieval had in the
+    # graph's top k and every supported newcomer stays
+    assert set(out[:k].tolist()) == (before - set(demoted)) | set(restored.tolist())
+    assert {j for j in before if j in base or supported[j]} <= set(out[:k].tolist())
+    # restored rows take the demoted rows' places exactly (the best with the best), and the
+    # demoted take theirs; every other row keeps its place
+    rank = {j: p for p, j in enumerate(order.tolist())}
+    back = sorted(restored.tolist(), key=rank.__getitem__)
+    for a, b in zip(back, demoted):
+        assert out[rank[b]] == a and out[rank[a]] == b
+    moved = set(back) | set(demoted)
+    assert all(out[p] == j for p, j in enumerate(order.tolist()) if j not in moved)
     if not r:
-        assert np.array_equal(out, score)
-    assert sorted(out.tolist()) == sorted(score.tolist())  # scores are only swapped
+        assert np.array_equal(out, order)
 
 
-def test_guard_is_added_to_graph_pipelines_only():
-    assert [s.name for s in with_guard(STRATEGIES["multi_hop"])][-2:] == ["graph_guard", "budget"]
-    assert with_guard(STRATEGIES["temporal"]) == STRATEGIES["temporal"]
-
-
-def test_guard_runs_in_multi_hop_and_keeps_what_it_restores():
+def test_guard_runs_in_multi_hop_and_its_time_is_a_decisions_column():
     trace = synthetic_trace(400, 60, seed=3)
     from memlab.harness.replay import replay
     plain = replay(trace, DEFAULT, k=10, measures=["R@10"], progress=False)
-    guarded = replay(trace, DEFAULT.replace(graph_guard_depth=5), k=10, measures=["R@10"],
+    guarded = replay(trace, DEFAULT.replace(graph_guard_k=5), k=10, measures=["R@10"],
                      progress=False)
-    assert "graph_guard_ms" in guarded.decisions.columns
+    assert "graph_rerank_ms" in guarded.decisions.columns
     multi = guarded.decisions["strategy_used"] == "deep:multi-hop"
-    assert guarded.decisions.loc[multi, "graph_guard_ms"].notna().all()
-    assert guarded.decisions.loc[~multi, "graph_guard_ms"].isna().all()
-    assert "graph_guard_ms" not in plain.decisions.columns
+    assert multi.any() and (~multi).any()
+    assert guarded.decisions.loc[multi, "graph_rerank_ms"].notna().all()
+    assert guarded.decisions.loc[~multi, "graph_rerank_ms"].isna().all()
+    assert "graph_rerank_ms" not in plain.decisions.columns
 
 
 # -- cv_choose ---------------------------------------------------------------------------------

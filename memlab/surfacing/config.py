@@ -55,7 +55,7 @@ _STRATEGY_NAMES = ("fast:recency", "deep:multi-hop", "factual:point-query", "pro
 # fields that must be > 0, and the one number that may be negative. Every other number is a
 # finite float >= 0.
 _INT_FIELDS = frozenset({"overfetch", "recent_candidates", "temporal_window_candidates",
-                         "multi_hop_seeds", "graph_guard_depth", "title_homonym_support",
+                         "multi_hop_seeds", "title_homonym_support",
                          "graph_bridge_hits", "graph_bridge_links", "graph_guard_k"})
 _UNIT_FIELDS = frozenset({"bm25_b", "recency_floor", "recency_cue_floor", "activation_floor",
                           "activation_initial", "temporal_window_relevance_floor",
@@ -336,10 +336,6 @@ class SurfacingConfig:
     # lexical score = bm25 + w * best_bm25 * second / best_second
     spelling_weight: float = 0.0
     spelling_analyzer: str = "trigram"
-    # deep:multi-hop: the graph may push an item out of the top ``graph_guard_depth`` of the
-    # ranking without the graph only for a replacement linked to a seed (0: off;
-    # memlab.surfacing.stages.guard)
-    graph_guard_depth: int = 0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

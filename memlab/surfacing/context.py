@@ -36,7 +36,6 @@ from memlab.surfacing.router import ENTITY_DETECTORS, route
 from memlab.surfacing.stages import (COMPOSITE_INPUTS, PPR, CandidateTable, GraphRerank,
                                      Pipeline, QueryRun, Spread)
 from memlab.surfacing.stages.scoring import Rerank
-from memlab.surfacing.stages.guard import with_guard
 from memlab.surfacing.stages.variants import with_spelling
 from memlab.surfacing.strategies import STRATEGIES
 
@@ -195,8 +194,6 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
         pipeline = pipeline.before_phase("select", Rerank())
     if not legacy and config.spelling_weight > 0:  # a second BM25 field right after bm25
         pipeline = with_spelling(pipeline)
-    if not legacy and config.graph_guard_depth > 0:  # multi-hop: the graph may only help
-        pipeline = with_guard(pipeline)
     table = pipeline(run)
     for alias, stage in TIMING_ALIASES.items():
         if stage in timings:

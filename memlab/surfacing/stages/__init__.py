@@ -49,7 +49,6 @@ from memlab.surfacing.stages.scoring import (COMPOSITE_INPUTS, Budget, Composite
 from memlab.surfacing.stages.scoring import composite_stage as composite
 from memlab.surfacing.stages.title import TitleMatch, title_match
 # issue 17's optional stages (registered here so that a serialised pipeline naming them loads)
-from memlab.surfacing.stages.guard import GraphGuard, graph_guard  # noqa: F401
 from memlab.surfacing.stages.variants import SpellingVariants, spelling_variants  # noqa: F401
 from memlab.surfacing.table import CandidateTable
 

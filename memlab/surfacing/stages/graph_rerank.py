@@ -14,13 +14,15 @@ on) and changes only the order of the optional candidates:
    ``attrs["ranked_docs"]``, before any graph stage) is what the query found without the
    graph. An item of it that the graph ranking pushes out of the top ``guard_k`` comes back,
    unless the candidate that replaced it is linked to a seed (the ``multi_hop_seeds`` best
-   retrieved items) or is a bridge. Returned items take the places of the lowest unsupported
-   replacements, which move to just below the top ``guard_k``.
+   retrieved items) or is a bridge. Returned items take exactly the places of the lowest
+   unsupported replacements, which take theirs (:func:`guard_order`): every other candidate
+   keeps its place.
 
 The new order is written as the ``score`` column (the composite's scores, reassigned in the new
 order, so the budget's ordering is this stage's); ``notes["graph_rerank"]`` counts the bridges
-lifted and the items restored. Counterfactual re-scoring (``composite >> budget`` on recorded
-candidates) does not re-run this stage.
+lifted and the items restored and lists the restored items (``restored_items``); the replay's
+decisions have its time as ``graph_rerank_ms``. Counterfactual re-scoring
+(``composite >> budget`` on recorded candidates) does not re-run this stage.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from memlab.surfacing.composite import order_candidates
 from memlab.surfacing.stages.base import CandidateTable, QueryRun, Stage, register_stage
 from memlab.surfacing.stages.retrieval import _check_count
 
-__all__ = ["GraphRerank", "graph_rerank", "linked_counts"]
+__all__ = ["GraphRerank", "graph_rerank", "guard_order", "linked_counts"]
 
 _DEFAULT_SPREAD = SpreadConfig()
 
@@ -74,6 +76,46 @@ def linked_counts(ws, hubs: np.ndarray, nodes: np.ndarray,
         neighbours = snapshot.strongest_neighbours(np.array([hub]), codes, fan_out)
         out += np.isin(nodes, neighbours) & (nodes != hub)
     return out
+
+
+def guard_order(order: np.ndarray, base_top: np.ndarray, supported: np.ndarray,
+                k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The guard's new order of the rows, and the rows it restored.
+
+    ``order``: the rows best first as the graph ranks them; ``base_top``: the rows of
+    retrieval's own top ``k``, retrieval's best first (rows of ``order`` only); ``supported``:
+    per row, whether it may replace a retrieval hit (linked to a seed, or a bridge). The rows of
+    ``base_top`` pushed out of the top ``k`` come back, retrieval's best first, one for each
+    unsupported newcomer to the top ``k`` (the lowest-ranked such newcomers first). Each
+    restored row and its newcomer swap places (the best-ranked restored row takes the
+    best-ranked demoted newcomer's place), so the top ``k`` becomes exactly the graph's minus
+    those newcomers plus the restored rows, and every other row keeps its place.
+
+    Examples
+    --------
+    >>> new, restored = guard_order(np.array([0, 1, 4, 3, 5, 2]), np.array([0, 3, 5]),
+    ...                             np.array([0, 0, 0, 0, 1, 0], bool), 3)
+    >>> new.tolist(), restored.tolist()
+    ([0, 3, 4, 1, 5, 2], [3])
+    """
+    order = np.asarray(order, dtype=np.int64)
+    base_top = np.asarray(base_top, dtype=np.int64)
+    top = order[:k]
+    pushed = base_top[~np.isin(base_top, top)]  # retrieval's best first
+    newcomers = top[~np.isin(top, base_top)]  # the graph's best first
+    unsupported = newcomers[~np.asarray(supported, bool)[newcomers]]
+    n = min(len(pushed), len(unsupported))
+    if not n:
+        return order, np.empty(0, np.int64)
+    back = pushed[:n]  # retrieval's best of those pushed out
+    demoted = unsupported[len(unsupported) - n:]  # the lowest unsupported newcomers
+    rank = np.empty(int(order.max()) + 1, dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    back_slots = np.sort(rank[back])
+    out = order.copy()
+    out[rank[demoted]] = order[back_slots]  # both best first: the pairs swap places
+    out[back_slots] = demoted
+    return out, back
 
 
 def _check_unit_free(stage: str, name: str, value) -> None:
@@ -137,35 +179,24 @@ class GraphRerank(Stage):
             bridge[top] = False  # a top hit is not its own bridge
             score[bridge] *= 1.0 + boost
             order = ranking()
-        restored = 0
+        restored = np.empty(0, np.int64)
         if guard_k > 0:
             ranked_docs = np.asarray(table.attrs.get("ranked_docs", np.empty(0, np.int64)))
             pos_of = {int(i): p for p, i in enumerate(idx.tolist())}
             allowed = set(optional.tolist())
-            base_top = [pos_of[i] for i in ranked_docs[:guard_k].tolist()
-                        if i in pos_of and pos_of[i] in allowed]
-            top = order[:guard_k].tolist()
-            pushed = [p for p in base_top if p not in top]
-            if pushed:
+            base_top = np.array([pos_of[i] for i in ranked_docs[:guard_k].tolist()
+                                 if i in pos_of and pos_of[i] in allowed], dtype=np.int64)
+            top = order[:guard_k]
+            newcomers = top[~np.isin(top, base_top)]
+            if len(newcomers) and not np.isin(base_top, top).all():
                 seeds = ranked_docs[:config.multi_hop_seeds]
-                newcomers = np.array([p for p in top if p not in base_top], dtype=np.int64)
-                linked = linked_counts(ws, seeds, idx[newcomers], config.spreading,
-                                       config.graph_link_types) > 0 \
-                    if len(newcomers) else np.zeros(0, bool)
-                unsupported = [p for p, ok in zip(newcomers.tolist(), linked.tolist())
-                               if not ok and not bridge[p]]
-                n = min(len(pushed), len(unsupported))
-                if n:
-                    demoted = unsupported[len(unsupported) - n:]  # the lowest ones
-                    back = pushed[:n]  # retrieval's best of those pushed out
-                    kept = [p for p in top if p not in demoted]
-                    rank_of = {p: r for r, p in enumerate(order.tolist())}
-                    head = sorted(kept + back, key=rank_of.__getitem__)
-                    placed = set(head) | set(demoted)
-                    rest = [p for p in order.tolist() if p not in placed]
-                    order = np.array(head + demoted + rest, dtype=np.int64)
-                    restored = n
-        run.notes["graph_rerank"] = {"bridges": int(bridge.sum()), "restored": restored}
+                supported = bridge.copy()
+                supported[newcomers] |= linked_counts(ws, seeds, idx[newcomers],
+                                                      config.spreading,
+                                                      config.graph_link_types) > 0
+                order, restored = guard_order(order, base_top, supported, guard_k)
+        run.notes["graph_rerank"] = {"bridges": int(bridge.sum()), "restored": len(restored),
+                                     "restored_items": ws.ids_of(idx[restored])}
         # the composite's scores handed out again in the new order (strictly decreasing, so
         # that the budget's ties on relevance and item id cannot undo it)
         values = np.sort(score[order])[::-1] - np.arange(len(order)) * 1e-12
