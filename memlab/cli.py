@@ -904,6 +904,11 @@ def _run(args: argparse.Namespace) -> int:
                 if not str(exc).startswith(("where", "by ")):
                     raise
                 raise _Fail(f"--{exc}") from None
+            except OSError as exc:  # a Dask scheduler that cannot be reached
+                if args.executor != "dask":
+                    raise
+                raise _Fail(f"--address {args.address!r}: cannot reach the Dask scheduler "
+                            f"({' '.join(str(exc).split())})") from None
         print(interval_markdown(table, None if args.wide else 100))
         print(textwrap.fill(_measure_on_line(args.measure_on), 100))
         _print_warnings([c for c in caught if c.category.__name__ in _SHOWN_WARNINGS])

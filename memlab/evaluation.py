@@ -68,10 +68,14 @@ def eval_configs(dense: bool = False, embedder: str | None = None
     }
     if dense or embedder is not None:
         from memlab.signals.dense import hybrid_recipe
+        from memlab.signals.dense import DEFAULT_EMBEDDER
         hybrid = hybrid_recipe(DEFAULT) if embedder is None else hybrid_recipe(DEFAULT,
                                                                                embedder=embedder)
-        configs["memlab DEFAULT + dense"] = (hybrid, "porter")
-        configs["memlab DEFAULT + dense, no graph"] = (_without_graph(hybrid), "porter")
+        # rows name their embedder unless it is the recipe's own (all-MiniLM-L6-v2 on torch)
+        used = hybrid.dense.embedder
+        label = "memlab DEFAULT + dense" + ("" if used == DEFAULT_EMBEDDER else f" [{used}]")
+        configs[label] = (hybrid, "porter")
+        configs[f"{label}, no graph"] = (_without_graph(hybrid), "porter")
     return configs
 
 

@@ -569,6 +569,28 @@ class Memory:
         validate_id(session_id, "session_id")
         return self.store.drift_warnings(self.workspace_id, session_id)
 
+    def flush(self) -> None:
+        """Write buffered reinforcements to the journal now (:meth:`MemoryStore.flush`)."""
+        self.store.flush()
+
+    def close(self) -> None:
+        """Write buffered reinforcements and close the database file (:meth:`MemoryStore.close`;
+        a durable store is also closed at interpreter exit). ``with Memory(path=...) as mem:``
+        closes it at the end of the block.
+
+        Examples
+        --------
+        >>> with Memory() as mem:
+        ...     _ = mem.add("deploys run on fridays")
+        """
+        self.store.close()
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
     def compact(self):
         """Compact the durable store's journal into a snapshot (see
         :meth:`MemoryStore.compact`): a reopen then loads the snapshot and replays only the

@@ -314,5 +314,6 @@ def test_eval_embedder_names_the_dense_rows_embedder(tmp_path):
     configs = eval_configs(embedder="hashing")
     assert {c.dense.embedder for c, _ in configs.values() if c.dense is not None} == {"hashing"}
     assert {c.dense for c, _ in eval_configs().values()} == {None}
+    assert "memlab DEFAULT + dense [hashing], no graph" in configs  # rows name the embedder
     with pytest.raises(ValueError, match=r"embedder must be one of .*got 'nope'"):
         run_eval(tmp_path, embedder="nope")

@@ -103,8 +103,12 @@ class DenseConfig:
               "cache_dir", "fusion", "rrf_k")
 
     def __post_init__(self) -> None:
-        if not isinstance(self.embedder, str) or not self.embedder:
-            raise ValueError(f"embedder must be a registered embedder name, got "
+        if not isinstance(self.embedder, str) or self.embedder not in EMBEDDERS:
+            # checked now, so a recipe naming an unknown embedder fails where it is read, not
+            # in the middle of a replay (register_embedder first to use your own)
+            source = " (from $MEMLAB_EMBEDDER)" if self.embedder == os.environ.get(
+                "MEMLAB_EMBEDDER") else ""
+            raise ValueError(f"embedder must be one of {sorted(EMBEDDERS)}{source}, got "
                              f"{self.embedder!r}")
         for name in ("weight", "sentence_weight"):
             value = getattr(self, name)

@@ -3,7 +3,10 @@ and journal mixins."""
 
 from __future__ import annotations
 
+import atexit
+import sys
 import threading
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -87,6 +90,9 @@ class MemoryStore(JournalMixin, ItemsMixin, EdgesMixin, SessionsMixin):
             path, classes=_CLASSES, known_ops=JOURNALED_OPS)
         if self._journal is not None:
             self._replay()
+            # a clean exit must not lose what group commit buffered (reinforcements): close
+            # the store at interpreter exit unless the caller closed it (weakly held)
+            atexit.register(_close_at_exit, weakref.ref(self))
 
     def _mutating(self) -> None:
         """Called by every write when it has computed everything and begins to change state."""
@@ -207,3 +213,15 @@ class MemoryStore(JournalMixin, ItemsMixin, EdgesMixin, SessionsMixin):
             for (wid, sid) in sorted(self._anchor_reviews):
                 out["reviews"][f"{wid}/{sid}"] = sorted(self._anchor_reviews[(wid, sid)].items())
             return out
+
+
+def _close_at_exit(ref: "weakref.ref[MemoryStore]") -> None:
+    """Close a durable store still open at interpreter exit (buffered reinforcements written)."""
+    store = ref()
+    if store is None or store._closing:
+        return
+    try:
+        store.close()
+    except Exception as exc:  # noqa: BLE001 - at exit: say what was lost, do not mask the exit
+        print(f"memlab: closing {store.path} at exit failed, buffered reinforcements lost: "
+              f"{exc}", file=sys.stderr)

@@ -153,7 +153,7 @@ def _check_strategies(cfg: "SurfacingConfig", name: str, value: Any) -> None:
             except ValueError as exc:
                 raise ValueError(f"strategies: the pipeline for {strategy!r} is invalid "
                                  f"({exc})") from None
-        if isinstance(impl, str) and impl not in STRATEGIES and impl in STRATEGY_ALIASES:
+        if isinstance(impl, str) and impl in STRATEGY_ALIASES:
             impl = strategies[strategy] = deprecated_strategy_name(impl, stacklevel=5)
         if impl is not None and not isinstance(impl, Pipeline):
             _registered("strategies", impl, STRATEGIES, f" (for {strategy!r})")
@@ -340,6 +340,9 @@ class SurfacingConfig:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             _FIELD_CHECKS.get(f.name, _check_number)(self, f.name, getattr(self, f.name))
+        if self.graph_bridge_links > self.graph_bridge_hits:  # a bridge could never qualify
+            raise ValueError(f"graph_bridge_links must be at most graph_bridge_hits "
+                             f"({self.graph_bridge_hits}), got {self.graph_bridge_links}")
 
     def strategy_impl(self, strategy: str) -> "str | Pipeline | None":
         """The implementation (a registered name or a pipeline) that runs ``strategy`` (None:

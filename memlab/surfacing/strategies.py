@@ -69,6 +69,13 @@ class _Strategies(dict):
         deprecated_strategy_name(name, stacklevel=3)
         return self[new]
 
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or (
+            isinstance(name, str) and dict.__contains__(self, STRATEGY_ALIASES.get(name)))
+
+    def get(self, name: Any, default: Any = None) -> Any:
+        return self[name] if name in self else default
+
 
 def deprecated_strategy_name(name: str, *, stacklevel: int = 2) -> str:
     """The current name of a deprecated implementation name (with a DeprecationWarning), or
