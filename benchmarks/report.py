@@ -134,7 +134,6 @@ def ppr_lines(rows: dict) -> list[str]:
         info = row["extra_info"]
         med, ratio, acc = info["median_ms"], info["ratio_vs_peer"], info["accuracy"]
         its = info.get("iterations", {})
-        one = info.get("one_off_ms", {})
         shape = "" if info.get("shape", "power-law") == "power-law" else \
             ", 30% of edges also reversed (cyclic)"
         numba = f"{_us(med['memlab-numba'])} ({its.get('numba')} sweeps)" \

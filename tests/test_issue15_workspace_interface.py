@@ -14,7 +14,6 @@ import ast
 from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import memlab

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from memlab import Memory
 from memlab.errors import PPRConvergenceError, PPRUnavailable
 from memlab.graph.csr import EdgeTable, GraphView
-from memlab.graph.ppr import (auto_epsilon, personalized_pagerank, power_iteration,
+from memlab.graph.ppr import (personalized_pagerank, power_iteration,
                               push_rounds)
 
 HAS_NUMBA = importlib.util.find_spec("numba") is not None

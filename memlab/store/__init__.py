@@ -20,9 +20,10 @@ The package is split by concern; :class:`MemoryStore` is composed of one mixin p
 
 from memlab.store.core import MemoryStore
 from memlab.store.items import paused_gc
-from memlab.store.journal import (_CLASSES, _GROUP_COMMITTED, COMPACT_AFTER, JOURNALED_OPS,
-                                  REINFORCE_BATCH, _numbers_below, journaled)
-from memlab.store.sessions import _PinSession
-from memlab.store.workspace import NewItem, Workspace, index_text, node_key_of
+# re-exported: everything `memlab.store` offered before it became a package
+from memlab.store.journal import (_CLASSES, _GROUP_COMMITTED, COMPACT_AFTER,  # noqa: F401
+                                  JOURNALED_OPS, REINFORCE_BATCH, _numbers_below, journaled)
+from memlab.store.sessions import _PinSession  # noqa: F401
+from memlab.store.workspace import NewItem, Workspace, index_text, node_key_of  # noqa: F401
 
 __all__ = ["MemoryStore", "NewItem", "Workspace", "node_key_of", "paused_gc"]

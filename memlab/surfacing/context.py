@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import numpy as np
 
 from memlab.errors import BudgetTooSmall
 from memlab.model import SurfacingDecision, SurfacingStrategy, copy_json
