@@ -525,25 +525,39 @@ def _replay_shard_pickled(trace: Trace, settings: tuple, keep: frozenset[str]) -
 
 def _run_shards_on_dask(trace: Trace, settings: tuple, shards: list[frozenset[str]],
                         address: str | None, n_workers: int) -> list[dict[str, Any]]:
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError:  # pragma: no cover - depends on the install
-        raise ImportError("executor='dask' needs distributed: pip install 'memlab[dist]'") \
-            from None
     shipped = settings[:4] + ([str(m) for m in settings[4]],) + settings[5:]
-    cluster = None
-    if address is None:
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
-        client = Client(cluster)
-    else:
-        client = Client(address)
-    try:
+    with dask_client(address, n_workers) as client:
         # hash=False: no tokenising of every event (2 s of a LoCoMo replay); one copy per worker
         shared = client.scatter(trace, broadcast=True, hash=False)
         futures = [client.submit(_replay_shard_pickled, shared, shipped, keep, pure=False)
                    for keep in shards]
         return [pickle.loads(part) for part in client.gather(futures)]
+
+
+def _distributed():
+    """``distributed``'s ``Client`` and ``LocalCluster``, or an ImportError naming the extra."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:  # pragma: no cover - depends on the install
+        raise ImportError("executor='dask' needs distributed: pip install 'memlab[dist]'") \
+            from None
+    return Client, LocalCluster
+
+
+@contextlib.contextmanager
+def dask_client(address: str | None, n_workers: int):
+    """A Dask client of the scheduler at ``address``, or of a ``LocalCluster`` of ``n_workers``
+    single-threaded processes started for the block; closed (with its cluster) at the end."""
+    client_class, cluster_class = _distributed()
+    cluster = None
+    if address is None:
+        cluster = cluster_class(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                dashboard_address=None)
+        client = client_class(cluster)
+    else:
+        client = client_class(address)
+    try:
+        yield client
     finally:
         client.close()
         if cluster is not None:
@@ -559,13 +573,8 @@ def dask_address(executor: str, address: str | None, n_workers: int):
     if executor != "dask" or address is not None:
         yield address
         return
-    try:
-        from distributed import LocalCluster
-    except ImportError:  # pragma: no cover - depends on the install
-        raise ImportError("executor='dask' needs distributed: pip install 'memlab[dist]'") \
-            from None
-    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster:
+    with _distributed()[1](n_workers=n_workers, threads_per_worker=1, processes=True,
+                           dashboard_address=None) as cluster:
         yield cluster.scheduler_address
 
 

@@ -31,7 +31,7 @@ import pandas as pd
 from memlab.harness.counterfactual import RESCORABLE, rescore
 from memlab.harness.experiment import bootstrap_ci, judged_n, progress_bar
 from memlab.harness.measures import DEFAULT_MEASURES, Measure, check_measure_on, parse_measures
-from memlab.harness.replay import replay, resolve_config
+from memlab.harness.replay import dask_client, replay, resolve_config
 from memlab.harness.stats import (ComparisonTable, compare_paired, format_table_latex,
                                   format_table_markdown, query_metadata, select_queries,
                                   subset_order,
@@ -279,25 +279,9 @@ def _point_rows(points: list[dict], frames: list[pd.DataFrame], measures: list[s
 
 def _run_dask(trace, configs, mode, k, measures, seed, address, n_workers,
               measure_on="retrieved"):
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError:  # pragma: no cover - depends on the install
-        raise ImportError("executor='dask' needs distributed: pip install 'memlab[dist]'") \
-            from None
-    cluster = None
-    if address is None:
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
-        client = Client(cluster)
-    else:
-        client = Client(address)
-    try:
+    with dask_client(address, n_workers) as client:
         shared = client.scatter(trace, broadcast=True)
         futures = [client.submit(_run_point, shared, c, mode, k, measures, seed, measure_on,
                                  pure=False)
                    for c in configs]
         return client.gather(futures)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
