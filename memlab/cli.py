@@ -27,6 +27,11 @@ _CONFIG_HELP = ("a recipe name (default, seed_compat, bm25) or a JSON file holdi
                 "SurfacingConfig.to_dict() output")
 
 
+def _file_bytes(db: str) -> int:
+    """A SQLite database's bytes on disk: the file and its write-ahead log."""
+    return sum(p.stat().st_size for p in (Path(db), Path(f"{db}-wal")) if p.is_file())
+
+
 class _Fail(Exception):
     """A user error: printed as one line, exit code 2."""
 
@@ -838,9 +843,9 @@ def _run(args: argparse.Namespace) -> int:
             store = MemoryStore(path=args.db, compact_after=None)
         except ValueError as exc:
             raise _named(exc, db=args.db) from None
+        before = _file_bytes(args.db)  # the database and its write-ahead log, before anything
         try:
             report = store.compact()
-            before = Path(args.db).stat().st_size
             if args.vacuum:
                 store.journal.vacuum()
         except ConcurrentWriterError as exc:
@@ -850,13 +855,16 @@ def _run(args: argparse.Namespace) -> int:
                         f"{exc.__cause__ or exc}") from None
         finally:
             store.close()
-        if args.vacuum:
-            print(f"{args.db}: vacuumed, {before:,} -> {Path(args.db).stat().st_size:,} bytes")
         if report.upto:
             print(f"{args.db}: compacted rows 1..{report.upto} ({report.rows_removed} journal "
                   f"rows removed; snapshot {report.snapshot_bytes:,} bytes)")
         else:
             print(f"{args.db}: nothing to compact (no journal rows after the latest snapshot)")
+        # after close: SQLite has folded its write-ahead log back into the file
+        print(f"{args.db}: {'vacuumed; ' if args.vacuum else ''}file {before:,} -> "
+              f"{_file_bytes(args.db):,} bytes (database and write-ahead log)")
+        if not args.vacuum:
+            print("  (compaction frees pages for reuse; --vacuum returns them to the disk)")
         return 0
     if args.command == "recover":
         from memlab.journal_repair import recover_journal

@@ -309,9 +309,15 @@ def test_cli_compact(tmp_path, capsys):
     assert main(["compact", str(path)]) == 0
     out = capsys.readouterr().out
     assert "compacted rows 1..4 (4 journal rows removed" in out
+    on_disk = sum(p.stat().st_size for p in (path, tmp_path / "m.db-wal") if p.is_file())
     assert main(["compact", str(path), "--vacuum"]) == 0
     out = capsys.readouterr().out
-    assert "nothing to compact" in out and "vacuumed" in out
+    assert "nothing to compact" in out and "vacuumed; file " in out
+    # the sizes are the whole file before compaction and after close, WAL included (round-3
+    # review: the "before" was read after compaction, before the WAL was folded back)
+    before, after = [int(v.replace(",", "")) for v in
+                     out.split("vacuumed; file ")[1].split(" bytes")[0].split(" -> ")]
+    assert (before, after) == (on_disk, path.stat().st_size)
     assert main(["check", str(path)]) == 0
     assert main(["compact", str(tmp_path / "missing.db")]) == 2
     assert "does not exist" in capsys.readouterr().err
