@@ -887,10 +887,11 @@ def _run(args: argparse.Namespace) -> int:
             args.data = str(shared_data_dir())
         check_data_root(args.data, tuple(args.datasets), option="--data")
         if args.embedder is not None:
-            from memlab.signals.dense import EMBEDDERS
-            if args.embedder not in EMBEDDERS:
-                raise _Fail(f"--embedder must be one of {sorted(EMBEDDERS)}, got "
-                            f"{args.embedder!r}")
+            from memlab.signals.dense import DenseConfig
+            try:
+                DenseConfig(embedder=args.embedder)  # the registry's own check, before any work
+            except ValueError as exc:
+                raise _Fail(f"--{exc}") from None
         if args.workers < 1:
             raise _Fail(f"--workers must be at least 1, got {args.workers}")
         if args.address is not None and args.executor != "dask":

@@ -118,11 +118,7 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
     scheduler at ``address``, else a ``LocalCluster`` of ``n_workers`` started once.
     """
     check_measure_on(measure_on)
-    if embedder is not None:
-        from memlab.signals.dense import EMBEDDERS
-        if embedder not in EMBEDDERS:
-            raise ValueError(f"embedder must be one of {sorted(EMBEDDERS)}, got {embedder!r}")
-        dense = True
+    configs = eval_configs(dense, embedder)  # first: DenseConfig refuses an unknown embedder
     root = check_data_root(data_root, datasets)
     traces = {}
     if "musique" in datasets:
@@ -148,7 +144,6 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
                          f"got {by!r}")
     if executor not in ("serial", "dask"):
         raise ValueError(f"executor must be 'serial' or 'dask', got {executor!r}")
-    configs = eval_configs(dense, embedder)
     bar = progress_bar(len(configs) * len(traces), "eval", progress)
     with dask_address(executor, address, n_workers) as shared_address:
         rows, frames = _eval_runs(configs, traces, metadata, k, measure_on, where, by, bar,
