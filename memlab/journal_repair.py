@@ -29,8 +29,9 @@ from pathlib import Path
 from memlab.persist import (SCHEMA_VERSION, Journal, JournalCorruptError, SchemaVersionError,
                             SnapshotInfo, _is_cache_op, _last_seq, _missing, _preflight,
                             _row_problem, _snapshot_tables, _truncation, decode, decode_legacy,
-                            encode, read_snapshot_info, read_snapshot_parts_salvaged)
-from memlab.snapshot import capture, salvage
+                            encode, read_snapshot_info, read_snapshot_manifest,
+                            read_snapshot_parts_salvaged)
+from memlab.snapshot import capture, drop_items, salvage
 from memlab.store import _CLASSES, JOURNALED_OPS, MemoryStore, NewItem, Workspace, _PinSession
 
 __all__ = ["check_journal", "recover_journal", "RecoveryReport"]
@@ -86,6 +87,10 @@ class _Scan:
     salvage_lines: list[str] | None = None  # what salvaging the snapshot lost (once done)
     whole: bool | None = None  # whether the snapshot loaded whole (None: not tried yet)
     salvage_lost_items: int = 0  # items of the snapshot's workspaces lost whole
+    # the bytes damaged parts still have, by position (item by item salvage reads them)
+    snapshot_raw: dict[int, bytes] = field(default_factory=dict)
+    # items salvage could not keep: (workspace id, placeholder id, where the damage is)
+    tombstones: list[tuple[str, str, str]] | None = None
 
 
 def _scan(path: Path, what: str) -> _Scan:
@@ -226,11 +231,13 @@ def _read(path: Path, source: Path, what: str, problems: list[tuple[int | None, 
             raw.extend(chunk)
             after = chunk[-1][0]
         header: list[dict] = []
-        snapshot, upto, kept_seqs = _read_snapshot(conn, path, problems, header)
+        raw_parts: dict[int, bytes] = {}
+        snapshot, upto, kept_seqs = _read_snapshot(conn, path, problems, header, raw_parts)
     finally:
         conn.close()
     scan = _Scan(version, len(raw) + len(unreadable), [], problems, snapshot, upto,
                  header[0] if header else None)
+    scan.snapshot_raw = raw_parts
     if snapshot is not None:
         scan.damaged_parts = sum(part is None for part in snapshot[1])
     for s in sorted(unreadable):
@@ -295,13 +302,16 @@ def _read(path: Path, source: Path, what: str, problems: list[tuple[int | None, 
 
 
 def _read_snapshot(conn: sqlite3.Connection, path: Path, problems: list[tuple[int | None, str]],
-                   header: list[dict]
+                   header: list[dict], raw_parts: dict[int, bytes]
                    ) -> tuple[tuple[SnapshotInfo, list[bytes | None]] | None, int, set[int]]:
     """``(snapshot, upto, kept)``: the latest snapshot when its header is intact (else its
     problem is added), its parts checked one by one (a damaged part is None, with a problem
     naming it), the rows it covers (``1..upto``; read from its row even when it is damaged,
     so the rows compaction removed are not reported missing) and the covered rows that
-    remain. Its header, when intact, is appended to ``header``."""
+    remain. Its header, when intact, is appended to ``header``; a damaged header is rebuilt
+    from the snapshot's manifest when that passes its own checksum (format 3,
+    :func:`memlab.persist.read_snapshot_manifest`). The bytes damaged parts still have go into
+    ``raw_parts``."""
     try:
         if not _snapshot_tables(conn):
             return None, 0, set()
@@ -309,11 +319,19 @@ def _read_snapshot(conn: sqlite3.Connection, path: Path, problems: list[tuple[in
         problems.append((None, f"SQLite cannot read the snapshot tables ({exc})"))
         return None, 0, set()
     try:
-        info = read_snapshot_info(conn, path)
+        try:
+            info = read_snapshot_info(conn, path)
+        except JournalCorruptError as exc:
+            problems.append((None, exc.problem))
+            try:
+                info, how = read_snapshot_manifest(conn, path)
+            except JournalCorruptError as again:
+                raise JournalCorruptError(path, None, again.problem) from None
+            problems.append((None, how))
         if info is None:
             return None, 0, set()
         header.append(info.header)
-        parts, damaged = read_snapshot_parts_salvaged(conn, path, info)
+        parts, damaged = read_snapshot_parts_salvaged(conn, path, info, raw_parts)
         problems.extend((None, line) for line in damaged)
         return (info, parts), info.upto, set(info.kept.tolist())
     except (JournalCorruptError, SchemaVersionError) as exc:
@@ -344,9 +362,11 @@ def _base_store(scan: _Scan) -> MemoryStore:
             scan.problems.append((None, exc.problem))
             scan.whole = False
             store = MemoryStore()
+    tombstones: list[tuple[str, str, str]] = []
     try:
         lines = salvage(store, info, parts, workspace_cls=Workspace,
-                        pin_session_cls=_PinSession, rebuild=_rebuild)
+                        pin_session_cls=_PinSession, rebuild=_rebuild,
+                        damaged=scan.snapshot_raw, tombstones=tombstones)
     except JournalCorruptError as exc:  # not even its list of workspaces
         if scan.salvage_lines is None:
             scan.problems.append((None, exc.problem))
@@ -360,8 +380,11 @@ def _base_store(scan: _Scan) -> MemoryStore:
         scan.salvage_lost_items = max(0, held - sum(len(ws) for ws in
                                                     store._workspaces.values()))
         where = f"snapshot {info.snap_id} (of rows 1..{info.upto})"
-        scan.problems.extend((None, f"{where}: {line}") for line in lines)
-        scan.salvage_lines = lines
+        # what salvaging cost is recover's to say (check lists damage only)
+        scan.salvage_lines = [f"{where}: {line}" for line in lines]
+        scan.tombstones = tombstones
+        scan.problems.extend((None, f"{where}: workspace {wid!r}: {what}")
+                             for wid, _, what in tombstones)
     return store
 
 
@@ -458,6 +481,7 @@ class RecoveryReport:
     lost_items: int | None = None
     damaged_parts: int = 0
     snapshot_parts: int = 0
+    dropped_items: int = 0
 
     def summary(self, out: str | Path) -> str:
         """The one-line summary ``memlab recover`` prints.
@@ -478,6 +502,9 @@ class RecoveryReport:
             items = f"{self.lost_items} items lost; " if self.lost_items else ""
             lost = (f"; salvaged the snapshot but {self.damaged_parts} of its "
                     f"{self.snapshot_parts} parts ({items}see above)")
+        if self.dropped_items:
+            lost += (f"; dropped {self.dropped_items} damaged item"
+                     f"{'s' if self.dropped_items != 1 else ''} (see above)")
         return f"kept {self.kept} of the {self.total} rows found{lost}; wrote {out}"
 
 
@@ -517,12 +544,39 @@ def recover_journal(path: str | Path, out: str | Path) -> RecoveryReport:
         raise ValueError(f"out {str(out)!r} already exists; recover never overwrites a file")
     scan = _scan(path, "path")
     kept = _applicable(scan)
+    done: list[tuple[int | None, str]] = [(None, line) for line in scan.salvage_lines or []]
+    dropped = 0
     journal = Journal(out)
     try:
-        if scan.snapshot is not None:  # the state before the first row kept
-            journal.write_snapshot(0, *capture(_base_store(scan)))
-        if kept:
-            journal.append_many([(op, payload) for _, op, payload in kept])
+        if scan.tombstones:
+            # items that could not be salvaged kept their numbers (placeholders) while the
+            # rows were applied; now they go, and the whole state is one snapshot (the rows
+            # after it would name items by their old numbers)
+            store = _base_store(scan)
+            for _, op, payload in kept:
+                if op.startswith("store."):
+                    store._apply(0, op, payload, path="")
+            drops: dict[str, set[str]] = {}
+            for wid, holder, _ in scan.tombstones:
+                drops.setdefault(wid, set()).add(holder)
+            header, parts, edges = drop_items(*capture(store), drops)
+            name = {h: f"[{w.split(':', 1)[0]}]" for _, h, w in scan.tombstones}
+            for wid, holder, what in scan.tombstones:
+                mine = [f"{name.get(a, a)} -{t}-> {name.get(b, b)}" for a, t, b in
+                        edges.get(wid, []) if holder in (a, b)]
+                listed = f" and its {len(mine)} edge{'s' if len(mine) != 1 else ''}: " \
+                         f"{', '.join(mine)}" if mine else " (it had no edges)"
+                done.append((None, f"workspace {wid!r}: dropped {what.split(':', 1)[0]}"
+                                   f"{listed}"))
+            dropped = len(scan.tombstones)
+            if kept:
+                journal.append_many([(op, payload) for _, op, payload in kept])
+            journal.write_snapshot(len(kept), header, parts)
+        else:
+            if scan.snapshot is not None:  # the state before the first row kept
+                journal.write_snapshot(0, *capture(_base_store(scan)))
+            if kept:
+                journal.append_many([(op, payload) for _, op, payload in kept])
     finally:
         journal.close()
 
@@ -537,5 +591,5 @@ def recover_journal(path: str | Path, out: str | Path) -> RecoveryReport:
     parts = 0 if scan.snapshot is None else len(scan.snapshot[1])
     if scan.snapshot is not None and scan.salvage_lines:
         items = scan.salvage_lost_items
-    return RecoveryReport(scan.total, len(kept), _lines(scan.problems), lost, items,
-                          scan.damaged_parts if parts else 0, parts)
+    return RecoveryReport(scan.total, len(kept), _lines(scan.problems + done), lost, items,
+                          scan.damaged_parts if parts else 0, parts, dropped)

@@ -805,10 +805,12 @@ class Journal:
                 self._conn.execute("INSERT INTO snapshots (id, upto, header, crc) VALUES "
                                    "(?, ?, ?, ?)", (snap_id, upto, text,
                                                     _header_crc(snap_id, upto, text.encode())))
+                # the header again, as the row after the data parts (format 3): its own
+                # checksum lets recover rebuild a damaged header (read_snapshot_manifest)
                 self._conn.executemany(
                     "INSERT INTO snapshot_parts (snap, part, data, crc) VALUES (?, ?, ?, ?)",
                     [(snap_id, i, data, _part_crc(snap_id, i, data))
-                     for i, data in enumerate([kept_b] + pieces)])
+                     for i, data in enumerate([kept_b] + pieces + [text.encode()])])
                 self._conn.execute("DELETE FROM snapshot_parts WHERE snap < ?", (snap_id,))
                 self._conn.execute("DELETE FROM snapshots WHERE id < ?", (snap_id,))
                 removed = self._conn.execute("DELETE FROM ops WHERE seq <= ? AND op LIKE "
@@ -867,8 +869,9 @@ class Journal:
             self._conn.close()
 
 
-SNAPSHOT_FORMAT = 2  # the layout of a snapshot's header and parts (see memlab.snapshot; 2:
-# item histories as a table of distinct events; format 1 is still read)
+SNAPSHOT_FORMAT = 3  # the layout of a snapshot's header and parts (see memlab.snapshot; 2:
+# item histories as a table of distinct events; 3: a checksum per item id and content, and the
+# header copied into a last part row, the manifest; formats 1 and 2 are still read)
 SNAPSHOT_CHUNK = 256 * 2 ** 20  # largest row of a snapshot part (SQLite's limit is 1 GB)
 
 
@@ -911,12 +914,12 @@ def read_snapshot_parts(conn: sqlite3.Connection, path: Path, info: SnapshotInfo
     # the header's counts are checked against the rows there (counted in SQL) before anything
     # is built from them: a forged count must not size an allocation
     present = conn.execute("SELECT count(*) FROM snapshot_parts WHERE snap=? AND part>0",
-                           (info.snap_id,)).fetchone()[0]
+                           (info.snap_id,)).fetchone()[0] - _manifest_rows(info)
     if sum(chunks) != present:
         raise JournalCorruptError(path, None, f"{where} is damaged: its header gives "
                                   f"{sum(chunks)} part rows, the file holds {present}")
     rows = conn.execute("SELECT part, data, crc FROM snapshot_parts WHERE snap=? AND part>0 "
-                        "ORDER BY part", (info.snap_id,)).fetchall()
+                        "AND part<=? ORDER BY part", (info.snap_id, present)).fetchall()
     if [r[0] for r in rows] != list(range(1, present + 1)):
         raise JournalCorruptError(path, None, f"{where} is damaged: it misses parts (has "
                                   f"{len(rows)} of {sum(chunks)} rows)")
@@ -938,13 +941,17 @@ def read_snapshot_parts(conn: sqlite3.Connection, path: Path, info: SnapshotInfo
     return out
 
 
-def read_snapshot_parts_salvaged(conn: sqlite3.Connection, path: Path, info: SnapshotInfo
+def read_snapshot_parts_salvaged(conn: sqlite3.Connection, path: Path, info: SnapshotInfo,
+                                 damaged: dict[int, bytes] | None = None
                                  ) -> tuple[list[bytes | None], list[str]]:
     """The data parts of snapshot ``info``, each checked on its own: ``(parts, problems)``,
     where a damaged part (a row missing, its checksum or its length wrong) is None and has one
     line in ``problems`` naming it by number and, when the header's list of parts gives it, by
     name (``memlab recover`` salvages every other part; :func:`read_snapshot_parts` raises at
-    the first). Only rows that are present are read: nothing is sized from the header."""
+    the first). Only rows that are present are read: nothing is sized from the header.
+    ``damaged``, when given, receives the bytes a damaged part still has (its rows present,
+    joined), by its position in ``parts``: item by item salvage reads them
+    (:func:`memlab.snapshot.salvage`)."""
     where = f"snapshot {info.snap_id} (of rows 1..{info.upto})"
     sizes, chunks = info.header["parts"], info.header["chunks"]
     present = conn.execute("SELECT count(*) FROM snapshot_parts WHERE snap=? AND part>0",
@@ -962,16 +969,19 @@ def read_snapshot_parts_salvaged(conn: sqlite3.Connection, path: Path, info: Sna
     problems: list[str] = []
     at = 1
     for number, (size, count) in enumerate(zip(sizes, chunks), start=1):
-        pieces, problem = [], None
+        pieces, problem, present_bytes = [], None, []
         for row in range(at, at + count):
             data, crc = rows.get(row, (None, None))
+            if isinstance(data, bytes):
+                present_bytes.append(data)
+            if problem is not None:
+                continue
             if data is None:
                 problem = "is missing" if count == 1 else f"misses its row {row - at + 1} of {count}"
-                break
-            if not isinstance(data, bytes) or crc != _part_crc(info.snap_id, row, data):
+            elif not isinstance(data, bytes) or crc != _part_crc(info.snap_id, row, data):
                 problem = "fails its checksum"
-                break
-            pieces.append(data)
+            else:
+                pieces.append(data)
         at += count
         if problem is None:
             data = pieces[0] if count == 1 else b"".join(pieces)
@@ -979,14 +989,70 @@ def read_snapshot_parts_salvaged(conn: sqlite3.Connection, path: Path, info: Sna
                 problem = "does not have the length its header gives"
         if problem is not None:
             problems.append(f"{where} is damaged: {_part_label(info, number)} {problem}")
+            if damaged is not None and present_bytes:
+                damaged[len(out)] = b"".join(present_bytes)
             out.append(None)
         else:
             out.append(data)
-    extra = [row for row in rows if row >= at]
+    extra = [row for row in rows if row >= at + _manifest_rows(info)]
     if extra:
         problems.append(f"{where} holds {len(extra)} part rows its header does not list "
                         f"(ignored)")
     return out, problems
+
+
+def _manifest_rows(info: SnapshotInfo) -> int:
+    """Part rows after the data parts: 1 for the manifest of a format-3 snapshot, else 0."""
+    fmt = info.header.get("format")
+    return 1 if isinstance(fmt, int) and fmt >= 3 else 0
+
+
+def read_snapshot_manifest(conn: sqlite3.Connection, path: Path) -> tuple[SnapshotInfo, str]:
+    """The latest snapshot's header rebuilt from its manifest (the copy of the header that a
+    format-3 snapshot stores as its last part row, under that row's own checksum), for a
+    snapshot whose header row is damaged: ``(info, how)``, ``how`` saying where it came from.
+
+    The snapshot is the one its part rows name (the highest ``snap``), the manifest the last
+    of its rows; it is used only when its checksum holds (computed with that snapshot's id and
+    the row's number), it decodes to a header of format 3 or later whose part rows end just
+    before it, and the kept-rows part (part 0) passes its checksum. Nothing is sized from the
+    header before those checks (the rows present are counted in SQL).
+
+    Raises
+    ------
+    JournalCorruptError
+        No manifest, or one that fails any of these checks (the message says which).
+    """
+    row = conn.execute("SELECT max(snap) FROM snapshot_parts").fetchone()
+    snap_id = row[0] if row else None
+    if not isinstance(snap_id, int):
+        raise JournalCorruptError(path, None, "the snapshot has no parts to rebuild its header "
+                                  "from")
+    where = f"snapshot {snap_id}"
+    last = conn.execute("SELECT part, data, crc FROM snapshot_parts WHERE snap=? "
+                        "ORDER BY part DESC LIMIT 1", (snap_id,)).fetchone()
+    part, data, crc = last
+    if not isinstance(part, int) or not isinstance(data, bytes) \
+            or crc != _part_crc(snap_id, part, data):
+        raise JournalCorruptError(path, None, f"{where}'s last part row fails its checksum, so "
+                                  f"its header cannot be rebuilt from it")
+    try:
+        header = _json_object(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise JournalCorruptError(path, None, f"{where} has no manifest to rebuild its header "
+                                  f"from (written before snapshot format 3)") from None
+    fmt, upto, chunks = header.get("format"), header.get("upto"), header.get("chunks")
+    if not isinstance(fmt, int) or fmt < 3 or not isinstance(upto, int) or upto < 0 \
+            or not isinstance(chunks, list) or not all(type(c) is int for c in chunks) \
+            or sum(chunks) + 1 != part:
+        raise JournalCorruptError(path, None, f"{where} has no manifest to rebuild its header "
+                                  f"from (its last part row is not one)")
+    text = data
+    kept = conn.execute("SELECT data, crc FROM snapshot_parts WHERE snap=? AND part=0",
+                        (snap_id,)).fetchone()
+    info = _snapshot_header(path, (snap_id, upto, text, _header_crc(snap_id, upto, text)), kept)
+    return info, (f"snapshot {snap_id} (of rows 1..{upto}): its manifest (the copy of its "
+                  f"header in its last part row) passes its checksum")
 
 
 def _part_label(info: SnapshotInfo, number: int) -> str:

@@ -39,7 +39,9 @@ import inspect
 import itertools
 import json
 import math
+import re
 import threading
+import zlib
 from datetime import datetime, timezone
 from typing import Any
 
@@ -56,7 +58,8 @@ from memlab.text import ANALYZERS
 # store (it reads the store's objects, and restore() is handed the classes it builds)
 MemoryStore = Any
 
-__all__ = ["CompactionReport", "capture", "restore", "salvage", "full_state", "state_digest"]
+__all__ = ["CompactionReport", "capture", "restore", "salvage", "drop_items", "full_state",
+           "state_digest"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,6 +199,10 @@ def capture(store: MemoryStore) -> tuple[dict[str, Any], list[bytes]]:
         items = ws.items
         out.data(p + "item_id", ws.item_ids)
         out.data(p + "content", [it.content for it in items])
+        # one checksum per item id and per content (format 3): a damaged id or content part
+        # then loses only the items whose own checksum fails (see salvage)
+        out.array(p + "item_id.crc", [_text_crc(x) for x in ws.item_ids], "i8")
+        out.array(p + "content.crc", [_text_crc(it.content) for it in items], "i8")
         # memory types and dates as codes into their distinct values (few: a bulk write
         # shares one date), which keeps millions of strings out of the snapshot
         type_codes: dict[str, int] = {}
@@ -266,6 +273,80 @@ def capture(store: MemoryStore) -> tuple[dict[str, Any], list[bytes]]:
     out.data("anchors", [[w, s, rows] for (w, s), rows in store._anchors.items()])
     out.data("reviews", [[w, s, list(r.items())] for (w, s), r in store._anchor_reviews.items()])
     return {"workspaces": workspaces, "index": out.index}, out.parts
+
+
+def _text_crc(text: str) -> int:
+    """CRC-32 of one item id or content (what the ``*.crc`` parts of format 3 hold)."""
+    return zlib.crc32(text.encode("utf-8", "surrogatepass"))
+
+
+_NEAR_CUT = re.compile(r'(?=., "|".\x20"|",."|", .)', re.DOTALL)
+_LENIENT_TRIES = 64  # separators tried per string before it counts as lost
+
+
+def _lenient_strings(data: bytes, crcs: np.ndarray) -> list[str | None]:
+    """The strings of a damaged data part holding a JSON list of strings (an id or content
+    part), each kept only when it matches its own checksum in ``crcs`` (None otherwise).
+
+    The part is plain JSON written with ``ensure_ascii``, so its strings are separated by a
+    quote, a comma, a space and a quote, and any other quote is escaped: a changed byte can
+    only break or fake one separator, or change one string. Strings are taken from the front,
+    each ending at the first separator (or a separator one byte off) after which its text
+    matches its checksum; then from the back likewise. A string that matches no separator is
+    lost, and so are those between the two passes. Only bytes present are read, and a string
+    is kept only when its CRC-32 equals its own item's.
+    """
+    n = len(crcs)
+    text = data.decode("latin-1")  # one character per byte: positions stay put
+    start, end = text.find("["), text.rfind("]")
+    out: list[str | None] = [None] * n
+    if n == 0 or start < 0 or end <= start + 1:
+        return out
+    body = text[start + 1:end]  # '"s0", "s1", ..., "sN"'
+    cuts = [m.start() for m in _NEAR_CUT.finditer(body)]  # where a closing quote may be
+    want = crcs.tolist()
+
+    def fits(inner: str, i: int) -> str | None:
+        try:
+            got = json.loads('"' + inner + '"')
+        except (ValueError, RecursionError):
+            return None
+        return got if isinstance(got, str) and _text_crc(got) == want[i] else None
+
+    # forward: string i starts at ``pos`` (after its opening quote)
+    pos, i, last = 1, 0, len(body) - 1  # ``last``: the final closing quote
+    at = 0
+    while i < n:
+        while at < len(cuts) and cuts[at] < pos:
+            at += 1
+        ends = cuts[at:at + _LENIENT_TRIES] + ([last] if i == n - 1 else [])
+        for q in ends:
+            got = fits(body[pos:q], i)
+            if got is not None:
+                out[i], pos = got, q + 4
+                break
+        else:
+            break
+        i += 1
+    front = i
+    # backward: string j ends at ``stop`` (its closing quote)
+    stop, j = last, n - 1
+    at = len(cuts) - 1
+    while j > front:
+        while at >= 0 and cuts[at] + 4 > stop:
+            at -= 1
+        starts = [cuts[k] + 4 for k in range(at, max(at - _LENIENT_TRIES, -1), -1)]
+        if j == 0:
+            starts.append(1)
+        for q in starts:
+            got = fits(body[q:stop], j)
+            if got is not None:
+                out[j], stop = got, q - 4
+                break
+        else:
+            break
+        j -= 1
+    return out
 
 
 def _history(out: _Writer, p: str, items: list) -> None:
@@ -449,29 +530,43 @@ _HEAD_OF_GROUP = {"edges": ("edges",), "BM25 index": ("bm25",), "gazetteer": ("g
 
 
 def salvage(store: MemoryStore, info: SnapshotInfo, parts: list[bytes | None], *,
-            workspace_cls: type, pin_session_cls: type, rebuild: Any) -> list[str]:
+            workspace_cls: type, pin_session_cls: type, rebuild: Any,
+            damaged: dict[int, bytes] | None = None,
+            tombstones: list[tuple[str, str, str]] | None = None) -> list[str]:
     """Load every intact part of a damaged snapshot into ``store`` (a fresh one) and return
     one line per loss (``memlab recover``; :func:`restore` refuses a damaged snapshot whole).
 
     ``parts`` holds None for a part that failed its checksum
-    (:func:`memlab.persist.read_snapshot_parts_salvaged`). A workspace whose parts all load is
-    restored exactly. In another one, as long as its item ids and contents are intact, its items
-    are kept and each damaged group of parts (:data:`_GROUPS`: its dates, metadata, history,
-    edges, BM25 index, …) is replaced by that group as writing the items afresh builds it:
-    ``rebuild(workspace_id, analyzer, ids, contents, types, metadata, created)`` returns the capture
-    (``(header, parts)``) of a store holding only those items, written by the store's own write
-    path (types, metadata and creation dates as the snapshot has them when their parts are
-    intact; else ``semantic``, ``{}`` and the epoch). Each group replaced is one line saying
-    what was lost; a workspace whose ids or contents are damaged is lost whole. Pins, anchors
-    and review marks are kept when their part is intact (entries of a lost workspace dropped).
+    (:func:`memlab.persist.read_snapshot_parts_salvaged`), and ``damaged`` the bytes such a
+    part still has, by its position in ``parts``. A workspace whose parts all load is restored
+    exactly. In another one its items are kept and each damaged group of parts
+    (:data:`_GROUPS`: its dates, metadata, history, edges, BM25 index, …) is replaced by that
+    group as writing the items afresh builds it: ``rebuild(workspace_id, analyzer, ids,
+    contents, types, metadata, created)`` returns the capture (``(header, parts)``) of a store
+    holding only those items, written by the store's own write path (types, metadata and
+    creation dates as the snapshot has them when their parts are intact; else ``semantic``,
+    ``{}`` and the epoch). Each group replaced is one line saying what was lost.
+
+    When the part of item ids or of contents is damaged, each item whose id and content match
+    their own checksums (format 3, see :func:`_lenient_strings`) is kept; each other one keeps
+    its number under a placeholder id and an empty content, so every later row naming items by
+    number still applies, and is listed in ``tombstones`` as ``(workspace_id, placeholder id,
+    what was damaged)`` for the caller to drop (:func:`drop_items`) once those rows are
+    applied. Without per-item checksums (formats 1 and 2) such a workspace is lost whole.
+    Pins, anchors and review marks are kept when their part is intact (entries of a lost
+    workspace dropped).
     """
     with _no_gc():
-        return _salvage(store, info, parts, workspace_cls, pin_session_cls, rebuild)
+        return _salvage(store, info, parts, workspace_cls, pin_session_cls, rebuild,
+                        damaged or {}, tombstones if tombstones is not None else [])
 
 
 def _salvage(store: MemoryStore, info: SnapshotInfo, parts: list[bytes | None],
-             workspace_cls: type, pin_session_cls: type, rebuild: Any) -> list[str]:
+             workspace_cls: type, pin_session_cls: type, rebuild: Any,
+             damaged: dict[int, bytes], tombstones: list) -> list[str]:
     r = _Reader("", info, parts)
+    names = [e[0] for e in info.header["index"]]
+    raw = {names[i]: data for i, data in damaged.items() if 0 <= i < len(names)}
     heads = info.header.get("workspaces")
     _check(isinstance(heads, list), r, "its header lists no workspaces")
     lines: list[str] = []
@@ -482,18 +577,18 @@ def _salvage(store: MemoryStore, info: SnapshotInfo, parts: list[bytes | None],
             ws = _restore_workspace(r, p, head, workspace_cls)
         except JournalCorruptError as exc:
             ws = _salvage_workspace(r, p, head, workspace_cls, rebuild, lines,
-                                    exc.problem.split("is damaged: ", 1)[-1])
+                                    exc.problem.split("is damaged: ", 1)[-1], raw, tombstones)
         if ws is not None and ws.workspace_id not in built:
             built[ws.workspace_id] = ws
     values = {}
     for name, what in _STORE_PARTS.items():
         try:
-            raw = r.data(name)
-            _check(isinstance(raw, list), r, f"part {name!r} is malformed")
-            value = [x for x in raw if _store_entry_ok(name, x, built)]
-            if len(value) < len(raw):
-                lines.append(f"{len(raw) - len(value)} of the {len(raw)} {what} are lost "
-                             f"(their workspace is lost or they are malformed)")
+            raw_value = r.data(name)
+            _check(isinstance(raw_value, list), r, f"part {name!r} is malformed")
+            value = [x for x in raw_value if _store_entry_ok(name, x, built)]
+            if len(value) < len(raw_value):
+                lines.append(f"{len(raw_value) - len(value)} of the {len(raw_value)} {what} "
+                             f"are lost (their workspace is lost or they are malformed)")
         except JournalCorruptError as exc:
             value = []
             lines.append(f"all {what} are lost ({exc.problem.split('is damaged: ', 1)[-1]})")
@@ -503,25 +598,95 @@ def _salvage(store: MemoryStore, info: SnapshotInfo, parts: list[bytes | None],
     return lines
 
 
+def _with_parts(r: _Reader, replace: dict[str, tuple[list, bytes]]) -> _Reader:
+    """A reader of ``r``'s parts with those named in ``replace`` swapped (``name -> (entry,
+    bytes)``; entries of ``r`` not named are kept in their order)."""
+    index, data = [], []
+    for name, (entry, blob) in r.parts.items():
+        if name in replace:
+            entry, blob = replace[name]
+        index.append(entry)
+        data.append(blob)
+    for name, (entry, blob) in replace.items():
+        if name not in r.parts:
+            index.append(entry)
+            data.append(blob)
+    return _Reader(r.path, dataclasses.replace(r.info, header={**r.info.header, "index": index}),
+                   data)
+
+
+def _salvage_items(r: _Reader, p: str, n: int, raw: dict[str, bytes]
+                   ) -> tuple[list[str | None], list[str | None]]:
+    """The item ids and contents of workspace ``p``: every one when their parts are intact;
+    from a damaged part, those matching their own checksum (None for the rest; see
+    :func:`_lenient_strings`). Raises :class:`JournalCorruptError` when a damaged part cannot
+    be read item by item (no per-item checksums, or they are damaged too)."""
+    out = []
+    for name in ("item_id", "content"):
+        entry = r.parts.get(p + name)
+        if entry is None or entry[0][1] != "data":
+            r.fail(f"part {p + name!r} is missing")
+        if entry[1] is not None:
+            out.append(list(r.strings(p + name, n)))
+            continue
+        if p + name + ".crc" not in r.parts:
+            r.fail(f"part {p + name!r} is damaged (and this snapshot, written before format 3, "
+                   f"has no checksum per item to salvage it item by item)")
+        try:
+            crcs = r.array(p + name + ".crc", "i8", n)
+        except JournalCorruptError:
+            r.fail(f"part {p + name!r} is damaged, and so is its checksum per item")
+        out.append(_lenient_strings(raw.get(p + name, b""), crcs))
+    return out[0], out[1]
+
+
 def _salvage_workspace(r: _Reader, p: str, head: Any, workspace_cls: type, rebuild: Any,
-                       lines: list[str], reason: str) -> Any:
-    """The workspace of parts ``p*`` with its damaged groups rebuilt (see :func:`salvage`),
-    or None (a line says why) when even that does not load."""
+                       lines: list[str], reason: str, raw: dict[str, bytes],
+                       tombstones: list) -> Any:
+    """The workspace of parts ``p*`` with its damaged items kept as placeholders and its damaged
+    groups rebuilt (see :func:`salvage`), or None (a line says why) when even that does not
+    load."""
     wid = head.get("workspace_id") if isinstance(head, dict) else None
     label = f"workspace {wid!r}" if type(wid) is str else f"workspace {p[:-1]}"
     try:
         _check(type(wid) is str and _is_int(head.get("items")) and _is_int(head.get("edges")),
                r, f"workspace {p[:-1]}'s header is malformed")
         n = head["items"]
-        ids, contents = r.strings(p + "item_id", n), r.strings(p + "content", n)
+        ids, contents = _salvage_items(r, p, n, raw)
     except JournalCorruptError as exc:
         lines.append(f"{label} is lost whole: its item ids or contents are unreadable "
                      f"({exc.problem.split('is damaged: ', 1)[-1]})")
         return None
+    lost = [k for k in range(n) if ids[k] is None or contents[k] is None]
+    if lost:
+        # placeholders hold the lost items' numbers: later rows name items by number
+        taken = {x for x in ids if x is not None}
+        for k in lost:
+            what = (f"item {ids[k]!r} (number {k}): part {p + 'content'!r} is damaged there"
+                    if ids[k] is not None else
+                    f"item number {k} (its id is unreadable): part "
+                    f"{p + ('item_id' if contents[k] is not None else 'item_id and content')!r}"
+                    f" is damaged there")
+            holder, extra = f"damaged-item-{k}", 0
+            while holder in taken:
+                extra += 1
+                holder = f"damaged-item-{k}-{extra}"
+            taken.add(holder)
+            ids[k], contents[k] = holder, ""
+            tombstones.append((wid, holder, what))
+    if any(r.parts[p + x][1] is None for x in ("item_id", "content")):
+        fresh = _Writer()  # the salvaged ids and contents in place of the damaged parts
+        fresh.data(p + "item_id", ids)
+        fresh.data(p + "content", contents)
+        fresh.array(p + "item_id.crc", [_text_crc(x) for x in ids], "i8")
+        fresh.array(p + "content.crc", [_text_crc(x) for x in contents], "i8")
+        r = _with_parts(r, {e[0]: (e, blob) for e, blob in zip(fresh.index, fresh.parts)})
     damaged = [(what, names) for what, names in _GROUPS
                if any(p + x in r.parts and r.parts[p + x][1] is None for x in names)]
 
     def attempt(groups: list) -> Any:
+        if not groups:
+            return _restore_workspace(r, p, head, workspace_cls)
         types = ["semantic"] * n
         metadata: list = [{} for _ in range(n)]
         created: list = [datetime(1970, 1, 1, tzinfo=timezone.utc)] * n
@@ -547,26 +712,20 @@ def _salvage_workspace(r: _Reader, p: str, head: Any, workspace_cls: type, rebui
             r.fail(f"workspace {p[:-1]}'s items cannot be written again ({exc})")
         fresh_head = header["workspaces"][0]
         swap = {p + x for _, names in groups for x in names}
-        index, data = [], []
-        for (entry, blob) in r.parts.values():
-            if entry[0] in swap:
-                continue
-            index.append(entry)
-            data.append(blob)
+        replace = {}
         for entry, blob in zip(header["index"], fresh):
             name = p + entry[0].split(".", 1)[1] if entry[0].startswith("0.") else None
             if name in swap:
-                index.append([name, *entry[1:]])
-                data.append(blob)
+                replace[name] = ([name, *entry[1:]], blob)
         new_head = dict(head)
         for what, _ in groups:
             for key in _HEAD_OF_GROUP.get(what, ()):
                 new_head[key] = fresh_head[key]
-        sub = _Reader("", dataclasses.replace(r_info, header={**r_info.header, "index": index}),
-                      data)
+        sub = _with_parts(r, replace)
+        for name in swap - set(replace):  # a part the fresh capture has not (format 1 history)
+            sub.parts.pop(name, None)
         return _restore_workspace(sub, p, new_head, workspace_cls)
 
-    r_info = r.info
     try:
         ws = attempt(damaged)
     except JournalCorruptError:  # a kept group that does not fit the rebuilt ones: keep items
@@ -576,10 +735,11 @@ def _salvage_workspace(r: _Reader, p: str, head: Any, workspace_cls: type, rebui
         except JournalCorruptError as exc:
             lines.append(f"{label} is lost whole ({exc.problem.split('is damaged: ', 1)[-1]})")
             return None
-    lost = ", ".join(f"{what} ({head['edges']} edges)" if what == "edges" else what
-                     for what, _ in damaged)
-    lines.append(f"{label}: kept its {n} items; lost its {lost}, rebuilt as writing the items "
-                 f"afresh builds them ({reason})")
+    if damaged:
+        what_lost = ", ".join(f"{what} ({head['edges']} edges)" if what == "edges" else what
+                              for what, _ in damaged)
+        lines.append(f"{label}: kept its {n - len(lost)} items; lost its {what_lost}, rebuilt "
+                     f"as writing the items afresh builds them ({reason})")
     return ws
 
 
@@ -929,3 +1089,180 @@ def _walk(obj: Any, seen: set[int]) -> Any:
         if not inspect.isroutine(value):
             out[n] = _walk(value, seen)
     return [type(obj).__name__, out]
+
+
+# ---------------------------------------------------------------------------- dropping items
+_PER_ITEM_ARRAYS = (("memory_type", "i4"), ("created_at", "i4"), ("updated_at", "i4"),
+                    ("salience", "f8"), ("archived", "b1"), ("history_dropped", "i8"),
+                    ("created_ts", "f8"), ("updated_ts", "f8"), ("eligible", "b1"),
+                    ("procedural", "b1"), ("longterm", "b1"), ("tokens", "i8"),
+                    ("act.stored", "f8"), ("act.anchor_ts", "f8"), ("act.last_boost_ts", "f8"),
+                    ("item_id.crc", "i8"), ("content.crc", "i8"))
+
+
+def drop_items(header: dict[str, Any], parts: list[bytes], drops: dict[str, set[str]]
+               ) -> tuple[dict[str, Any], list[bytes], dict[str, list[tuple[str, str, str]]]]:
+    """A capture (:func:`capture`) without the items ``drops`` names (workspace id -> item
+    ids), every other item renumbered in order: ``(header, parts, edges)``, ``edges`` listing
+    per workspace the live edges dropped with them as ``(source id, type, target id)``.
+
+    What ``memlab recover`` does with the items it could not salvage (their placeholders,
+    see :func:`salvage`), once every journal row naming items by number is applied: an item
+    is taken out of every part that holds it (columns, history, activation, edges touching
+    it, BM25 postings, gazetteer, node keys, topic fields, content-change marks, and the
+    store's anchors and pins naming it); the workspace's version counters move on.
+
+    Examples
+    --------
+    >>> from memlab import Memory
+    >>> mem = Memory(); _ = mem.add("alpha", item_id="a"); _ = mem.add("beta", item_id="b")
+    >>> mem.add_edge("a", "b")
+    >>> header, parts, edges = drop_items(*capture(mem.store), {"default": {"a"}})
+    >>> header["workspaces"][0]["items"], edges
+    (1, {'default': [('a', 'RELATED', 'b')]})
+    """
+    info = SnapshotInfo(0, 0, np.empty(0, np.int64), len(parts), header)
+    r = _Reader("", info, parts)
+    replace: dict[str, Any] = {}  # part name -> (code or None for a data part, value)
+    heads = [dict(h) for h in header["workspaces"]]
+    dropped_edges: dict[str, list[tuple[str, str, str]]] = {}
+    new_of_ws: dict[str, tuple[np.ndarray, list[str]]] = {}
+    for w, head in enumerate(heads):
+        wid = head["workspace_id"]
+        gone = drops.get(wid)
+        if not gone:
+            continue
+        p, n = f"{w}.", head["items"]
+        ids = r.strings(p + "item_id", n)
+        dead = np.fromiter((x in gone for x in ids), dtype=bool, count=n)
+        if not dead.any():
+            continue
+        keep = ~dead
+        new_of = np.cumsum(keep) - 1
+        new_of[dead] = -1
+        new_of_ws[wid] = (new_of, ids)
+        kept = np.flatnonzero(keep).tolist()
+
+        def data(name: str, value: Any) -> None:
+            replace[p + name] = (None, value)
+
+        def array(name: str, code: str, value: Any) -> None:
+            replace[p + name] = (code, value)
+
+        for name in ("item_id", "content", "metadata", "history"):
+            if p + name in r.parts:
+                values = r.data(p + name)
+                data(name, [values[i] for i in kept])
+        for name, code in _PER_ITEM_ARRAYS:
+            if p + name in r.parts:
+                array(name, code, r.array(p + name, code, n)[keep])
+        if p + "history.counts" in r.parts:
+            counts = r.array(p + "history.counts", "i8", n)
+            codes = r.array(p + "history.codes", "i8")
+            array("history.counts", "i8", counts[keep])
+            array("history.codes", "i8", codes[np.repeat(keep, counts)])
+        keys = r.array(p + "act.keys", "i8")
+        counts = r.array(p + "act.counts", "i8", len(keys))
+        times = r.array(p + "act.times", "f8")
+        alive = keep[keys] if len(keys) else np.zeros(0, bool)
+        array("act.keys", "i8", new_of[keys[alive]])
+        array("act.counts", "i8", counts[alive])
+        array("act.times", "f8", times[np.repeat(alive, counts)])
+        # edges touching a dropped item go with it (listed); the others are renumbered
+        m = head["edges"]
+        src, dst = r.array(p + "edge.src", "i8", m), r.array(p + "edge.dst", "i8", m)
+        code, weight = r.array(p + "edge.code", "i4", m), r.array(p + "edge.weight", "f8", m)
+        types = r.data(p + "edge.types")
+        rows = keep[src] & keep[dst] if m else np.zeros(0, bool)
+        dropped_edges[wid] = [(ids[s], types[c], ids[d]) for s, d, c in zip(
+            src[~rows & (weight > 0)].tolist(), dst[~rows & (weight > 0)].tolist(),
+            code[~rows & (weight > 0)].tolist())]
+        array("edge.src", "i8", new_of[src[rows]])
+        array("edge.dst", "i8", new_of[dst[rows]])
+        array("edge.code", "i4", code[rows])
+        array("edge.weight", "f8", weight[rows])
+        array("edge.updated_ts", "f8", r.array(p + "edge.updated_ts", "f8", m)[rows])
+        head["edges"] = int(rows.sum())
+        # BM25: postings of dropped documents out, the rest renumbered; a term left with no
+        # posting leaves the vocabulary and its slot is free (as BM25Index.remove leaves it)
+        bm = dict(head["bm25"])
+        slots = bm["slots"]
+        terms = r.data(p + "bm25.terms")
+        tids = r.array(p + "bm25.tids", "i8", len(terms))
+        pcounts = r.array(p + "bm25.counts", "i8", slots)
+        docs, tfs = r.array(p + "bm25.docs", "i4"), r.array(p + "bm25.tfs", "f4")
+        doc_len = r.array(p + "bm25.doc_len", "f8", n)
+        live = keep[docs] if len(docs) else np.zeros(0, bool)
+        slot_of = np.repeat(np.arange(slots), pcounts)
+        new_counts = np.bincount(slot_of[live], minlength=slots).astype(np.int64)
+        empty = set(np.flatnonzero((new_counts == 0) & (pcounts > 0)).tolist())
+        pairs = [(t, i) for t, i in zip(terms, tids.tolist()) if i not in empty]
+        data("bm25.terms", [t for t, _ in pairs])
+        array("bm25.tids", "i8", [i for _, i in pairs])
+        array("bm25.counts", "i8", new_counts)
+        array("bm25.docs", "i4", new_of[docs[live]])
+        array("bm25.tfs", "f4", tfs[live])
+        array("bm25.free", "i8", r.array(p + "bm25.free", "i8").tolist() + sorted(empty))
+        array("bm25.doc_len", "f8", doc_len[keep])
+        removed = r.array(p + "bm25.removed", "i8")
+        array("bm25.removed", "i8", new_of[removed[keep[removed]]] if len(removed) else [])
+        bm["total_len"] = float(bm["total_len"]) - float(doc_len[dead].sum())
+        head["bm25"] = bm
+        # gazetteer: phrases keep their other items (-1: a phrase naming no item stays)
+        phrases = r.data(p + "gaz.phrases")
+        gcounts = r.array(p + "gaz.counts", "i8", len(phrases))
+        gitems = r.array(p + "gaz.items", "i8")
+        new_phrases, new_gcounts, new_gitems = [], [], []
+        at = 0
+        for phrase, c in zip(phrases, gcounts.tolist()):
+            group = gitems[at:at + c].tolist()
+            at += c
+            left = [i if i < 0 else int(new_of[i]) for i in group if i < 0 or keep[i]]
+            if left or not group:
+                new_phrases.append(phrase)
+                new_gcounts.append(len(left))
+                new_gitems += sorted(left)
+        data("gaz.phrases", new_phrases)
+        array("gaz.counts", "i8", new_gcounts)
+        array("gaz.items", "i8", new_gitems)
+        data("node_index", [[a, b, int(new_of[i])] for a, b, i in r.data(p + "node_index")
+                            if keep[i]])
+        data("topic_fields", [[int(new_of[i]), f] for i, f in r.data(p + "topic_fields")
+                              if keep[i]])
+        changes = r.array(p + "content_changes", "i8")
+        array("content_changes", "i8", new_of[changes[keep[changes]]] if len(changes) else [])
+        head["items"] = n - int(dead.sum())
+        head["version"] += 1
+        head["graph_version"] += 1
+    # the store's parts: anchors name items by number, pins and review marks by id
+    for name in ("pins", "anchors", "reviews"):
+        value = r.data(name)
+        out = []
+        for entry in value:
+            wid = entry[1] if name == "pins" else entry[0]
+            if wid not in new_of_ws:
+                out.append(entry)
+                continue
+            new_of, ids = new_of_ws[wid]
+            if name == "pins":
+                out.append([entry[0], wid, [x for x in entry[2] if x[0] not in drops[wid]],
+                            entry[3]])
+            elif name == "anchors":
+                out.append([wid, entry[1], [int(new_of[i]) for i in entry[2] if new_of[i] >= 0]])
+            else:
+                out.append([wid, entry[1], [x for x in entry[2] if x[0] not in drops[wid]]])
+        replace[name] = (None, out)
+    writer = _Writer()
+    index, new_parts = [], []
+    for (entry, blob) in r.parts.values():
+        name = entry[0]
+        if name in replace:
+            code, value = replace[name]
+            if code is None:
+                writer.data(name, value)
+            else:
+                writer.array(name, np.asarray(value), code)
+            entry, blob = writer.index[-1], writer.parts[-1]
+        index.append(entry)
+        new_parts.append(blob)
+    return {**header, "workspaces": heads, "index": index}, new_parts, dropped_edges
