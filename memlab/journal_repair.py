@@ -29,8 +29,8 @@ from pathlib import Path
 from memlab.persist import (SCHEMA_VERSION, Journal, JournalCorruptError, SchemaVersionError,
                             SnapshotInfo, _is_cache_op, _last_seq, _missing, _preflight,
                             _row_problem, _snapshot_tables, _truncation, decode, decode_legacy,
-                            encode, read_snapshot_info, read_snapshot_manifest,
-                            read_snapshot_parts_salvaged)
+                            _has_item_sums, encode, read_snapshot_info, read_snapshot_manifest,
+                            read_snapshot_parts_salvaged, salvage_items_row)
 from memlab.snapshot import capture, drop_items, salvage
 from memlab.store import _CLASSES, JOURNALED_OPS, MemoryStore, NewItem, Workspace, _PinSession
 
@@ -90,7 +90,9 @@ class _Scan:
     # the bytes damaged parts still have, by position (item by item salvage reads them)
     snapshot_raw: dict[int, bytes] = field(default_factory=dict)
     # items salvage could not keep: (workspace id, placeholder id, where the damage is)
-    tombstones: list[tuple[str, str, str]] | None = None
+    tombstones: list[tuple[str, str, str, str]] | None = None
+    # add_items rows salvaged item by item: seq -> [(item number in the row, label, where)]
+    row_tombstones: dict[int, list[tuple[int, str, str]]] = field(default_factory=dict)
 
 
 def _scan(path: Path, what: str) -> _Scan:
@@ -230,6 +232,12 @@ def _read(path: Path, source: Path, what: str, problems: list[tuple[int | None, 
                 break
             raw.extend(chunk)
             after = chunk[-1][0]
+        sums: dict[int, bytes] = {}
+        try:
+            if _has_item_sums(conn):
+                sums = dict(conn.execute("SELECT seq, data FROM item_sums"))
+        except sqlite3.DatabaseError as exc:
+            problems.append((None, f"SQLite cannot read the per-item checksums ({exc})"))
         header: list[dict] = []
         raw_parts: dict[int, bytes] = {}
         snapshot, upto, kept_seqs = _read_snapshot(conn, path, problems, header, raw_parts)
@@ -267,6 +275,24 @@ def _read(path: Path, source: Path, what: str, problems: list[tuple[int | None, 
                 problem = None
             except UnicodeDecodeError:
                 problem = "not valid UTF-8"
+        if problem and problem.startswith("checksum mismatch") and op_b == b"store.add_items" \
+                and isinstance(payload_b, bytes) and seq in sums:
+            got = salvage_items_row(payload_b, sums[seq])
+            if got is not None:  # every item whose own checksum holds is kept
+                text, lost = got
+                n_items = int.from_bytes(sums[seq][:8], "little")
+                problems.append((seq, f"{problem}; {n_items - len(lost)} of its {n_items} "
+                                      f"items pass their own checksum"))
+                scan.row_tombstones[seq] = []
+                for i, said in lost:
+                    label = f"item {i + 1} of row {seq}" + (
+                        " (its id was generated)" if said is True else
+                        f" (its id reads {said!r} there, unverified)" if said is not None
+                        else " (its id is unreadable)")
+                    where = "it fails its own checksum"
+                    problems.append((seq, f"store.add_items: {label}: {where}"))
+                    scan.row_tombstones[seq].append((i, label, where))
+                payload_b, problem = text.encode("utf-8"), None
         if problem:
             problems.append((seq, problem))
             continue
@@ -362,7 +388,7 @@ def _base_store(scan: _Scan) -> MemoryStore:
             scan.problems.append((None, exc.problem))
             scan.whole = False
             store = MemoryStore()
-    tombstones: list[tuple[str, str, str]] = []
+    tombstones: list[tuple[str, str, str, str]] = []
     try:
         lines = salvage(store, info, parts, workspace_cls=Workspace,
                         pin_session_cls=_PinSession, rebuild=_rebuild,
@@ -383,8 +409,8 @@ def _base_store(scan: _Scan) -> MemoryStore:
         # what salvaging cost is recover's to say (check lists damage only)
         scan.salvage_lines = [f"{where}: {line}" for line in lines]
         scan.tombstones = tombstones
-        scan.problems.extend((None, f"{where}: workspace {wid!r}: {what}")
-                             for wid, _, what in tombstones)
+        scan.problems.extend((None, f"{where}: workspace {wid!r}: {label}: {damage}")
+                             for wid, _, label, damage in tombstones)
     return store
 
 
@@ -423,9 +449,46 @@ def _applicable(scan: _Scan) -> list[tuple[int, str, str]]:
     return kept
 
 
-def _lines(problems: list[tuple[int | None, str]]) -> list[str]:
+def _write_without_damaged_items(scan: _Scan, kept: list[tuple[int, str, str]],
+                                 journal: Journal, done: list[str]) -> int:
+    """Write the recovered state without the items that could not be salvaged; returns how
+    many were dropped (each is one line in ``done``, with the edges it took along).
+
+    Those items kept their numbers, as placeholders, while the rows were applied (rows name
+    items by number); now they go, every other item is renumbered, and the whole state is
+    written as one snapshot after the kept rows (which the snapshot covers: cache rows stay,
+    store rows are removed, as compaction does)."""
+    store = _base_store(scan)
+    tombstones = list(scan.tombstones or [])
+    for seq, op, payload in kept:
+        if not op.startswith("store."):
+            continue
+        lost = scan.row_tombstones.get(seq)
+        wid = decode(payload, _CLASSES).get("workspace_id") if lost else None
+        first = len(store._workspaces[wid]) if wid in store._workspaces else 0
+        store._apply(seq, op, payload, path="")
+        for i, label, where in lost or []:
+            tombstones.append((wid, store._workspaces[wid].item_ids[first + i], label, where))
+    drops: dict[str, set[str]] = {}
+    for wid, holder, _, _ in tombstones:
+        drops.setdefault(wid, set()).add(holder)
+    header, parts, edges = drop_items(*capture(store), drops)
+    name = {(wid, h): f"[{label}]" for wid, h, label, _ in tombstones}
+    for wid, holder, label, _ in tombstones:
+        mine = [f"{name.get((wid, a), repr(a))} -{t}-> {name.get((wid, b), repr(b))}"
+                for a, t, b in edges.get(wid, []) if holder in (a, b)]
+        listed = (f", and its {len(mine)} edge{'s' if len(mine) != 1 else ''}: "
+                  f"{', '.join(mine)}") if mine else " (it had no edges)"
+        done.append(f"workspace {wid!r}: dropped {label}{listed}")
+    if kept:
+        journal.append_many([(op, payload) for _, op, payload in kept])
+    journal.write_snapshot(len(kept), header, parts)
+    return len(tombstones)
+
+
+def _lines(problems: list[tuple[int | None, str]], after: list[str] = ()) -> list[str]:
     ordered = sorted(problems, key=lambda p: (p[0] is not None, p[0] or 0))
-    lines = [msg if seq is None else f"row {seq}: {msg}" for seq, msg in ordered]
+    lines = [msg if seq is None else f"row {seq}: {msg}" for seq, msg in ordered] + list(after)
     if len(lines) > _MAX_REPORTED:
         lines = lines[:_MAX_REPORTED] + [f"... and {len(lines) - _MAX_REPORTED} more problems"]
     return lines
@@ -544,34 +607,12 @@ def recover_journal(path: str | Path, out: str | Path) -> RecoveryReport:
         raise ValueError(f"out {str(out)!r} already exists; recover never overwrites a file")
     scan = _scan(path, "path")
     kept = _applicable(scan)
-    done: list[tuple[int | None, str]] = [(None, line) for line in scan.salvage_lines or []]
+    done: list[str] = []  # the items dropped, listed last
     dropped = 0
     journal = Journal(out)
     try:
-        if scan.tombstones:
-            # items that could not be salvaged kept their numbers (placeholders) while the
-            # rows were applied; now they go, and the whole state is one snapshot (the rows
-            # after it would name items by their old numbers)
-            store = _base_store(scan)
-            for _, op, payload in kept:
-                if op.startswith("store."):
-                    store._apply(0, op, payload, path="")
-            drops: dict[str, set[str]] = {}
-            for wid, holder, _ in scan.tombstones:
-                drops.setdefault(wid, set()).add(holder)
-            header, parts, edges = drop_items(*capture(store), drops)
-            name = {h: f"[{w.split(':', 1)[0]}]" for _, h, w in scan.tombstones}
-            for wid, holder, what in scan.tombstones:
-                mine = [f"{name.get(a, a)} -{t}-> {name.get(b, b)}" for a, t, b in
-                        edges.get(wid, []) if holder in (a, b)]
-                listed = f" and its {len(mine)} edge{'s' if len(mine) != 1 else ''}: " \
-                         f"{', '.join(mine)}" if mine else " (it had no edges)"
-                done.append((None, f"workspace {wid!r}: dropped {what.split(':', 1)[0]}"
-                                   f"{listed}"))
-            dropped = len(scan.tombstones)
-            if kept:
-                journal.append_many([(op, payload) for _, op, payload in kept])
-            journal.write_snapshot(len(kept), header, parts)
+        if scan.tombstones or any(seq in scan.row_tombstones for seq, _, _ in kept):
+            dropped = _write_without_damaged_items(scan, kept, journal, done)
         else:
             if scan.snapshot is not None:  # the state before the first row kept
                 journal.write_snapshot(0, *capture(_base_store(scan)))
@@ -591,5 +632,6 @@ def recover_journal(path: str | Path, out: str | Path) -> RecoveryReport:
     parts = 0 if scan.snapshot is None else len(scan.snapshot[1])
     if scan.snapshot is not None and scan.salvage_lines:
         items = scan.salvage_lost_items
-    return RecoveryReport(scan.total, len(kept), _lines(scan.problems + done), lost, items,
+    salvaged = [(None, line) for line in scan.salvage_lines or []]
+    return RecoveryReport(scan.total, len(kept), _lines(scan.problems + salvaged, done), lost, items,
                           scan.damaged_parts if parts else 0, parts, dropped)

@@ -586,6 +586,12 @@ class Journal:
                                  _crc(seq, op.encode("utf-8"), payload.encode("utf-8"))))
                 self._conn.executemany("INSERT INTO ops (seq, op, payload, crc) "
                                        "VALUES (?, ?, ?, ?)", rows)
+                sums = [(row[0], blob) for row in rows if row[1] == "store.add_items"
+                        for blob in [item_sums(row[2])] if blob is not None]
+                if sums:
+                    self._conn.execute(_ITEM_SUMS_TABLE)
+                    self._conn.executemany("INSERT OR REPLACE INTO item_sums (seq, data) "
+                                           "VALUES (?, ?)", sums)
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
@@ -815,6 +821,8 @@ class Journal:
                 self._conn.execute("DELETE FROM snapshots WHERE id < ?", (snap_id,))
                 removed = self._conn.execute("DELETE FROM ops WHERE seq <= ? AND op LIKE "
                                              "'store.%'", (upto,)).rowcount
+                if _has_item_sums(self._conn):
+                    self._conn.execute("DELETE FROM item_sums WHERE seq <= ?", (upto,))
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
@@ -999,6 +1007,117 @@ def read_snapshot_parts_salvaged(conn: sqlite3.Connection, path: Path, info: Sna
         problems.append(f"{where} holds {len(extra)} part rows its header does not list "
                         f"(ignored)")
     return out, problems
+
+
+# ------------------------------------------------------------------ item checksums of rows
+# A row adding several items (``store.add_items``) also gets one CRC-32 per item, in the side
+# table ``item_sums`` (same transaction; a file without it reads as before, and memlab before
+# it ignores it): when the row's own checksum fails, ``memlab recover`` keeps every item whose
+# own checksum holds. The payload is ASCII JSON (``ensure_ascii``) in which every item starts
+# with the same tag, which user data cannot forge (dict keys beginning with ``__`` are
+# escaped, and quotes inside strings are escaped): the payload is cut there into its head,
+# one segment per item and its tail, and the blob holds, as little-endian int64, the item
+# count n, the n + 1 cut offsets, the n + 2 segments' CRC-32s and a CRC-32 of all that.
+_ITEM_SUMS_TABLE = ("CREATE TABLE IF NOT EXISTS item_sums (seq INTEGER PRIMARY KEY, "
+                    "data BLOB NOT NULL)")
+_ITEM_TAG = '{"__dc__": "NewItem", "fields": '
+
+
+def _has_item_sums(conn: sqlite3.Connection) -> bool:
+    return bool(conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table' AND "
+                             "name='item_sums'").fetchone()[0])
+
+
+def item_sums(payload: str) -> bytes | None:
+    """The per-item checksums of an ``add_items`` payload (None: fewer than two items, or a
+    payload not shaped as :func:`encode` writes it).
+
+    Examples
+    --------
+    >>> text = ('{"workspace_id": "w", "new_items": [' + _ITEM_TAG + '{"content": "a"}}, '
+    ...         + _ITEM_TAG + '{"content": "b"}}], "now": 1}')
+    >>> np.frombuffer(item_sums(text), "<i8")[:4].tolist()
+    [2, 36, 87, 136]
+    """
+    cuts, at = [], payload.find(_ITEM_TAG)
+    while at >= 0:
+        cuts.append(at)
+        at = payload.find(_ITEM_TAG, at + len(_ITEM_TAG))
+    if len(cuts) < 2:
+        return None
+    try:
+        _, end = json.JSONDecoder().raw_decode(payload, cuts[-1])  # the last item's end
+    except ValueError:
+        return None
+    data = payload.encode("utf-8")
+    if len(data) != len(payload):  # not ASCII: offsets would not be byte offsets
+        return None
+    view = memoryview(data)
+    bounds = [0] + cuts + [end, len(data)]
+    sums = [zlib.crc32(view[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    body = np.asarray([len(cuts)] + cuts + [end] + sums, dtype="<i8").tobytes()
+    return body + np.asarray([zlib.crc32(body)], dtype="<i8").tobytes()
+
+
+def salvage_items_row(payload: bytes, blob: Any) -> tuple[str, list[tuple[int, str]]] | None:
+    """An ``add_items`` row whose own checksum failed, item by item: ``(payload, lost)``, the
+    payload with each item whose checksum fails replaced by a placeholder (an empty item; it
+    keeps the item's number, so later rows still name the right items, and ``memlab recover``
+    drops it at the end), and ``lost`` as ``(item number in the row, what the damaged bytes
+    still say of its id: a string, True for a generated id, None when unreadable)``. None when the row cannot be salvaged so: no or damaged checksums,
+    a damaged head or tail (the workspace, the time, ``added_at``), or a changed length."""
+    if not isinstance(blob, bytes) or len(blob) < 8 * 6 or len(blob) % 8:
+        return None
+    arr = np.frombuffer(blob, "<i8")
+    if int(arr[-1]) != zlib.crc32(blob[:-8]):
+        return None
+    n = int(arr[0])
+    if n < 2 or len(arr) != 1 + (n + 1) + (n + 2) + 1:
+        return None
+    bounds = [0] + arr[1:n + 2].tolist() + [len(payload)]
+    sums = arr[n + 2:-1].tolist()
+    if any(b <= a for a, b in zip(bounds[:-1], bounds[1:])) or bounds[-2] > len(payload):
+        return None
+    view = memoryview(payload)
+    good = [zlib.crc32(view[a:b]) == c for a, b, c in zip(bounds[:-1], bounds[1:], sums)]
+    if not (good[0] and good[-1]) or all(good):
+        return None
+    ascii_ok = all(x < 128 for x in payload[bounds[0]:bounds[1]])
+    if not ascii_ok:
+        return None
+    text = payload.decode("latin-1")
+    # a generated id takes the next number: a placeholder must be generated too when the item
+    # was (its id field still reads null, or, damaged there, most intact items have none)
+    intact_null = [text[bounds[i]:bounds[i + 1]].startswith(_ITEM_TAG + '{"item_id": null')
+                   for i in range(1, n + 1) if good[i]]
+    pieces, lost = [text[:bounds[1]]], []
+    for i in range(n):
+        a, b = bounds[i + 1], bounds[i + 2]
+        if good[i + 1]:
+            pieces.append(text[a:b])
+            continue
+        seg = text[a:b]
+        head = _ITEM_TAG + '{"item_id": '
+        if seg.startswith(head + "null"):
+            generated = True
+        elif seg.startswith(head + '"'):
+            generated = False
+        else:
+            generated = sum(intact_null) * 2 > len(intact_null)
+        said = None
+        if seg.startswith(head + '"'):
+            try:
+                said, _ = json.JSONDecoder().raw_decode(seg, len(head))
+            except ValueError:
+                said = None
+        ident = "null" if generated else json.dumps(f"damaged-item-{a}")
+        pieces.append(_ITEM_TAG + '{"item_id": ' + ident + ', "content": "", "memory_type": '
+                      '"semantic", "metadata": {}, "created_at": null}}'
+                      + (", " if i < n - 1 else ""))
+        lost.append((i, said if isinstance(said, str) else True if seg.startswith(head + "null")
+                     else None))
+    pieces.append(text[bounds[-2]:])
+    return "".join(pieces), lost
 
 
 def _manifest_rows(info: SnapshotInfo) -> int:

@@ -532,7 +532,7 @@ _HEAD_OF_GROUP = {"edges": ("edges",), "BM25 index": ("bm25",), "gazetteer": ("g
 def salvage(store: MemoryStore, info: SnapshotInfo, parts: list[bytes | None], *,
             workspace_cls: type, pin_session_cls: type, rebuild: Any,
             damaged: dict[int, bytes] | None = None,
-            tombstones: list[tuple[str, str, str]] | None = None) -> list[str]:
+            tombstones: list[tuple[str, str, str, str]] | None = None) -> list[str]:
     """Load every intact part of a damaged snapshot into ``store`` (a fresh one) and return
     one line per loss (``memlab recover``; :func:`restore` refuses a damaged snapshot whole).
 
@@ -551,7 +551,7 @@ def salvage(store: MemoryStore, info: SnapshotInfo, parts: list[bytes | None], *
     their own checksums (format 3, see :func:`_lenient_strings`) is kept; each other one keeps
     its number under a placeholder id and an empty content, so every later row naming items by
     number still applies, and is listed in ``tombstones`` as ``(workspace_id, placeholder id,
-    what was damaged)`` for the caller to drop (:func:`drop_items`) once those rows are
+    the item, where it is damaged)`` for the caller to drop (:func:`drop_items`) once those rows are
     applied. Without per-item checksums (formats 1 and 2) such a workspace is lost whole.
     Pins, anchors and review marks are kept when their part is intact (entries of a lost
     workspace dropped).
@@ -662,18 +662,18 @@ def _salvage_workspace(r: _Reader, p: str, head: Any, workspace_cls: type, rebui
         # placeholders hold the lost items' numbers: later rows name items by number
         taken = {x for x in ids if x is not None}
         for k in lost:
-            what = (f"item {ids[k]!r} (number {k}): part {p + 'content'!r} is damaged there"
-                    if ids[k] is not None else
-                    f"item number {k} (its id is unreadable): part "
-                    f"{p + ('item_id' if contents[k] is not None else 'item_id and content')!r}"
-                    f" is damaged there")
+            label = f"item {ids[k]!r} (number {k})" if ids[k] is not None else \
+                f"item number {k} (its id is unreadable)"
+            where = "its content fails its own checksum in part " + repr(p + "content") \
+                if ids[k] is not None else "its id fails its own checksum in part " + \
+                repr(p + "item_id")
             holder, extra = f"damaged-item-{k}", 0
             while holder in taken:
                 extra += 1
                 holder = f"damaged-item-{k}-{extra}"
             taken.add(holder)
             ids[k], contents[k] = holder, ""
-            tombstones.append((wid, holder, what))
+            tombstones.append((wid, holder, label, where))
     if any(r.parts[p + x][1] is None for x in ("item_id", "content")):
         fresh = _Writer()  # the salvaged ids and contents in place of the damaged parts
         fresh.data(p + "item_id", ids)

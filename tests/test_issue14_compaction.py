@@ -216,14 +216,14 @@ def test_a_damaged_snapshot_part_is_reported_with_its_location(tmp_path):
         MemoryStore(path=path)
     problems = check_journal(path)
     assert problems == [
-        "snapshot 1 (of rows 1..3) is damaged: part 2 ('0.content') fails its checksum",
-        "snapshot 1 (of rows 1..3): workspace 'default' is lost whole: its item ids or "
-        "contents are unreadable (part '0.content' is damaged)"]
+        "snapshot 1 (of rows 1..3) is damaged: part 2 ('0.content') fails its checksum"]
     report = recover_journal(path, tmp_path / "new.db")
     assert report.kept == 1 and report.problems == problems
-    # the item contents are gone, so is the workspace they were in; the row after it stays
+    # the byte changed was the list's opening brace: every content still matches its own
+    # checksum (snapshot format 3), so every item is kept, and the row after it too
     salvaged = MemoryStore(path=tmp_path / "new.db")
-    assert salvaged.workspace("default").item_ids == ["c"]
+    assert salvaged.workspace("default").item_ids == ["a", "b", "c"]
+    assert salvaged.workspace("default").items[1].content == "jwt auth"
     salvaged.close()
 
 
