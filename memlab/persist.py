@@ -816,7 +816,8 @@ class Journal:
                 self._conn.executemany(
                     "INSERT INTO snapshot_parts (snap, part, data, crc) VALUES (?, ?, ?, ?)",
                     [(snap_id, i, data, _part_crc(snap_id, i, data))
-                     for i, data in enumerate([kept_b] + pieces + [text.encode()])])
+                     for i, data in enumerate([kept_b] + pieces + (
+                         [text.encode()] if SNAPSHOT_FORMAT >= 3 else []))])
                 self._conn.execute("DELETE FROM snapshot_parts WHERE snap < ?", (snap_id,))
                 self._conn.execute("DELETE FROM snapshots WHERE id < ?", (snap_id,))
                 removed = self._conn.execute("DELETE FROM ops WHERE seq <= ? AND op LIKE "
@@ -963,7 +964,7 @@ def read_snapshot_parts_salvaged(conn: sqlite3.Connection, path: Path, info: Sna
     where = f"snapshot {info.snap_id} (of rows 1..{info.upto})"
     sizes, chunks = info.header["parts"], info.header["chunks"]
     present = conn.execute("SELECT count(*) FROM snapshot_parts WHERE snap=? AND part>0",
-                           (info.snap_id,)).fetchone()[0]
+                           (info.snap_id,)).fetchone()[0] - _manifest_rows(info)
     if any(c != max(1, -(-n // SNAPSHOT_CHUNK)) for n, c in zip(sizes, chunks)):
         # rows per part follow from its size: a header that says otherwise was forged, and
         # its parts cannot be located (a row deleted from the file is one damaged part)

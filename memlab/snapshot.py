@@ -50,6 +50,7 @@ import numpy as np
 from memlab._arrays import Growable
 from memlab.graph.csr import _KEY_SHIFT, EdgeTable, GraphView
 from memlab.model import MemoryItem
+from memlab import persist as _persist
 from memlab.persist import JournalCorruptError, SnapshotInfo, decode, encode
 from memlab.signals.bm25 import IDF_VARIANTS, BM25Index
 from memlab.text import ANALYZERS
@@ -201,8 +202,9 @@ def capture(store: MemoryStore) -> tuple[dict[str, Any], list[bytes]]:
         out.data(p + "content", [it.content for it in items])
         # one checksum per item id and per content (format 3): a damaged id or content part
         # then loses only the items whose own checksum fails (see salvage)
-        out.array(p + "item_id.crc", [_text_crc(x) for x in ws.item_ids], "i8")
-        out.array(p + "content.crc", [_text_crc(it.content) for it in items], "i8")
+        if _persist.SNAPSHOT_FORMAT >= 3:
+            out.array(p + "item_id.crc", [_text_crc(x) for x in ws.item_ids], "i8")
+            out.array(p + "content.crc", [_text_crc(it.content) for it in items], "i8")
         # memory types and dates as codes into their distinct values (few: a bulk write
         # shares one date), which keeps millions of strings out of the snapshot
         type_codes: dict[str, int] = {}

@@ -257,7 +257,8 @@ def forge_part(path: Path, name: str, change) -> None:
 def test_forged_chunk_counts_are_checked_against_the_rows_before_allocating(tmp_path):
     path = compacted(tmp_path)
     with sqlite3.connect(path) as conn:
-        present = conn.execute("SELECT count(*) FROM snapshot_parts WHERE part>0").fetchone()[0]
+        # the data part rows (the last row is the manifest, a copy of the header)
+        present = conn.execute("SELECT count(*) FROM snapshot_parts WHERE part>0").fetchone()[0] - 1
     forge_header(path, lambda h: h.update(chunks=[10 ** 9] * len(h["chunks"])))
     claimed = 10 ** 9 * present  # one chunk per part before the forgery
     problem = (f"snapshot 1 (of rows 1..5) is damaged: its header gives {claimed} part rows, "
@@ -358,19 +359,30 @@ def test_recover_says_what_a_damaged_snapshot_covered(tmp_path, capsys):
         data = conn.execute("SELECT data FROM snapshot_parts WHERE part=2").fetchone()[0]
         conn.execute("UPDATE snapshot_parts SET data=? WHERE part=2",
                      (bytes([data[0] ^ 1]) + data[1:],))
-    # part 2 holds the item contents of workspace 0: that workspace is lost (its 2 items),
-    # every other part is salvaged (issue 14: the whole snapshot was left out before)
+    # part 2 holds the item contents of workspace 0, and the byte changed is the list's
+    # opening brace: every content still matches its own checksum (snapshot format 3), so
+    # every item is kept (issue 14: the whole snapshot was left out, then the workspace)
     report = recover_journal(path, tmp_path / "new.db")
     assert (report.total, report.kept, report.lost_snapshot, report.lost_items,
-            report.damaged_parts) == (1, 1, 0, 2, 1)
+            report.damaged_parts, report.dropped_items) == (1, 1, 0, None, 1, 0)
     assert cli.main(["recover", str(path), "--out", str(tmp_path / "new2.db")]) == 1
     assert capsys.readouterr().out.splitlines()[-1] == (
         f"kept 1 of the 1 rows found; salvaged the snapshot but 1 of its "
-        f"{report.snapshot_parts} parts (2 items lost; see above); wrote {tmp_path / 'new2.db'}")
-    # a damaged header: the rows it covered are known (its row), not what it held
+        f"{report.snapshot_parts} parts (see above); wrote {tmp_path / 'new2.db'}")
+    # a damaged header: rebuilt from the snapshot's manifest (its copy, under its own checksum)
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE snapshots SET crc = crc + 1")
     report = recover_journal(path, tmp_path / "new3.db")
+    assert (report.kept, report.lost_snapshot, report.lost_items) == (1, 0, None)
+    assert report.problems[:2] == [
+        "snapshot 1 is damaged: its header fails its checksum",
+        "snapshot 1 (of rows 1..5): its manifest (the copy of its header in its last part row) "
+        "passes its checksum"]
+    # header and manifest damaged: the rows it covered are known (its row), not what it held
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE snapshot_parts SET crc = crc + 1 WHERE part = (SELECT max(part) "
+                     "FROM snapshot_parts)")
+    report = recover_journal(path, tmp_path / "new3b.db")
     assert (report.kept, report.lost_snapshot, report.lost_items) == (1, 5, None)
     assert report.summary("x") == ("kept 1 of the 1 rows found; left out a damaged snapshot of "
                                    "rows 1..5; wrote x")
