@@ -1154,8 +1154,9 @@ def read_snapshot_manifest(conn: sqlite3.Connection, path: Path) -> tuple[Snapsh
     part, data, crc = last
     if not isinstance(part, int) or not isinstance(data, bytes) \
             or crc != _part_crc(snap_id, part, data):
-        raise JournalCorruptError(path, None, f"{where}'s last part row fails its checksum, so "
-                                  f"its header cannot be rebuilt from it")
+        raise JournalCorruptError(path, None, f"{where} is damaged: its manifest (its last "
+                                  f"part row) fails its checksum too, so its header cannot be "
+                                  f"rebuilt")
     try:
         header = _json_object(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):

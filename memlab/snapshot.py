@@ -300,11 +300,12 @@ def _lenient_strings(data: bytes, crcs: np.ndarray) -> list[str | None]:
     """
     n = len(crcs)
     text = data.decode("latin-1")  # one character per byte: positions stay put
-    start, end = text.find("["), text.rfind("]")
     out: list[str | None] = [None] * n
-    if n == 0 or start < 0 or end <= start + 1:
+    # the list is written as '{"v": [' + strings + ']}': cut at those fixed places (the
+    # bytes there may be the damaged ones)
+    if n == 0 or len(text) < len('{"v": [""]}'):
         return out
-    body = text[start + 1:end]  # '"s0", "s1", ..., "sN"'
+    body = text[len('{"v": ['):-len("]}")]  # '"s0", "s1", ..., "sN"'
     cuts = [m.start() for m in _NEAR_CUT.finditer(body)]  # where a closing quote may be
     want = crcs.tolist()
 
