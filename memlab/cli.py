@@ -546,8 +546,10 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="verify a durable store's file", description=(
         "Verify a memlab database without changing it: SQLite's integrity check, each journal "
         "row's checksum, the numbering of rows (a deleted row, rows missing at the end), each "
-        "payload, and a replay into memory. Exit 0 when sound; else exit 1 and one line per "
-        "problem, naming the row (never its content)."))
+        "payload, and a replay into memory. Exit 0 when sound; else exit 1, one line per "
+        "problem naming where it is (the row, the snapshot part, the item; never its content), "
+        "and a last line pointing to memlab recover. It reports damage only: what recover "
+        "would keep or drop is recover's report."))
     check.add_argument("db", help="the SQLite file")
 
     recover = sub.add_parser("recover", help="salvage a damaged store into a new file",
@@ -577,6 +579,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("-k", dest="select", default=None, help="only benchmarks whose name "
                        "matches this pytest -k expression (e.g. 'ppr or spread')")
     return parser
+
+
+def _counted(problems: list[str]) -> str:
+    """``3 problems`` for check's list (its last line may be ``... and N more problems``)."""
+    more = problems[-1].startswith("... and ") and problems[-1].endswith(" more problems")
+    total = len(problems) - 1 + int(problems[-1].split()[2]) if more else len(problems)
+    return f"{total} problem{'s' if total != 1 else ''}"
 
 
 def _check_k(k: int) -> None:
@@ -829,11 +838,16 @@ def _run(args: argparse.Namespace) -> int:
             problems = check_journal(args.db)
         except ValueError as exc:
             raise _named(exc, db=args.db) from None
+        # the damage and where it is, nothing else: what recover would make of it is
+        # recover's to say (it reports what it kept and dropped)
         for line in problems:
             print(f"{args.db}: {line}")
         if not problems:
             print(f"{args.db}: ok")
-        return 1 if problems else 0
+            return 0
+        print(f"{args.db}: damaged ({_counted(problems)}); nothing was changed. "
+              f"`memlab recover {args.db} --out NEW` copies what is intact into a new file")
+        return 1
     if args.command == "compact":
         from memlab.persist import ConcurrentWriterError, PersistenceError
         from memlab.store import MemoryStore

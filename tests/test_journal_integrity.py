@@ -287,7 +287,9 @@ def test_memlab_check_reports_one_line_per_problem(tmp_path):
     assert bad.stdout.splitlines() == [  # row 4, the edge, needs the items of rows 2 and 3
         f"{path}: row 2: missing (deleted, or its write lost)",
         f"{path}: row 3: checksum mismatch (the row was changed after it was written)",
-        f"{path}: row 4: store.add_edges names an item that does not exist"]
+        f"{path}: row 4: store.add_edges names an item that does not exist",
+        f"{path}: damaged (3 problems); nothing was changed. `memlab recover {path} --out NEW` "
+        f"copies what is intact into a new file"]
     assert SECRET not in bad.stdout + bad.stderr
     missing = memlab_cli("check", str(tmp_path / "nothere.db"))
     assert missing.returncode == 2 and missing.stderr.startswith("memlab check: error: db ")
