@@ -269,8 +269,8 @@ def _executor_options(parser, executor_help: str) -> None:
                         help=executor_help)
     parser.add_argument("--address", default=None,
                         help="a Dask scheduler address (dask executor)")
-    parser.add_argument("--workers", type=int, default=2, help="processes or Dask workers "
-                        "(default: 2)")
+    parser.add_argument("--workers", type=int, default=None, help="processes (local) or "
+                        "Dask workers of a LocalCluster (dask without --address); default: 2")
 
 
 def _replay_options(parser: argparse.ArgumentParser) -> None:
@@ -364,13 +364,40 @@ def _subset_cells(group, measures: list[str], key: str):
     return cells
 
 
-_SHOWN_WARNINGS = ("SmallSampleWarning", "InSampleWarning")
+_SHOWN_WARNINGS = ("SmallSampleWarning", "InSampleWarning", "MemlabDeprecationWarning")
 
 
 def _print_warnings(caught) -> None:
-    """Small-sample warnings, one line each on stderr (the table marks them with †)."""
+    """Small-sample warnings, one line each on stderr (the table marks them with †), and
+    memlab's own deprecations, each once (see :func:`_deprecation_line`)."""
+    said: set[str] = set()
     for item in caught:
+        if item.category.__name__ == "MemlabDeprecationWarning":
+            line = _deprecation_line(item.message)
+            if line not in said:
+                said.add(line)
+                print(line, file=sys.stderr)
+            continue
         print(textwrap.shorten(f"warning: {item.message}", 100), file=sys.stderr)
+
+
+def _deprecation_line(message: Any) -> str:
+    """One line for a memlab deprecation warning (no source line, no traceback)."""
+    return "memlab: deprecated: " + " ".join(str(message).split())
+
+
+def _show_deprecations(show):
+    """A ``warnings.showwarning`` that prints memlab's deprecations as one line on stderr and
+    hands every other warning to ``show`` (Python's own)."""
+    from memlab.errors import MemlabDeprecationWarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None) -> None:
+        if issubclass(category, MemlabDeprecationWarning):
+            print(_deprecation_line(message), file=sys.stderr)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return showwarning
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -499,7 +526,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where replays run: this process, or sharded by workspace over Dask "
                     "(LoCoMo's conversations; a LocalCluster unless --address)")
     ev.add_argument("--address", default=None, help="a Dask scheduler address (dask executor)")
-    ev.add_argument("--workers", type=int, default=2, help="Dask workers (default: 2)")
+    ev.add_argument("--workers", type=int, default=None, help="Dask workers of the "
+                    "LocalCluster (--executor dask without --address; default: 2)")
 
     serve = sub.add_parser("serve", help="the HTTP service", description=(
         "Serve memlab over HTTP (FastAPI on uvicorn; the 'service' extra). Every route but "
@@ -579,6 +607,28 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("-k", dest="select", default=None, help="only benchmarks whose name "
                        "matches this pytest -k expression (e.g. 'ppr or spread')")
     return parser
+
+
+def _check_executor(args) -> None:
+    """Refuse ``--workers`` and ``--address`` where the executor would ignore them (naming
+    both flags), then give ``--workers`` its default (2). ``--workers`` sizes a process pool
+    (``local``) or the Dask ``LocalCluster`` started when no ``--address`` is given."""
+    if args.workers is not None:
+        if args.workers < 1:
+            raise _Fail(f"--workers must be at least 1, got {args.workers}")
+        if args.executor == "serial":
+            raise _Fail(f"--workers {args.workers} has no effect with --executor serial (it "
+                        f"replays in this process); use --executor "
+                        f"{'local or dask' if args.command != 'eval' else 'dask'}, or drop "
+                        f"--workers")
+        if args.address is not None:
+            raise _Fail(f"--workers {args.workers} has no effect with --address "
+                        f"{args.address!r} (that scheduler's cluster has its own workers); "
+                        f"drop one of them")
+    if args.address is not None and args.executor != "dask":
+        raise _Fail(f"--address {args.address!r} needs --executor dask, got "
+                    f"--executor {args.executor}")
+    args.workers = 2 if args.workers is None else args.workers
 
 
 def _counted(problems: list[str]) -> str:
@@ -708,11 +758,7 @@ def _run(args: argparse.Namespace) -> int:
         from memlab.harness import sweep
         from memlab.harness.display import sweep_printable
         _check_k(args.k)
-        if args.workers < 1:
-            raise _Fail(f"--workers must be at least 1, got {args.workers}")
-        if args.address is not None and args.executor != "dask":
-            raise _Fail(f"--address {args.address!r} needs --executor dask, got "
-                        f"--executor {args.executor}")
+        _check_executor(args)
         reference: Any = args.reference
         if reference != "best":
             try:
@@ -896,6 +942,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "eval":
         from memlab.evaluation import check_data_root, interval_markdown, run_eval
         _check_k(args.k)
+        _check_executor(args)  # the flags first: no data is read for a refused command
         if args.data is None:
             from memlab.datasets import shared_data_dir
             args.data = str(shared_data_dir())
@@ -906,11 +953,6 @@ def _run(args: argparse.Namespace) -> int:
                 DenseConfig(embedder=args.embedder)  # the registry's own check, before any work
             except ValueError as exc:
                 raise _Fail(f"--{exc}") from None
-        if args.workers < 1:
-            raise _Fail(f"--workers must be at least 1, got {args.workers}")
-        if args.address is not None and args.executor != "dask":
-            raise _Fail(f"--address {args.address!r} needs --executor dask, got "
-                        f"--executor {args.executor}")
         where = _where(args.where)
         _writable_folder("--out", args.out)
         import warnings
@@ -997,13 +1039,10 @@ def _space(entries: list[str] | None) -> dict[str, Any] | None:
 def _tune(args) -> int:
     from memlab.harness.measures import parse_measure
     _check_k(args.k)
-    for option, value, least in (("--folds", args.folds, 2), ("--trials", args.trials, 1),
-                                 ("--workers", args.workers, 1)):
+    for option, value, least in (("--folds", args.folds, 2), ("--trials", args.trials, 1)):
         if value < least:
             raise _Fail(f"{option} must be at least {least}, got {value}")
-    if args.address is not None and args.executor != "dask":
-        raise _Fail(f"--address {args.address!r} needs --executor dask, got "
-                    f"--executor {args.executor}")
+    _check_executor(args)
     try:
         if not parse_measure(args.measure).needs_gold:
             raise ValueError(f"{args.measure!r} is not a relevance measure (tune maximises "
@@ -1119,7 +1158,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return _run(args)
+        import warnings
+
+        from memlab.errors import MemlabDeprecationWarning
+        with warnings.catch_warnings():  # restored on return (main is also called in-process)
+            # a deprecated name the user passed is said once, on stderr, in one line; other
+            # libraries' deprecations stay hidden, as Python hides them by default
+            warnings.simplefilter("default", MemlabDeprecationWarning)
+            warnings.showwarning = _show_deprecations(warnings.showwarning)
+            return _run(args)
     except (_Fail, ValueError, ImportError) as exc:
         message = " ".join(str(exc).split())
     except RecursionError:  # input nested past Python's recursion limit

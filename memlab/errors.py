@@ -5,7 +5,7 @@ from __future__ import annotations
 
 __all__ = ["BudgetTooSmall", "SessionPinWorkspaceConflict", "UnknownItemError",
            "DuplicateItemError", "PPRConvergenceError", "PPRUnavailable", "InSampleWarning",
-           "UnknownRecipeError"]
+           "UnknownRecipeError", "MemlabDeprecationWarning"]
 
 
 class BudgetTooSmall(ValueError):
@@ -58,6 +58,20 @@ class PPRUnavailable(RuntimeError):
     def __init__(self, reason: str) -> None:
         super().__init__(f"personalized PageRank not computed: {reason}")
         self.reason = reason
+
+
+class MemlabDeprecationWarning(DeprecationWarning):
+    """A deprecated memlab name or argument was used (it goes in the next release).
+
+    A subclass of :class:`DeprecationWarning`, so ``pytest.warns(DeprecationWarning)`` and
+    warning filters on it see these too; the ``memlab`` command shows exactly these (one line
+    each on stderr), not other libraries' deprecations.
+
+    Examples
+    --------
+    >>> issubclass(MemlabDeprecationWarning, DeprecationWarning)
+    True
+    """
 
 
 class InSampleWarning(UserWarning):

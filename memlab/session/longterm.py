@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from memlab.errors import MemlabDeprecationWarning
 from memlab.graph.spreading import SpreadConfig, run_spread
 from memlab.session.default import resolve_memory
 from memlab.model import (validate_edge_type, validate_id, validate_metadata, validate_text,
@@ -150,7 +151,7 @@ class GraphHit(dict):
 def _deprecated_score(stacklevel: int = 4) -> None:
     warnings.warn("search_graph: the hit's 'score' is now called 'coverage' (the idf-weighted "
                   "share of the query's terms a node contains, damped per hop); 'score' goes in "
-                  "the next release", DeprecationWarning, stacklevel=stacklevel)
+                  "the next release", MemlabDeprecationWarning, stacklevel=stacklevel)
 
 
 def search_graph(session_id: str, query: str, max_depth: int = 1, top_k: int = 5, *,
@@ -181,7 +182,7 @@ def search_graph(session_id: str, query: str, max_depth: int = 1, top_k: int = 5
     """
     if min_score is not None:
         warnings.warn("search_graph: min_score is now called min_coverage; min_score goes in "
-                      "the next release", DeprecationWarning, stacklevel=2)
+                      "the next release", MemlabDeprecationWarning, stacklevel=2)
         if min_coverage != 0.0:
             raise ValueError(f"pass min_coverage or its deprecated name min_score, not both "
                              f"(got {min_coverage!r} and {min_score!r})")

@@ -22,6 +22,7 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
+from memlab.errors import MemlabDeprecationWarning
 from memlab._registry import register
 from memlab.surfacing.stages import (Pipeline, Stage, bm25, budget, composite, dense,
                                      exact_match, fuse, mandatory, ppr, procedural,
@@ -85,7 +86,7 @@ def deprecated_strategy_name(name: str, *, stacklevel: int = 2) -> str:
         return name
     warnings.warn(f"the strategy implementation {name!r} is now called {new!r} ({name!r} is "
                   f"also the name of a signal); the old name goes in the next release",
-                  DeprecationWarning, stacklevel=stacklevel + 1)
+                  MemlabDeprecationWarning, stacklevel=stacklevel + 1)
     return new
 
 
@@ -128,7 +129,7 @@ def register_strategy(name: str, strategy: Pipeline | Callable[[], Any]) -> None
         pipeline = strategy.named(name)
     elif callable(strategy) and not isinstance(strategy, Stage):
         warnings.warn("registering an expand/adjust strategy object is deprecated; register a "
-                      "Pipeline of stages instead", DeprecationWarning, stacklevel=2)
+                      "Pipeline of stages instead", MemlabDeprecationWarning, stacklevel=2)
         pipeline = strategy_pipeline(name, (LegacyExpand(strategy),), (LegacyAdjust(strategy),))
     else:
         raise ValueError(f"strategy must be a Pipeline (compose stages with >>) or a strategy "
