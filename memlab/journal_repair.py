@@ -633,5 +633,5 @@ def recover_journal(path: str | Path, out: str | Path) -> RecoveryReport:
     if scan.snapshot is not None and scan.salvage_lines:
         items = scan.salvage_lost_items
     salvaged = [(None, line) for line in scan.salvage_lines or []]
-    return RecoveryReport(scan.total, len(kept), _lines(scan.problems + salvaged, done), lost, items,
-                          scan.damaged_parts if parts else 0, parts, dropped)
+    return RecoveryReport(scan.total, len(kept), _lines(scan.problems + salvaged, done), lost,
+                          items, scan.damaged_parts if parts else 0, parts, dropped)

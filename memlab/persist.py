@@ -1065,8 +1065,19 @@ def salvage_items_row(payload: bytes, blob: Any) -> tuple[str, list[tuple[int, s
     payload with each item whose checksum fails replaced by a placeholder (an empty item; it
     keeps the item's number, so later rows still name the right items, and ``memlab recover``
     drops it at the end), and ``lost`` as ``(item number in the row, what the damaged bytes
-    still say of its id: a string, True for a generated id, None when unreadable)``. None when the row cannot be salvaged so: no or damaged checksums,
-    a damaged head or tail (the workspace, the time, ``added_at``), or a changed length."""
+    still say of its id: a string, True for a generated id, None when unreadable)``. None
+    when the row cannot be salvaged so: no or damaged checksums, a damaged head or tail (the
+    workspace, the time, ``added_at``), or a changed length.
+
+    Examples
+    --------
+    >>> text = ('{"workspace_id": "w", "new_items": [' + _ITEM_TAG + '{"item_id": "a"}}, '
+    ...         + _ITEM_TAG + '{"item_id": "b"}}], "now": 1}')
+    >>> damaged = text.replace('"b"', '"c"').encode()
+    >>> payload, lost = salvage_items_row(damaged, item_sums(text))
+    >>> lost, json.loads(payload)["new_items"][1]["fields"]["item_id"]
+    ([(1, 'c')], 'damaged-item-87')
+    """
     if not isinstance(blob, bytes) or len(blob) < 8 * 6 or len(blob) % 8:
         return None
     arr = np.frombuffer(blob, "<i8")

@@ -1,10 +1,23 @@
 """Helpers shared by test files (importable as ``from _support import ...``, like
 ``_service_client``): running the CLI in process, its one-line error contract, and journals as
-older memlab versions wrote them."""
+older memlab versions wrote them; a reader holding a store's lock; the CLI and the MCP server
+in child processes."""
 
+import contextlib
+import json
+import os
+import queue
 import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
 
 from memlab.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def cli(capsys, *args: str) -> tuple[int, list[str]]:
@@ -37,3 +50,88 @@ def legacy_file(path, rows, version=2):
     conn.executemany("INSERT INTO ops (op, payload) VALUES (?, ?)", rows)
     conn.commit()
     conn.close()
+
+
+@contextlib.contextmanager
+def holding_shared(lock, timeout: float):
+    """A thread that holds ``lock`` (a :class:`memlab._rwlock.RWLock`) shared for the whole
+    block: a reader that stays inside while the test starts other readers and writers. On
+    exit it leaves the lock and is joined (``timeout``: a hang guard only)."""
+    inside, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock.shared():
+            inside.set()
+            release.wait(timeout)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert inside.wait(timeout), "the holding reader never got the lock"
+    try:
+        yield holder
+    finally:
+        release.set()
+        holder.join(timeout)
+
+
+def run_memlab(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
+    """``python -m memlab *args`` in a child process running this checkout (text output
+    captured)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "memlab", *args], capture_output=True,
+                          text=True, env=env, timeout=timeout, **kwargs)
+
+
+class McpStdio:
+    """``memlab mcp --db DB`` over real stdio, as a context manager: :meth:`send` writes one
+    JSON-RPC message, :meth:`next_answer` reads the next one (60 s: a hang guard only),
+    :meth:`answer` the one with a given id; on exit its stdin is closed and it is waited for."""
+
+    def __init__(self, db) -> None:
+        self.db = db
+
+    def __enter__(self) -> "McpStdio":
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "memlab", "mcp", "--db", str(self.db)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: [self.lines.put(x) for x in
+                                         iter(self.proc.stdout.readline, b"")],
+                         daemon=True).start()
+        return self
+
+    def send(self, message) -> None:  # json.dumps writes a lone surrogate as the escape \udc00
+        self.proc.stdin.write((json.dumps(message) + "\n").encode("ascii"))
+        self.proc.stdin.flush()
+
+    def next_answer(self) -> dict:
+        try:
+            return json.loads(self.lines.get(timeout=60).decode("utf-8"))
+        except queue.Empty:
+            pytest.fail("no answer from memlab mcp")
+
+    def answer(self, request_id) -> dict:
+        while True:
+            message = self.next_answer()
+            if message.get("id") == request_id:
+                return message
+
+    def call(self, request_id, tool: str, arguments: dict) -> dict:
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                   "params": {"name": tool, "arguments": arguments}})
+        return self.answer(request_id)
+
+    def initialize(self) -> None:
+        self.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}})
+        assert "result" in self.answer(0)
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def __exit__(self, *exc) -> None:
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

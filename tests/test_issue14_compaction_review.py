@@ -16,6 +16,7 @@ import pytest
 from memlab import Memory, MemoryStore, cli, persist
 from memlab.journal_repair import check_journal, recover_journal
 from memlab.persist import ConcurrentWriterError, JournalCorruptError, _header_crc, _part_crc
+from _support import run_memlab
 
 ROOT = Path(__file__).resolve().parents[1]
 NOW = datetime(2024, 1, 1)
@@ -31,9 +32,14 @@ store.close()
 """
 
 
+def start_writer(path: Path, *contents: str) -> subprocess.Popen:
+    """The writer process (:data:`WRITER`), started: it adds ``contents`` to ``path``."""
+    return subprocess.Popen([sys.executable, "-c", WRITER, str(path), *contents],
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
 def other_process_adds(path: Path, *contents: str) -> None:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    subprocess.run([sys.executable, "-c", WRITER, str(path), *contents], check=True, env=env)
+    assert start_writer(path, *contents).wait() == 0
 
 
 def add(store: MemoryStore, content: str) -> None:
@@ -92,9 +98,7 @@ def test_compaction_refuses_after_another_process_compacted_rows_it_never_saw(tm
     store = MemoryStore(path=path, compact_after=None)
     add(store, "ours one")
     other_process_adds(path, "theirs")
-    compact = subprocess.run([sys.executable, "-m", "memlab", "compact", str(path)],
-                             env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
-                             text=True)
+    compact = run_memlab("compact", str(path))
     assert compact.stdout.startswith(f"{path}: compacted rows 1..2 (2 journal rows removed")
     add(store, "ours two")
     with pytest.raises(ConcurrentWriterError, match=r"\(row 2 was written by it"):
@@ -110,9 +114,7 @@ def test_compaction_after_another_process_compacted_only_our_rows(tmp_path):
     store = MemoryStore(path=path, compact_after=None)
     add(store, "ours one")
     add(store, "ours two")
-    compact = subprocess.run([sys.executable, "-m", "memlab", "compact", str(path)],
-                             env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
-                             text=True)
+    compact = run_memlab("compact", str(path))
     assert compact.stdout.startswith(f"{path}: compacted rows 1..2 (2 journal rows removed")
     add(store, "ours three")
     report = store.compact()
@@ -185,9 +187,7 @@ def test_open_while_another_process_writes_never_reports_damage(tmp_path):
     open must succeed, however the two interleave)."""
     path = tmp_path / "m.db"
     MemoryStore(path=path, compact_after=None).close()
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)]
-                              + [f"row {i}" for i in range(150)], env=env)
+    writer = start_writer(path, *[f"row {i}" for i in range(150)])
     opened = 0
     try:
         while writer.poll() is None or opened == 0:

@@ -21,6 +21,7 @@ import memlab.store.journal
 from memlab import ManualClock, Memory, MemoryStore
 from memlab._rwlock import RWLock
 from memlab.snapshot import state_digest
+from _support import holding_shared
 
 SAFETY_S = 30.0  # only ever reached by a regression
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -242,49 +243,25 @@ def test_a_queued_reinforcement_is_seen_late_unless_own_reads_is_on(own_reads):
 def test_the_read_that_fills_the_queue_applies_it():
     mem = _memory(batch=3)
     store = mem.store
-    reader_in, release = threading.Event(), threading.Event()
-
-    def long_reader():
-        with store.lock.shared():
-            reader_in.set()
-            release.wait(SAFETY_S)
-
-    holder, _ = _start(long_reader)
-    assert reader_in.wait(SAFETY_S)
-    for query in ("pizza", "runbook"):
-        t, out = _start(mem.search, query)
-        t.join(SAFETY_S)
-        assert out.get("done")
-    filler, out = _start(mem.search, "deploy")
-    try:
+    with holding_shared(store.lock, SAFETY_S):
+        for query in ("pizza", "runbook"):
+            t, out = _start(mem.search, query)
+            t.join(SAFETY_S)
+            assert out.get("done")
+        filler, out = _start(mem.search, "deploy")
         assert _blocked_in(store.lock, "exclusive")  # the queue is full: this read waits
         assert len(store.reinforcements) == 3
-    finally:
-        release.set()
-        holder.join(SAFETY_S)
-        filler.join(SAFETY_S)
+    filler.join(SAFETY_S)
     assert out.get("done") and len(store.reinforcements) == 0 and store.reinforcements.applied == 3
 
 
 def test_reinforce_batch_one_applies_every_reinforcement_before_the_read_returns():
     mem = _memory(batch=1)
     store = mem.store
-    reader_in, release = threading.Event(), threading.Event()
-
-    def long_reader():
-        with store.lock.shared():
-            reader_in.set()
-            release.wait(SAFETY_S)
-
-    holder, _ = _start(long_reader)
-    assert reader_in.wait(SAFETY_S)
-    t, out = _start(mem.search, "pizza")
-    try:
+    with holding_shared(store.lock, SAFETY_S):
+        t, out = _start(mem.search, "pizza")
         assert _blocked_in(store.lock, "exclusive")
-    finally:
-        release.set()
-        holder.join(SAFETY_S)
-        t.join(SAFETY_S)
+    t.join(SAFETY_S)
     assert _reinforced(mem, "pizza") == ["search"] and len(store.reinforcements) == 0
 
 

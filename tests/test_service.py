@@ -22,6 +22,7 @@ uvicorn = pytest.importorskip("uvicorn")
 pytest.importorskip("mcp")
 
 from _service_client import TestClient  # noqa: E402
+from _support import McpStdio  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
@@ -291,40 +292,8 @@ def test_review14_mcp_stdio_answers_lone_surrogates(tmp_path):
     """Review 14: over real stdio, a call whose JSON holds a lone surrogate escape (valid JSON
     text the SDK's parser refuses) got no answer at all. Each now gets memlab's own error,
     naming the argument, and the server goes on answering."""
-    import queue
-
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memlab", "mcp", "--db", str(tmp_path / "m.db")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in iter(proc.stdout.readline, b"")],
-                     daemon=True).start()
-
-    def send(message):   # json.dumps writes a lone surrogate as the escape \udc00
-        proc.stdin.write((json.dumps(message) + "\n").encode("ascii"))
-        proc.stdin.flush()
-
-    def answer(i):
-        while True:
-            try:
-                line = lines.get(timeout=60)   # a hang guard only
-            except queue.Empty:
-                pytest.fail(f"no answer to request {i}")
-            message = json.loads(line.decode("utf-8"))
-            if message.get("id") == i:
-                return message
-
-    def call(i, tool, arguments):
-        send({"jsonrpc": "2.0", "id": i, "method": "tools/call",
-              "params": {"name": tool, "arguments": arguments}})
-        return answer(i)
-
-    try:
-        send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"}}})
-        assert "result" in answer(0)
-        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    with McpStdio(tmp_path / "m.db") as mcp:
+        mcp.initialize()
         s = "\udc00"
         refused = [
             ("add_memory", {"content": f"deploy {s} checklist"},
@@ -340,24 +309,18 @@ def test_review14_mcp_stdio_answers_lone_surrogates(tmp_path):
              "item_id contains a lone surrogate at 0"),
         ]
         for i, (tool, arguments, expected) in enumerate(refused, 1):
-            result = call(i, tool, arguments)["result"]
+            result = mcp.call(i, tool, arguments)["result"]
             assert result["isError"] is True, (tool, result)
             assert expected in result["content"][0]["text"], (tool, result)
         # a request other than a tool call is answered too, with a JSON-RPC error
-        send({"jsonrpc": "2.0", "id": 50, "method": "tools/list", "params": {"cursor": s}})
-        assert "cursor contains a lone surrogate at 0" in answer(50)["error"]["message"]
+        mcp.send({"jsonrpc": "2.0", "id": 50, "method": "tools/list", "params": {"cursor": s}})
+        assert "cursor contains a lone surrogate at 0" in mcp.answer(50)["error"]["message"]
         # and the server still serves normal calls
-        added = call(100, "add_memory", {"content": "Deploys happen on Fridays", "item_id": "d"})
+        added = mcp.call(100, "add_memory", {"content": "Deploys happen on Fridays",
+                                             "item_id": "d"})
         assert added["result"].get("isError") is not True, added
-        ctx = call(101, "get_working_context", {"session_id": "s", "query": "deploys"})
+        ctx = mcp.call(101, "get_working_context", {"session_id": "s", "query": "deploys"})
         assert json.loads(ctx["result"]["content"][0]["text"])["items"][0]["item_id"] == "d"
-    finally:
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def test_issue14_mcp_stdio_refuses_request_ids_with_surrogates_or_nul(tmp_path):
@@ -366,31 +329,8 @@ def test_issue14_mcp_stdio_refuses_request_ids_with_surrogates_or_nul(tmp_path):
     gets a JSON-RPC ``invalid request`` error naming the id's problem (``id`` null when the id
     cannot be written back), whatever the method and arguments, and nothing is written; the
     server goes on answering."""
-    import queue
-
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memlab", "mcp", "--db", str(tmp_path / "m.db")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in iter(proc.stdout.readline, b"")],
-                     daemon=True).start()
-
-    def send(message):   # json.dumps writes a lone surrogate as the escape \udc00
-        proc.stdin.write((json.dumps(message) + "\n").encode("ascii"))
-        proc.stdin.flush()
-
-    def next_answer():
-        try:
-            return json.loads(lines.get(timeout=60).decode("utf-8"))   # a hang guard only
-        except queue.Empty:
-            pytest.fail("no answer")
-
-    try:
-        send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"}}})
-        assert "result" in next_answer()
-        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    with McpStdio(tmp_path / "m.db") as mcp:
+        mcp.initialize()
         add = ("tools/call", {"name": "add_memory", "arguments": {"content": "ghost write",
                                                                   "item_id": "ghost"}})
         cases = [
@@ -405,24 +345,17 @@ def test_issue14_mcp_stdio_refuses_request_ids_with_surrogates_or_nul(tmp_path):
                 "content": "x\udc00"}}), None, "id contains a lone surrogate at 0"),
         ]
         for request_id, (method, params), answered_id, problem in cases:
-            send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-            answer = next_answer()   # one answer per request, in order: nothing else is sent
+            mcp.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            answer = mcp.next_answer()   # one answer per request, in order: nothing else is sent
             assert answer == {"jsonrpc": "2.0", "id": answered_id, "error": {
                 "code": -32600, "message": f"Invalid request: {problem}"}}, (request_id, answer)
         # a notification with such an id field is not a request: never answered
-        send({"jsonrpc": "2.0", "method": "notifications/initialized", "x": "\udc00"})
-        send({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        mcp.send({"jsonrpc": "2.0", "method": "notifications/initialized", "x": "\udc00"})
+        mcp.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
             "name": "get_working_context", "arguments": {"session_id": "s", "query": "ghost"}}})
-        answer = next_answer()
+        answer = mcp.next_answer()
         assert answer["id"] == 7 and answer["result"].get("isError") is not True, answer
         assert json.loads(answer["result"]["content"][0]["text"])["items"] == []
-    finally:
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
     assert "ghost" not in MemoryStore(path=tmp_path / "m.db").workspace("default").index_of
 
 
