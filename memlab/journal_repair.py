@@ -15,6 +15,14 @@ salvages every intact one (:func:`memlab.snapshot.salvage`: each workspace whose
 exactly, and in a damaged one its items with the damaged groups of parts rebuilt), one line
 naming each damaged part and one saying what it cost. The snapshot's state, whole or salvaged,
 goes into the new file ahead of the rows kept after it.
+
+Items are salvaged one by one where the file has their own checksums (a format-3 snapshot's
+id and content parts; the ``item_sums`` of ``add_items`` rows): an item whose own bytes are
+damaged keeps its number as a placeholder while the rows are applied (rows name items by
+number), then it is dropped with its edges (:func:`memlab.snapshot.drop_items`) and the new
+file is one snapshot of the result. A damaged snapshot header is rebuilt from the snapshot's
+manifest when that passes its checksum. ``check`` lists damage only; what salvaging costs
+(groups rebuilt, items dropped with their edges) is in ``recover``'s report.
 """
 
 from __future__ import annotations

@@ -81,7 +81,10 @@ list (its size is the payload's own), so it never allocates from a size the file
 content). Rows are numbered 1, 2, … without gaps (SQLite's ``AUTOINCREMENT``; a rolled-back write
 takes no number), so a deleted row, or rows missing at the end (``sqlite_sequence`` remembers the
 last number given), is found on open; so is a row whose checksum does not match, a payload that
-does not decode, and an operation that cannot be applied. A file that SQLite cannot read, or
+does not decode, and an operation that cannot be applied. A row adding several items also has
+one CRC-32 per item in the side table ``item_sums`` (see :func:`item_sums`), and a format-3
+snapshot a copy of its header in its last part row (the manifest): ``memlab recover`` then keeps
+every item whose own checksum holds, and rebuilds a damaged header from its manifest. A file that SQLite cannot read, or
 that is shorter than its header says (truncated), is damaged; an existing file of 0 bytes is
 refused too (memlab never leaves one: a new store is built beside its path and linked into
 place once its schema is written, so an empty file is a damaged or foreign one, and treating it

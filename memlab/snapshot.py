@@ -24,7 +24,10 @@ journal encoding (:func:`memlab.persist.encode`) of a JSON value. Every part has
 format and the schema version. Decoding never allocates from a size the file claims: an array
 is a view of the bytes actually stored, its length is checked against the header and against the
 workspace's item and edge counts, and every value is checked (types, ranges, uniqueness) before
-the store is touched. :func:`full_state` is the oracle the tests compare a replayed and a
+the store is touched. Format 3 adds a CRC-32 per item id and per content (parts
+``<w>.item_id.crc`` and ``<w>.content.crc``) and a copy of the header in the last part row (the
+manifest), which ``memlab recover`` uses to salvage items one by one (:func:`salvage`,
+:func:`drop_items`) and to rebuild a damaged header. :func:`full_state` is the oracle the tests compare a replayed and a
 snapshot-loaded store with: every attribute of every object the store holds, found by walking
 them, so a field added later is compared without anyone listing it.
 """
