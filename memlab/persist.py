@@ -1129,6 +1129,8 @@ def salvage_items_row(payload: bytes, blob: Any) -> tuple[str, list[tuple[int, s
         pieces.append(_ITEM_TAG + '{"item_id": ' + ident + ', "content": "", "memory_type": '
                       '"semantic", "metadata": {}, "created_at": null}}'
                       + (", " if i < n - 1 else ""))
+        if isinstance(said, str) and len(said) > 64:  # a damaged id may run on: cut it
+            said = said[:64] + "…"
         lost.append((i, said if isinstance(said, str) else True if seg.startswith(head + "null")
                      else None))
     pieces.append(text[bounds[-2]:])

@@ -1250,13 +1250,15 @@ def drop_items(header: dict[str, Any], parts: list[bytes], drops: dict[str, set[
                 out.append(entry)
                 continue
             new_of, ids = new_of_ws[wid]
+            # pins and review marks name items by id: those of a dropped item go (whatever
+            # id it had before its placeholder took its place)
+            present = {i for i, k in zip(ids, new_of.tolist()) if k >= 0}
             if name == "pins":
-                out.append([entry[0], wid, [x for x in entry[2] if x[0] not in drops[wid]],
-                            entry[3]])
+                out.append([entry[0], wid, [x for x in entry[2] if x[0] in present], entry[3]])
             elif name == "anchors":
                 out.append([wid, entry[1], [int(new_of[i]) for i in entry[2] if new_of[i] >= 0]])
             else:
-                out.append([wid, entry[1], [x for x in entry[2] if x[0] not in drops[wid]]])
+                out.append([wid, entry[1], [x for x in entry[2] if x[0] in present]])
         replace[name] = (None, out)
     writer = _Writer()
     index, new_parts = [], []
