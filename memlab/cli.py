@@ -584,8 +584,10 @@ def build_parser() -> argparse.ArgumentParser:
                              description=(
         "Copy every intact row of a memlab database (checksum matches, payload decodes, the "
         "operation applies after the rows kept before it) into a new database, and list the "
-        "rows left out. The damaged file is only read. Exit 0 when every row was kept, 1 when "
-        "some were left out."))
+        "rows left out. A damaged snapshot is salvaged part by part, and where items have "
+        "their own checksums (snapshot format 3, rows adding several items) item by item: "
+        "an item whose own bytes are damaged is dropped with its edges, each listed. The "
+        "damaged file is only read. Exit 0 when nothing was lost, 1 otherwise."))
     recover.add_argument("db", help="the damaged SQLite file")
     recover.add_argument("--out", required=True, help="the new file (must not exist)")
 

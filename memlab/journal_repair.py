@@ -97,7 +97,7 @@ class _Scan:
     salvage_lost_items: int = 0  # items of the snapshot's workspaces lost whole
     # the bytes damaged parts still have, by position (item by item salvage reads them)
     snapshot_raw: dict[int, bytes] = field(default_factory=dict)
-    # items salvage could not keep: (workspace id, placeholder id, where the damage is)
+    # items salvage could not keep: (workspace id, placeholder id, the item, its damage)
     tombstones: list[tuple[str, str, str, str]] | None = None
     # add_items rows salvaged item by item: seq -> [(item number in the row, label, where)]
     row_tombstones: dict[int, list[tuple[int, str, str]]] = field(default_factory=dict)
@@ -542,7 +542,9 @@ class RecoveryReport:
     header is intact is salvaged part by part instead: ``damaged_parts`` of its
     ``snapshot_parts`` parts failed their checksum, ``problems`` says what each cost
     (everything in the other parts is kept), and ``lost_items`` counts the items of the
-    workspaces lost whole (their ids or contents were damaged).
+    workspaces lost whole (their ids or contents were damaged). ``dropped_items`` items whose
+    own checksum failed (in a snapshot's id or content part, or in an ``add_items`` row) were
+    dropped, each with its edges; ``problems`` names each and lists the edges.
     """
 
     total: int
