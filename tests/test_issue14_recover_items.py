@@ -27,9 +27,9 @@ from hypothesis import strategies as st
 from memlab import ManualClock, Memory
 from memlab import persist
 from memlab.journal_repair import check_journal, recover_journal
-from memlab.persist import read_snapshot_info, read_snapshot_parts_salvaged
 from memlab.snapshot import state_digest
 from memlab.store import MemoryStore
+from test_issue14_recover_salvage import _parts
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
 # contents with escapes (quotes, backslashes, non-ASCII), so the JSON holds every kind of byte
@@ -73,14 +73,9 @@ def files(tmp_path_factory):
 
 
 def _snapshot_part(path: Path, name: str) -> tuple[int, bytes]:
-    conn = sqlite3.connect(path)
-    try:
-        info = read_snapshot_info(conn, path)
-        parts, _ = read_snapshot_parts_salvaged(conn, path, info)
-    finally:
-        conn.close()
-    number = [e[0] for e in info.header["index"]].index(name) + 1
-    return number, parts[number - 1]
+    """Part ``name`` of the snapshot of ``path``: its number and its bytes."""
+    header, parts = _parts(path)
+    return [e[0] for e in header["index"]].index(name) + 1, parts[name]
 
 
 def _spans(data: bytes) -> list[tuple[int, int]]:
