@@ -1195,7 +1195,7 @@ def _tune_nested(args) -> int:
     recipe = {"format": "memlab-recipe/1", "name": args.name, "config": shipped.to_dict(),
               "provenance": {
                   "procedure": "nested grouped CV choice (memlab.tuning.nested_choose)",
-                  "command": command, **out.manifest,
+                  "command": command, "base_recipe": args.config, **out.manifest,
                   "chosen": {"label": chosen.label, "point": point, "ranker": chosen.ranker,
                              "params": dict(chosen.params)},
                   "graph_budgets_off_in_replays": bool(args.no_graph_budgets),
