@@ -566,5 +566,8 @@ def get_recipe(name: str) -> SurfacingConfig:
                 if candidate is not None:
                     return load_recipe_file(candidate)
     from memlab.errors import UnknownRecipeError
+    shipped = sorted(p.stem for p in _RECIPE_DIR.glob("*.json")
+                     if not p.name.endswith(".ranker.json"))
     raise UnknownRecipeError(f"recipe must be one of {sorted(RECIPES)}, a recipe file (*.json) or the "
-                     f"name of one in {[str(p) for p in recipe_search_path()]}, got {name!r}")
+                     f"name of one in {[str(p) for p in recipe_search_path()]} (shipped: "
+                     f"{shipped}), got {name!r}")
