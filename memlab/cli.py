@@ -1160,7 +1160,7 @@ def _tune_nested(args) -> int:
                                       if getattr(base, stage) is not None})
     try:
         points = grid_configs(replay_base, grid)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         raise _Fail(f"--grid: {exc}") from None
     candidates, origin = [], {}
     for point, config in points:
