@@ -302,7 +302,6 @@ def nested_choose(trace: Trace, candidates: Sequence[Candidate], *,
                                                    for c in candidates}
     fold_rows, inner_rows, audit_rows = [], [], []
     for i, test in enumerate(split):
-        test_set = set(test)
         others = [fold for j, fold in enumerate(split) if j != i]
         train = [q for fold in others for q in fold]
         mark = len(scorer.trained)
