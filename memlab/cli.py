@@ -501,6 +501,26 @@ def build_parser() -> argparse.ArgumentParser:
     tn.add_argument("--out", default="out/tune", help="folder for <name>.json (the recipe), "
                     "cv.csv, folds.csv, trials.csv, held_out.csv, importance.csv and plots/ "
                     "(default: out/tune)")
+    choose = tn.add_argument_group(
+        "choosing a recipe (nested CV)",
+        "With --rankers or --grid, tune chooses among fixed candidates instead of searching: "
+        "the base and every --grid point, each alone or followed by each --rankers model "
+        "(trained on its replay frames). The choice is made by an inner grouped CV on each "
+        "outer fold's other folds and scored on that fold (nested, so the estimate is "
+        "honest); the shipped recipe is the same choice made on every question, its ranker "
+        "trained on every question and written beside it as <name>.ranker.json.")
+    choose.add_argument("--rankers", nargs="+", default=None, metavar="KIND[:P=V,...]",
+                        help="none, logistic, lambdarank, with optional parameters "
+                        "(logistic:C=0.1, lambdarank:num_leaves=7,n_estimators=100)")
+    choose.add_argument("--grid", nargs="+", default=None, metavar="FIELD=V1,V2",
+                        help="option values to choose among (their cross product); "
+                        "strategies.<strategy>=impl,... chooses a strategy's pipeline")
+    choose.add_argument("--also", nargs="+", default=[], metavar="MEASURE",
+                        help="further relevance measures to report (the choice maximises "
+                        "--measure)")
+    choose.add_argument("--no-graph-budgets", action="store_true",
+                        help="replay with the graph stages' wall-clock budgets off, so that "
+                        "the run reproduces under load (the recipe written keeps the base's)")
 
     ev = sub.add_parser("eval", help="quality on the shared public datasets", description=(
         "Replay LoCoMo and HippoRAG's MuSiQue under memlab's DEFAULT recipe, its no-graph "
@@ -1040,6 +1060,10 @@ def _space(entries: list[str] | None) -> dict[str, Any] | None:
 
 def _tune(args) -> int:
     from memlab.harness.measures import parse_measure
+    if args.rankers is not None or args.grid is not None:
+        return _tune_nested(args)
+    if args.also or args.no_graph_budgets:
+        raise _Fail("--also and --no-graph-budgets need --rankers or --grid (a nested choice)")
     _check_k(args.k)
     for option, value, least in (("--folds", args.folds, 2), ("--trials", args.trials, 1)):
         if value < least:
@@ -1135,6 +1159,133 @@ def _tune(args) -> int:
     print(_measure_on_line(args.measure_on))
     print(f"wrote {recipe} (use it as --config {recipe}) and cv.csv, folds.csv, trials.csv, "
           f"held_out.csv, importance.csv, plots/ in {args.out}")
+    return 0
+
+
+def _tune_nested(args) -> int:
+    """``memlab tune --rankers/--grid``: a nested grouped-CV choice of the recipe to ship."""
+    import dataclasses
+    import shlex
+    import time
+
+    from memlab.harness.measures import parse_measure
+    _check_k(args.k)
+    if args.folds < 3:
+        raise _Fail(f"--folds must be at least 3 for a nested choice, got {args.folds}")
+    for option, given in (("--space", args.space is not None),
+                          ("--holdout", args.holdout is not None)):
+        if given:
+            raise _Fail(f"{option} cannot be combined with --rankers/--grid (a nested choice "
+                        f"among fixed candidates)")
+    measures = [args.measure, *args.also]
+    for m in measures:
+        try:
+            if not parse_measure(m).needs_gold:
+                raise ValueError(f"{m!r} is not a relevance measure")
+        except ValueError as exc:
+            raise _Fail(f"--measure/--also {m}: {exc}") from None
+    if len(set(measures)) != len(measures):
+        raise _Fail(f"--also repeats a measure: {' '.join(measures)}")
+    if args.seed < 0:
+        raise _Fail(f"--seed must be a non-negative integer, got {args.seed}")
+    if not args.name or Path(args.name).name != args.name:
+        raise _Fail(f"--name must be a plain file name, got {args.name!r}")
+    try:
+        from memlab.tuning.nested import (Candidate, grid_configs, nested_choose,
+                                          parse_ranker_spec)
+        if args.rankers and any(r.lower() != "none" for r in args.rankers):
+            import sklearn  # noqa: F401
+    except ImportError:
+        raise _Fail("a ranker needs the learn extra: pip install -e '.[learn]'") from None
+    rankers = []
+    for spec in args.rankers or ["none"]:
+        try:
+            rankers.append((spec, *parse_ranker_spec(spec)))
+        except ValueError as exc:
+            raise _Fail(f"--rankers {spec}: {exc}") from None
+    if ("none", None, {}) not in [(s.lower(), k, p) for s, k, p in rankers]:
+        rankers.insert(0, ("none", None, {}))  # the base alone is always a candidate
+    base = _load_config(args.config)
+    grid = _grid(args.grid) if args.grid else {}
+    replay_base = base
+    if args.no_graph_budgets:
+        replay_base = base.replace(**{stage: dataclasses.replace(getattr(base, stage),
+                                                                 budget_ms=None)
+                                      for stage in ("ppr", "spreading")
+                                      if getattr(base, stage) is not None})
+    try:
+        points = grid_configs(replay_base, grid)
+    except (ValueError, TypeError) as exc:
+        raise _Fail(f"--grid: {exc}") from None
+    candidates, origin = [], {}
+    for point, config in points:
+        for spec, kind, params in rankers:
+            label = config.name if kind is None else f"{config.name}+{spec}"
+            candidates.append(Candidate(label, config, kind, params))
+            origin[label] = point
+    categories = None if args.categories is None else [
+        int(c) if c.lstrip("-").isdigit() else c for c in args.categories]
+    _writable_folder("--out", args.out)
+    trace = _load_trace(args.trace)
+    started = time.perf_counter()
+    out = nested_choose(trace, candidates, measures=measures, folds=args.folds,
+                        group_by=args.group_by, seed=args.seed, k=args.k,
+                        categories=categories, measure_on=args.measure_on,
+                        progress=not args.no_progress and sys.stderr.isatty())
+    seconds = round(time.perf_counter() - started, 1)
+    folder = Path(args.out)
+    folder.mkdir(parents=True, exist_ok=True)
+    chosen = out.chosen
+    point = origin[chosen.label]
+    shipped = grid_configs(base, {k: [v] for k, v in point.items()})[-1][1] if point else base
+    shipped = shipped.replace(name=args.name)
+    written = [f"{args.name}.json"]
+    if out.model is not None:
+        ranker_file = f"{args.name}.ranker.json"
+        out.model.save(folder / ranker_file)
+        shipped = shipped.replace(reranker=ranker_file)
+        written.append(ranker_file)
+    command = "memlab tune " + " ".join(shlex.quote(a) for a in sys.argv[2:]) \
+        if len(sys.argv) > 1 and sys.argv[1] == "tune" else None
+    recipe = {"format": "memlab-recipe/1", "name": args.name, "config": shipped.to_dict(),
+              "provenance": {
+                  "procedure": "nested grouped CV choice (memlab.tuning.nested_choose)",
+                  "command": command, "base_recipe": args.config, **out.manifest,
+                  "chosen": {"label": chosen.label, "point": point, "ranker": chosen.ranker,
+                             "params": dict(chosen.params)},
+                  "graph_budgets_off_in_replays": bool(args.no_graph_budgets),
+                  "cv": out.table.to_dict(orient="records"),
+                  "fold_choices": out.folds["chosen"].tolist(),
+                  "candidates_cv": out.candidates.to_dict(orient="records"),
+                  "seconds": seconds}}
+    (folder / f"{args.name}.json").write_text(json.dumps(recipe, indent=2, sort_keys=True,
+                                                         default=str) + "\n")
+    out.table.to_csv(folder / "nested.csv", index=False)
+    out.folds.to_csv(folder / "folds.csv", index=False)
+    out.candidates.to_csv(folder / "candidates.csv", index=False)
+    out.inner.to_csv(folder / "inner.csv", index=False)
+    print(f"nested grouped {args.folds}-fold CV (by {args.group_by}) of choosing among "
+          f"{len(candidates)} candidates on {args.measure}, base {candidates[0].label!r}:")
+    for r in out.table.itertuples():
+        print(f"  {r.measure}: {r.cv_mean:.4f} [95% t over folds {r.ci_low:.4f}, "
+              f"{r.ci_high:.4f}]; base {r.base_cv_mean:.4f} [{r.base_ci_low:.4f}, "
+              f"{r.base_ci_high:.4f}]; chosen - base {r.diff_mean:+.4f} [{r.diff_ci_low:+.4f}, "
+              f"{r.diff_ci_high:+.4f}], folds better/worse {r.folds_better}/{r.folds_worse}")
+    print(out.folds.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    print("each candidate's own grouped-CV estimate on the outer folds (what the shipped "
+          "choice reads; not nested):")
+    print(out.candidates.drop(columns=["fold_scores"]).to_string(
+        index=False, float_format=lambda v: f"{v:.4f}"))
+    ins = ", ".join(f"{r.measure} {r.in_sample:.4f}" for r in out.table.itertuples())
+    print(f"shipped: {chosen.label} (chosen on every question; trained and scored on every "
+          f"question: in-sample {ins}, not an estimate)")
+    if not out.table.iloc[0]["diff_mean"] > 0:
+        print(f"warning: the nested choice is not better than the base {candidates[0].label!r}"
+              f" on held-out folds; keep the base", file=sys.stderr)
+    print(f"took {seconds} s")
+    print(_measure_on_line(args.measure_on))
+    print(f"wrote {', '.join(written)} (use it as --config {folder / written[0]}), nested.csv, "
+          f"folds.csv, candidates.csv, inner.csv in {args.out}")
     return 0
 
 

@@ -457,7 +457,9 @@ def recipe_search_path() -> list[Path]:
 def load_recipe_file(path: str | Path) -> SurfacingConfig:
     """The configuration in a recipe file: ``{"format": "memlab-recipe/1", "config": {...},
     ...provenance}`` (what ``memlab tune`` writes) or bare :meth:`SurfacingConfig.to_dict`
-    output. ValueError naming ``path`` for anything else.
+    output. ValueError naming ``path`` for anything else. A ``reranker`` file named by a
+    relative path is looked for beside the recipe file first (so a recipe and its ranker
+    travel together), else read as given.
 
     Examples
     --------
@@ -493,6 +495,13 @@ def load_recipe_file(path: str | Path) -> SurfacingConfig:
         config = SurfacingConfig.from_dict(data)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"path {str(path)!r} is not a valid configuration: {exc}") from None
+    if config.reranker is not None and config.reranker.endswith(".json") \
+            and not Path(config.reranker).is_absolute():
+        # a ranker file named relative to its recipe file (how memlab tune writes them and
+        # memlab/recipes ships them): found beside the recipe, wherever it is read from
+        beside = path.resolve().parent / config.reranker
+        if beside.is_file():
+            config = config.replace(reranker=str(beside))
     check_reranker_file(config, f"path {str(path)!r}")
     return config
 
@@ -557,5 +566,8 @@ def get_recipe(name: str) -> SurfacingConfig:
                 if candidate is not None:
                     return load_recipe_file(candidate)
     from memlab.errors import UnknownRecipeError
+    shipped = sorted(p.stem for p in _RECIPE_DIR.glob("*.json")
+                     if not p.name.endswith(".ranker.json"))
     raise UnknownRecipeError(f"recipe must be one of {sorted(RECIPES)}, a recipe file (*.json) or the "
-                     f"name of one in {[str(p) for p in recipe_search_path()]}, got {name!r}")
+                     f"name of one in {[str(p) for p in recipe_search_path()]} (shipped: "
+                     f"{shipped}), got {name!r}")
