@@ -656,18 +656,38 @@ def _local_cluster(n_workers: int):
     return cluster
 
 
+def _current_client(address: str | None):
+    """This process's default Dask client when it talks to the scheduler at ``address``
+    (reused: a client costs a connection, a handshake and an event-loop thread), else None."""
+    if address is None:
+        return None
+    try:
+        from distributed import default_client
+        client = default_client()
+    except (ImportError, ValueError):  # no distributed, or no client yet
+        return None
+    if client.status != "running" or client.scheduler is None or \
+            client.scheduler.address != address:
+        return None
+    return client
+
+
 @contextlib.contextmanager
 def dask_client(address: str | None, n_workers: int):
-    """A Dask client of the scheduler at ``address``, or of a ``LocalCluster`` of ``n_workers``
-    single-threaded processes started (and warmed up) for the block; closed (with its cluster)
-    at the end."""
+    """A Dask client of the scheduler at ``address`` (this process's default client when it
+    has one there, left open), or of a ``LocalCluster`` of ``n_workers`` single-threaded
+    processes started (and warmed up) for the block; closed (with its cluster) at the end."""
+    reused = _current_client(address)
+    if reused is not None:
+        yield reused
+        return
     client_class, _ = _distributed()
     cluster = None
     if address is None:
         cluster = _local_cluster(n_workers)
-        client = client_class(cluster)
+        client = client_class(cluster, set_as_default=False)
     else:
-        client = client_class(address)
+        client = client_class(address, set_as_default=False)
     try:
         yield client
     finally:
@@ -681,7 +701,7 @@ def dask_address(executor: str, address: str | None, n_workers: int):
     """The scheduler address many sharded replays share: ``address`` as given, or a
     ``LocalCluster`` of ``n_workers`` processes started (and warmed up) once for the block (None
     when ``executor`` is not ``"dask"``), so that an experiment or an evaluation starts one
-    cluster, not one per replay.
+    cluster, not one per replay; with one client for the block, which the replays reuse.
 
     Examples
     --------
@@ -689,10 +709,18 @@ def dask_address(executor: str, address: str | None, n_workers: int):
     ...     print(address)
     None
     """
-    if executor != "dask" or address is not None:
+    if executor != "dask":
         yield address
         return
-    with _local_cluster(n_workers) as cluster:
+    client_class, _ = _distributed()
+    if address is not None:
+        if _current_client(address) is not None:
+            yield address
+            return
+        with client_class(address):  # the default client while the block runs
+            yield address
+        return
+    with _local_cluster(n_workers) as cluster, client_class(cluster):
         yield cluster.scheduler_address
 
 
