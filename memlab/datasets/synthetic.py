@@ -310,6 +310,10 @@ def synthetic_longmemeval(n_questions: int = 500, n_sessions: int = 500, *, seed
         raise ValueError(f"span_days must be a positive number, got {span_days!r}")
     if isinstance(vocabulary, bool) or not isinstance(vocabulary, int) or vocabulary < 100:
         raise ValueError(f"vocabulary must be an integer >= 100, got {vocabulary!r}")
+    if n_questions * n_sessions * turns[0] > SYNTHETIC_LIMITS["n_items"]:
+        raise ValueError(f"n_questions x n_sessions x turns gives at least "
+                         f"{n_questions * n_sessions * turns[0]:,} items, more than "
+                         f"{SYNTHETIC_LIMITS['n_items']:,}")
     rng = np.random.default_rng(seed)
     per_session = rng.integers(turns[0], turns[1] + 1, size=(n_questions, n_sessions))
     n_items = int(per_session.sum())
