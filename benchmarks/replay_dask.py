@@ -75,7 +75,7 @@ def main() -> None:
         rows = []
         for r in range(rounds):
             load = os.getloadavg()[0]
-            serial, s_wall, s_cpu, s_workers = timed(
+            serial, s_wall, s_cpu, _ = timed(
                 client, lambda: replay(trace, UNTIMED, progress=False))
             sharded, d_wall, d_cpu, d_workers = timed(
                 client, lambda: replay(trace, UNTIMED, progress=False, executor="dask",
