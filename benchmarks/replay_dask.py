@@ -1,20 +1,32 @@
 """Serial vs sharded replay of the shared LoCoMo trace (issue 18, "beyond one machine").
 
-    PYTHONPATH=. python benchmarks/replay_dask.py [DATA_ROOT] [WORKERS] [ROUNDS]
+    PYTHONPATH=. python benchmarks/replay_dask.py [DATA_ROOT] [WORKERS] [ROUNDS] [--cold]
 
-Wall-clock seconds of ``replay(trace, UNTIMED)`` (DEFAULT without wall-clock budgets) and of
-``replay(trace, UNTIMED, executor="dask",
-address=...)`` on a LocalCluster of WORKERS single-threaded processes started beforehand (its
-start-up is printed apart), alternating, ROUNDS rounds each (default 3); the frames are checked
-equal.
+``replay(trace, UNTIMED)`` (DEFAULT without wall-clock budgets) against ``replay(trace, UNTIMED,
+executor="dask", address=...)`` on a warm LocalCluster of WORKERS single-threaded processes
+started (and warmed up) beforehand, its start printed apart; alternating, ROUNDS rounds each
+(default 3), the frames checked equal. ``--cold`` also times one ``replay(executor="dask")``
+that starts its own cluster (the cold start included).
+
+Two speedups are printed, as medians over rounds:
+
+- wall clock (what a user waits for; on a shared machine it mostly measures the others' load);
+- the critical path in CPU seconds: serially the process's CPU time of the replay; sharded, the
+  largest CPU time any worker process spent during the call (``time.process_time`` read on
+  every worker before and after, Dask's own work in the worker included) plus the driver's.
+  That is the wall time the call would take on an idle machine with a core per process.
+
+The load average (1 min) is printed beside each round.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
-from dataclasses import replace
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -29,29 +41,72 @@ UNTIMED = DEFAULT.replace(ppr=replace(DEFAULT.ppr, budget_ms=None),
                           spreading=replace(DEFAULT.spreading, budget_ms=None))
 
 
+def _cpu() -> float:
+    return time.process_time()
+
+
+def timed(client, call):
+    """(result, wall s, driver CPU s, {worker: CPU s}) of ``call()``."""
+    before = client.run(_cpu)
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = call()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    after = client.run(_cpu)
+    return out, wall, cpu, {w: after[w] - before[w] for w in before}
+
+
+def comparable(result):
+    keep = [c for c in result.decisions.columns if not c.endswith("_ms")]
+    return result.decisions[keep], result.candidates, result.metrics, result.log
+
+
 def main() -> None:
-    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("../shared/datasets")
-    workers = int(sys.argv[2]) if len(sys.argv) > 2 else 2
-    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    root = Path(args[0]) if args else Path("../shared/datasets")
+    workers = int(args[1]) if len(args) > 1 else 2
+    rounds = int(args[2]) if len(args) > 2 else 3
     trace = load_locomo(root / "locomo" / "locomo_dev.json")
+    from distributed import Client
+
     started = time.perf_counter()
-    with dask_address("dask", None, workers) as address:
-        print(f"LocalCluster of {workers}: {time.perf_counter() - started:.1f} s to start")
-        serial_s, dask_s = [], []
-        for _ in range(rounds):
-            t = time.perf_counter()
-            serial = replay(trace, UNTIMED, progress=False)
-            serial_s.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            sharded = replay(trace, UNTIMED, progress=False, executor="dask",
-                             address=address)
-            dask_s.append(time.perf_counter() - t)
-        keep = [c for c in serial.decisions.columns if not c.endswith("_ms")]
-        pd.testing.assert_frame_equal(serial.decisions[keep], sharded.decisions[keep])
-        pd.testing.assert_frame_equal(serial.candidates, sharded.candidates)
-    s, d = statistics.median(serial_s), statistics.median(dask_s)
-    print(f"{len(trace.queries)} queries, {sharded.manifest['executor']}: serial {s:.1f} s, "
-          f"dask {d:.1f} s, speedup {s / d:.2f}x (rounds: {serial_s}, {dask_s})")
+    with dask_address("dask", None, workers) as address, Client(address) as client:
+        print(f"LocalCluster of {workers} (warmed up): {time.perf_counter() - started:.1f} s "
+              f"to start, load {os.getloadavg()[0]:.1f}", flush=True)
+        rows = []
+        for r in range(rounds):
+            load = os.getloadavg()[0]
+            serial, s_wall, s_cpu, _ = timed(
+                client, lambda: replay(trace, UNTIMED, progress=False))
+            sharded, d_wall, d_cpu, d_workers = timed(
+                client, lambda: replay(trace, UNTIMED, progress=False, executor="dask",
+                                       address=address))
+            row = {"round": r, "load_1min": round(load, 2),
+                   "serial_wall_s": round(s_wall, 2), "serial_cpu_s": round(s_cpu, 2),
+                   "dask_wall_s": round(d_wall, 2), "dask_driver_cpu_s": round(d_cpu, 2),
+                   "dask_worker_cpu_s": sorted(round(v, 2) for v in d_workers.values()),
+                   "dask_critical_path_s": round(max(d_workers.values()) + d_cpu, 2)}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        for got, want in zip(comparable(sharded), comparable(serial)):
+            pd.testing.assert_frame_equal(got, want)
+    cold = None
+    if "--cold" in sys.argv:
+        t = time.perf_counter()
+        replay(trace, UNTIMED, progress=False, executor="dask", n_workers=workers)
+        cold = round(time.perf_counter() - t, 2)
+
+    def median(key):
+        return statistics.median(row[key] for row in rows)
+
+    s_wall, d_wall = median("serial_wall_s"), median("dask_wall_s")
+    s_cpu, d_path = median("serial_cpu_s"), median("dask_critical_path_s")
+    print(f"{len(trace.queries)} queries, {sharded.manifest['executor']}, frames equal")
+    print(f"wall: serial {s_wall:.2f} s, dask {d_wall:.2f} s, speedup {s_wall / d_wall:.2f}x")
+    print(f"critical path (CPU): serial {s_cpu:.2f} s, dask {d_path:.2f} s "
+          f"(driver {median('dask_driver_cpu_s'):.2f} s), speedup {s_cpu / d_path:.2f}x")
+    if cold is not None:
+        print(f"cold: replay(executor='dask') starting its own cluster: {cold:.2f} s wall")
+    print(f"load average at the end: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

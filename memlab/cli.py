@@ -8,6 +8,7 @@ Every subcommand drives the library as a user would. Bad input ends with one lin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -273,6 +274,49 @@ def _executor_options(parser, executor_help: str) -> None:
                         "Dask workers of a LocalCluster (dask without --address); default: 2")
 
 
+def _dask_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--executor serial|dask``, ``--address`` and ``--workers``, as replay and experiment
+    take them (``--workers`` only for a LocalCluster this command starts)."""
+    parser.add_argument("--executor", default="serial", choices=["serial", "dask"],
+                        help=f"where {what}: this process, or sharded by workspace over Dask "
+                        "(a LocalCluster of --workers processes, or the scheduler at "
+                        "--address); the frames are the serial ones (default: serial)")
+    parser.add_argument("--address", default=None, metavar="HOST:PORT",
+                        help="a running Dask scheduler (dask executor; one shard per worker "
+                        "it has)")
+    parser.add_argument("--workers", type=int, default=None, help="workers of the "
+                        "LocalCluster the dask executor starts (default: 2)")
+
+
+def _dask_args(args: argparse.Namespace) -> int:
+    """Check replay's and experiment's executor options; the number of workers to start."""
+    if args.workers is not None:
+        if args.executor != "dask":
+            raise _Fail(f"--workers {args.workers} needs --executor dask, got --executor "
+                        f"{args.executor}")
+        if args.workers < 1:
+            raise _Fail(f"--workers must be at least 1, got {args.workers}")
+        if args.address is not None:
+            raise _Fail(f"--workers {args.workers} with --address {args.address!r}: the "
+                        f"scheduler's cluster has its own workers (start them there)")
+    if args.address is not None and args.executor != "dask":
+        raise _Fail(f"--address {args.address!r} needs --executor dask, got "
+                    f"--executor {args.executor}")
+    return 2 if args.workers is None else args.workers
+
+
+@contextlib.contextmanager
+def _scheduler_reached(args: argparse.Namespace):
+    """A Dask scheduler that cannot be reached, as one line naming --address."""
+    try:
+        yield
+    except OSError as exc:
+        if args.executor != "dask":
+            raise
+        raise _Fail(f"--address {args.address!r}: cannot reach the Dask scheduler "
+                    f"({' '.join(str(exc).split())})") from None
+
+
 def _replay_options(parser: argparse.ArgumentParser) -> None:
     """-k and --measures, shared by the subcommands that replay traces."""
     parser.add_argument("-k", type=int, default=20, help="items per context when a query does "
@@ -429,6 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", default="out/replay", help="folder for the saved result "
                     "(default: out/replay)")
     rp.add_argument("--seed", type=int, default=0, help="seed of decision ids (default: 0)")
+    _dask_options(rp, "the trace replays")
 
     ex = sub.add_parser("experiment", help="compare configurations on one trace", description=(
         "Replay a trace under several configurations and print one row per configuration: "
@@ -443,6 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
     _replay_options(ex)
     _stats_options(ex)
     _study_options(ex)
+    _dask_options(ex, "every configuration's replay runs")
     ex.add_argument("--out", default="out/experiment", help="folder for experiment.csv and "
                     "per_query.csv (default: out/experiment)")
 
@@ -703,20 +749,24 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "replay":
         from memlab.harness import replay
         _check_k(args.k)
+        n_workers = _dask_args(args)
         config, measures = _load_config(args.config), _measures(args.measures)
         _writable_folder("--out", args.out)
         import warnings
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True) as caught, _scheduler_reached(args):
             warnings.simplefilter("always")
             result = replay(_load_traces(args.trace), config, mode=args.mode,
                             k=args.k, measures=measures, seed=args.seed,
-                            measure_on=args.measure_on)
+                            measure_on=args.measure_on, executor=args.executor,
+                            address=args.address, n_workers=n_workers)
         _print_warnings([c for c in caught if c.category.__name__ in _SHOWN_WARNINGS])
         print(result.summary().to_string(float_format=lambda v: f"{v:.4f}"))
         print(_measure_on_line(args.measure_on))
         result.save(args.out)
         print(f"wrote {args.out} ({len(result.decisions)} queries, "
-              f"{len(result.candidates)} candidate rows)")
+              f"{len(result.candidates)} candidate rows"
+              + ("" if args.executor == "serial" else f"; ran {result.manifest['executor']}")
+              + ")")
         return 0
     if args.command == "experiment":
         import warnings
@@ -724,6 +774,7 @@ def _run(args: argparse.Namespace) -> int:
         from memlab.harness import Experiment
         from memlab.harness.display import experiment_printable
         _check_k(args.k)
+        n_workers = _dask_args(args)
         configs = _experiment_configs(args.config)
         if args.baseline is not None and args.baseline not in configs:
             raise _Fail(f"--baseline {args.baseline!r} is not one of the --config names "
@@ -731,13 +782,14 @@ def _run(args: argparse.Namespace) -> int:
         measures = _measures(args.measures)
         where = _where(args.where)
         _writable_folder("--out", args.out)
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True) as caught, _scheduler_reached(args):
             warnings.simplefilter("always")
             try:
                 out = Experiment(_load_trace(args.trace), configs, measures, args.baseline,
                                  k=args.k, measure_on=args.measure_on, where=where, by=args.by,
                                  correction=args.correction, test=args.test,
-                                 progress=sys.stderr.isatty())
+                                 progress=sys.stderr.isatty(), executor=args.executor,
+                                 address=args.address, n_workers=n_workers)
             except ValueError as exc:
                 if not str(exc).startswith(("where", "by ")):
                     raise

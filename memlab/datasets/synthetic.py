@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 
 __all__ = ["SYNTHETIC_LIMITS", "synthetic_items", "synthetic_vocabulary", "power_law_edges",
-           "synthetic_trace", "QUERY_KINDS"]
+           "synthetic_trace", "synthetic_longmemeval", "QUERY_KINDS"]
 
 
 # The largest trace synthetic_trace builds: past these, memory runs out before the first item.
@@ -261,3 +261,117 @@ def _bar(total: int, desc: str, enabled: bool):
     except ImportError:  # tqdm is optional (the parquet/notebooks/test extras install it)
         return None
     return tqdm(total=total, desc=desc, unit="item")
+
+
+def synthetic_longmemeval(n_questions: int = 500, n_sessions: int = 500, *, seed: int = 0,
+                          turns: tuple[int, int] = (2, 6), words: tuple[int, int] = (6, 16),
+                          span_days: float = 720.0, vocabulary: int = 20_000,
+                          start: datetime = datetime(2023, 1, 1, tzinfo=timezone.utc)):
+    """A seeded trace of LongMemEval's shape at any scale, gold included.
+
+    As :func:`~memlab.datasets.loaders.load_longmemeval` reads the real one: every question has
+    its own haystack, so its own workspace (named ``q<n>``), of ``n_sessions`` chat sessions
+    (``turns`` turns each, alternating ``user:`` and ``assistant:``, Zipf-distributed words)
+    at dates spread over ``span_days``; the turns are items at their session's date
+    (``episodic``, metadata ``role`` and ``session``); consecutive turns of a session are linked
+    both ways (``RELATED``, the loader's ``turn_adjacency``), added after the question's last
+    session; the question comes after that. One user turn of one session (the evidence) states a
+    fact in two words found nowhere else in the trace; the question asks for those two words
+    and its gold is that turn. All questions' events are merged in time order, as the loader
+    merges them, so the haystacks interleave.
+
+    LongMemEval_M has 500 questions of ~500 sessions (~10 turns each); the default keeps its
+    question and session counts with shorter sessions (2–6 turns: ~2M items).
+
+    Examples
+    --------
+    >>> trace = synthetic_longmemeval(3, 4, seed=1)
+    >>> len({q.get("workspace_id") for q in trace.queries}), len(trace.queries)
+    (3, 3)
+    >>> gold = trace.queries[0].get("gold")[0]
+    >>> fact = trace.queries[0].get("query").split()[-2:]
+    >>> [e.get("item_id") for e in trace if e.type == "add" and
+    ...  all(w in e.get("content") for w in fact)] == [gold]
+    True
+    """
+    from memlab.harness.trace import Event, Trace
+
+    for name, value, low, high in (("n_questions", n_questions, 1, 100_000),
+                                   ("n_sessions", n_sessions, 1, 100_000)):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"{name} must be an integer in {low}..{high:,}, got {value!r}")
+    for name, pair, low in (("turns", turns, 1), ("words", words, 1)):
+        if not (isinstance(pair, tuple) and len(pair) == 2 and
+                all(isinstance(v, int) and not isinstance(v, bool) for v in pair) and
+                low <= pair[0] <= pair[1]):
+            raise ValueError(f"{name} must be a pair (low, high) of integers with "
+                             f"{low} <= low <= high, got {pair!r}")
+    if not (isinstance(span_days, (int, float)) and span_days > 0):
+        raise ValueError(f"span_days must be a positive number, got {span_days!r}")
+    if isinstance(vocabulary, bool) or not isinstance(vocabulary, int) or vocabulary < 100:
+        raise ValueError(f"vocabulary must be an integer >= 100, got {vocabulary!r}")
+    if n_questions * n_sessions * turns[0] > SYNTHETIC_LIMITS["n_items"]:
+        raise ValueError(f"n_questions x n_sessions x turns gives at least "
+                         f"{n_questions * n_sessions * turns[0]:,} items, more than "
+                         f"{SYNTHETIC_LIMITS['n_items']:,}")
+    rng = np.random.default_rng(seed)
+    per_session = rng.integers(turns[0], turns[1] + 1, size=(n_questions, n_sessions))
+    n_items = int(per_session.sum())
+    if n_items > SYNTHETIC_LIMITS["n_items"]:
+        raise ValueError(f"n_questions x n_sessions x turns gives {n_items:,} items, more than "
+                         f"{SYNTHETIC_LIMITS['n_items']:,}")
+    vocab = np.array(synthetic_vocabulary(vocabulary))
+    # the fact words: two per question, kept out of every turn's own words
+    facts = np.array(synthetic_vocabulary(vocabulary + 2 * n_questions)[vocabulary:]) \
+        .reshape(n_questions, 2)
+    lengths = rng.integers(words[0], words[1] + 1, size=n_items)
+    ranks = np.minimum(rng.zipf(1.1, size=int(lengths.sum())) - 1, vocabulary - 1)
+    tokens = vocab[rng.permutation(vocabulary)[ranks]]
+    text_at = np.r_[0, np.cumsum(lengths)]
+    session_s = np.sort(rng.uniform(0, span_days * 86400.0, size=(n_questions, n_sessions)),
+                        axis=1)
+    evidence_session = rng.integers(0, n_sessions, size=n_questions)
+    timeline: list[tuple[float, int, Event]] = []  # (seconds, order, event)
+    item = 0
+    for q in range(n_questions):
+        ws = f"q{q}"
+        ids: list[str] = []
+        edges: list[tuple[str, str]] = []
+        gold = None
+        for s in range(n_sessions):
+            at = start + timedelta(seconds=float(session_s[q, s]))
+            stamp, session = at.isoformat(), f"{ws}-s{s}"
+            for n in range(int(per_session[q, s])):
+                role = "user" if n % 2 == 0 else "assistant"
+                text = " ".join(tokens[text_at[item]:text_at[item + 1]].tolist())
+                item_id = f"{session}:{n}"
+                if gold is None and s == evidence_session[q] and role == "user":
+                    gold = item_id
+                    text += f" and my code words are {facts[q, 0]} {facts[q, 1]}"
+                timeline.append((session_s[q, s], len(timeline), Event("add", {
+                    "content": f"{role}: {text}", "item_id": item_id,
+                    "memory_type": "episodic", "metadata": {"role": role, "session": session},
+                    "created_at": stamp, "workspace_id": ws}, at)))
+                if n:
+                    edges.append((ids[-1], item_id))
+                ids.append(item_id)
+                item += 1
+        last_s = float(session_s[q, -1])
+        last = start + timedelta(seconds=last_s)
+        for a, b in edges:
+            for src, dst in ((a, b), (b, a)):
+                timeline.append((last_s, len(timeline), Event("add_edge", {
+                    "src": src, "dst": dst, "edge_type": "RELATED", "weight": 1.0,
+                    "workspace_id": ws}, last)))
+        asked_s = last_s + 3600.0
+        timeline.append((asked_s, len(timeline), Event("query", {
+            "qid": ws, "query": f"what were my code words {facts[q, 0]} {facts[q, 1]}",
+            "gold": [gold] if gold is not None else [], "category": "single-session-user",
+            "session_id": ws, "workspace_id": ws}, start + timedelta(seconds=asked_s))))
+    timeline.sort(key=lambda entry: (entry[0], entry[1]))
+    return Trace([event for _, _, event in timeline], name=f"synthetic-longmemeval:"
+                 f"{n_questions}x{n_sessions}", start=start,
+                 metadata={"generator": "synthetic_longmemeval", "seed": seed,
+                           "n_questions": n_questions, "n_sessions": n_sessions,
+                           "turns": list(turns), "items": n_items})
+

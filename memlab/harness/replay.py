@@ -412,11 +412,11 @@ def measured_judgements(item_ids: Iterable[str], surfaced: Iterable[bool],
     return ranking, {item: grade for item, grade in gold.items() if item not in forced}
 
 
-def _blame_in_batch(runner: _Runner, events: list[Event], start: int, end: int,
+def _blame_in_batch(runner: _Runner, events: list[Event], positions: list[int],
                     batch_error: ValueError) -> None:
-    """Re-apply ``events[start:end]`` one by one; raise :class:`ReplayError` at the first refused."""
-    for pos in range(start, end):
-        event = events[pos]
+    """Re-apply a refused bulk write's ``events`` (at trace ``positions``) one by one; raise
+    :class:`ReplayError` at the first refused."""
+    for pos, event in zip(positions, events):
         if event.ts is not None:
             runner.clock.set(event.ts)
         try:
@@ -424,31 +424,81 @@ def _blame_in_batch(runner: _Runner, events: list[Event], start: int, end: int,
         except ValueError as exc:
             raise ReplayError(f"event {pos} (line {pos + 2}, {event.type}): {exc}") from exc
     # every event passed alone (not expected: the checks are per event), so blame the batch
-    raise ReplayError(f"events {start}..{end - 1} (lines {start + 2}..{end + 1}, "
-                      f"{events[start].type}): {batch_error}") from batch_error
+    first, last = positions[0], positions[-1]
+    raise ReplayError(f"events {first}..{last} (lines {first + 2}..{last + 2}, "
+                      f"{events[0].type}): {batch_error}") from batch_error
 
 
 _SHARED_CACHE_EVENTS = frozenset({"cache_set", "cache_peek", "promote", "resolve"})
 
 
-def _workspace_of(trace: Trace, event: Event) -> str:
+def _workspace_of(trace: Any, event: Event) -> str:
     return event.fields.get("workspace_id", trace.workspace_id)
 
 
-def _run_events(trace: Trace, settings: tuple, keep: frozenset[str] | None,
-                progress: bool | None = False) -> "_Runner":
-    """Apply ``trace``'s events in order (only those of the workspaces in ``keep``, every one
-    when None; the clock follows every event either way) and return the runner."""
+@dataclass
+class _Shard:
+    """What one worker of a sharded replay needs: its workspaces' events and the clock events,
+    at their positions in the whole trace, with every run of another shard's events replaced by
+    one clock event at the run's last time (the clock is set, never read, by those events, and
+    the run still ends a bulk write as it does serially). About 1/n of the trace per worker,
+    where shipping the whole trace to every worker cost a pickle of all of it per worker."""
+
+    start: datetime
+    workspace_id: str
+    events: list[Event]
+    positions: list[int]
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+
+def _trace_start(trace: Trace) -> datetime:
+    return trace.start or next((e.ts for e in trace.events if e.ts is not None), DEFAULT_START)
+
+
+def _split(trace: Trace, shards: list[frozenset[str]]) -> list[_Shard]:
+    """Each shard's events (see :class:`_Shard`), in one pass over the trace."""
+    owner = {ws: s for s, members in enumerate(shards) for ws in members}
+    start, default = _trace_start(trace), trace.workspace_id
+    parts = [_Shard(start, default, [], []) for _ in shards]
+    last_ts: list[datetime | None] = [None] * len(shards)  # the open gap's last time, per shard
+    in_gap = [False] * len(shards)
+    for pos, event in enumerate(trace.events):
+        if event.type == "clock":
+            mine = range(len(shards))
+        else:
+            mine = (owner[event.fields.get("workspace_id", default)],)
+        for s in mine:
+            if in_gap[s]:
+                parts[s].events.append(Event("clock", {"advance_s": 0.0}, last_ts[s]))
+                parts[s].positions.append(pos - 1)
+                in_gap[s], last_ts[s] = False, None
+            parts[s].events.append(event)
+            parts[s].positions.append(pos)
+        if len(mine) == 1:
+            for s in range(len(shards)):
+                if s != mine[0]:
+                    in_gap[s] = True
+                    last_ts[s] = event.ts or last_ts[s]
+    return parts
+
+
+def _run_events(trace: Trace | _Shard, settings: tuple, progress: bool | None = False
+                ) -> "_Runner":
+    """Apply ``trace``'s events in order (a :class:`_Shard`'s at their trace positions) and
+    return the runner."""
     (config, mode, k, seed, measures, record_candidates, force_strategy, analyzer,
      measure_on) = settings
     runner = _Runner(trace, config, mode, k, seed, measures, record_candidates, force_strategy,
                      analyzer, measure_on)
     bar = _progress(len(trace), progress)
     events = trace.events
-    pos = 0
-    while pos < len(events):
-        event = events[pos]
-        end = pos + 1
+    positions = getattr(trace, "positions", None)
+    i = 0
+    while i < len(events):
+        event = events[i]
+        end = i + 1
         if event.type in ("add", "add_edge"):  # consecutive writes go in as one bulk write
             # (adds whatever their times, each item stamped with its own; edges at one time)
             workspace = event.get("workspace_id")
@@ -457,35 +507,36 @@ def _run_events(trace: Trace, settings: tuple, keep: frozenset[str] | None,
                     (not same_time or events[end].ts in (None, event.ts)) and \
                     events[end].get("workspace_id") == workspace:
                 end += 1
-        if keep is not None and event.type != "clock" and _workspace_of(trace, event) not in keep:
-            for other in events[pos:end]:  # another shard's: only the clock moves
-                if other.ts is not None:
-                    runner.clock.set(other.ts)
-            pos = end
-            continue
         if event.ts is not None:
             runner.clock.set(event.ts)
+        pos = i if positions is None else positions[i]
         try:
-            runner.apply(pos, event, events[pos:end])
+            runner.apply(pos, event, events[i:end])
         except ValueError as exc:
-            if end - pos == 1:
+            if end - i == 1:
                 raise ReplayError(f"event {pos} (line {pos + 2}, {event.type}): {exc}") from exc
             # A bulk write is all or nothing, so nothing of it was applied: apply its events one
             # at a time to name the event that was refused (its own line, not the batch's first).
-            _blame_in_batch(runner, events, pos, end, exc)
+            _blame_in_batch(runner, events[i:end],
+                            list(range(i, end)) if positions is None else positions[i:end], exc)
         if bar is not None:
-            bar.update(end - pos)
-        pos = end
+            bar.update(end - i)
+        i = end
     if bar is not None:
         bar.close()
     return runner
 
 
 def _shards(trace: Trace, n_workers: int) -> list[frozenset[str]]:
-    """The trace's workspaces in up to ``2 * n_workers`` groups of about equal work (a query
-    weighs 20 other events; largest first onto the lightest group), or one group when they
-    share state a memory does not own: a short-term cache used from two workspaces, or a pin
-    session in two (the store refuses the second: sharded, it would not)."""
+    """The trace's workspaces in up to ``n_workers`` groups of about equal work, or one group
+    when they share state a memory does not own: a short-term cache used from two workspaces,
+    or a pin session in two (the store refuses the second: sharded, it would not).
+
+    Work is counted in questions (a query weighs 20 other events: measured on LoCoMo, a
+    question costs about as much in every conversation). One group per worker, because a
+    group's fixed costs (a fresh store, its rows' transfer) are paid per group; the groups are
+    balanced by longest-processing-time first, then improved by moving or swapping one
+    workspace between the heaviest and the lightest group while that lowers the heaviest."""
     work: dict[str, int] = {}
     cache_users: dict[str, set[str]] = {}
     pin_users: dict[str, set[str]] = {}
@@ -500,38 +551,77 @@ def _shards(trace: Trace, n_workers: int) -> list[frozenset[str]]:
             pin_users.setdefault(event.fields.get("session_id"), set()).add(ws)
     if any(len(users) > 1 for users in (*cache_users.values(), *pin_users.values())):
         return [frozenset(work)]
-    groups: list[tuple[int, int, list[str]]] = [(0, g, []) for g in
-                                                range(min(len(work), 2 * n_workers))]
+    return [frozenset(g) for g in _balance(work, min(len(work), n_workers)) if g]
+
+
+def _balance(work: Mapping[str, int], n: int) -> list[list[str]]:
+    """``work``'s keys in ``n`` groups whose largest total is small (LPT, then local moves)."""
+    groups: list[list[str]] = [[] for _ in range(n)]
+    totals = [0] * n
     for ws in sorted(work, key=lambda w: (-work[w], w)):
-        load, g, members = min(groups)
-        groups[g] = (load + work[ws], g, members + [ws])
-    return [frozenset(members) for _, _, members in groups if members]
+        g = min(range(n), key=lambda j: (totals[j], j))
+        groups[g].append(ws)
+        totals[g] += work[ws]
+    for _ in range(4 * len(work)):  # bounded: each step lowers the heaviest group's total
+        hi = max(range(n), key=lambda j: (totals[j], -j))
+        lo = min(range(n), key=lambda j: (totals[j], j))
+        gap, best = totals[hi] - totals[lo], None
+        for a in groups[hi]:
+            for b in [None, *groups[lo]]:
+                delta = work[a] - (0 if b is None else work[b])  # what moves from hi to lo
+                if 0 < delta < gap and (best is None or abs(gap - 2 * delta) <
+                                        abs(gap - 2 * best[0])):
+                    best = (delta, a, b)
+        if best is None:
+            break
+        delta, a, b = best
+        groups[hi].remove(a)
+        groups[lo].append(a)
+        if b is not None:
+            groups[lo].remove(b)
+            groups[hi].append(b)
+        totals[hi] -= delta
+        totals[lo] += delta
+    return [sorted(g) for g in groups]
 
 
-def _replay_shard(trace: Trace, settings: tuple, keep: frozenset[str]) -> dict[str, Any]:
-    """One shard's replay on a worker: its raw rows (measures travel by name)."""
+def _replay_shard(shard: _Shard, settings: tuple) -> dict[str, Any]:
+    """One shard's replay on a worker: its frames' rows, the large ones as DataFrames built on
+    the worker (column arrays travel at memory speed, where lists of millions of small objects
+    cost seconds to pickle and to turn into a frame; measured on LoCoMo), and per query its
+    trace position and its numbers of candidate and metric rows. Measures travel by name."""
     settings = settings[:4] + (parse_measures(settings[4]),) + settings[5:]
-    runner = _run_events(trace, settings, keep)
-    return {"decisions": runner.decisions, "candidates": runner.candidate_columns,
-            "metrics": runner.metrics, "log": runner.log, "unjudged": runner.unjudged,
-            "chunks": runner.query_chunks}
+    runner = _run_events(shard, settings)
+    return {"decisions": runner.decisions,
+            "candidates": pd.DataFrame(runner.candidate_columns)
+            if runner.candidate_columns else None,
+            "metrics": pd.DataFrame(runner.metrics, columns=["qid", "measure", "value"]),
+            "log": runner.log, "unjudged": runner.unjudged,
+            "chunks": np.array(runner.query_chunks, dtype=np.int64).reshape(-1, 3)}
 
 
-def _replay_shard_pickled(trace: Trace, settings: tuple, keep: frozenset[str]) -> bytes:
-    """:func:`_replay_shard`'s rows as one pickle: Dask's messages carry bytes at memory
-    speed, where lists of millions of small objects cost seconds (measured on LoCoMo)."""
-    return pickle.dumps(_replay_shard(trace, settings, keep), protocol=pickle.HIGHEST_PROTOCOL)
+def _replay_shard_pickled(shard: _Shard, settings: tuple) -> bytes:
+    """:func:`_replay_shard`'s result as one pickle (Dask's messages carry bytes as they are)."""
+    return pickle.dumps(_replay_shard(shard, settings), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _run_shards_on_dask(trace: Trace, settings: tuple, shards: list[frozenset[str]],
                         address: str | None, n_workers: int) -> list[dict[str, Any]]:
     shipped = settings[:4] + ([str(m) for m in settings[4]],) + settings[5:]
     with dask_client(address, n_workers) as client:
-        # hash=False: no tokenising of every event (2 s of a LoCoMo replay); one copy per worker
-        shared = client.scatter(trace, broadcast=True, hash=False)
-        futures = [client.submit(_replay_shard_pickled, shared, shipped, keep, pure=False)
-                   for keep in shards]
-        return [pickle.loads(part) for part in client.gather(futures)]
+        workers = sorted(client.scheduler_info()["workers"])
+        if address is not None and len(workers) not in (0, n_workers):
+            shards = _shards(trace, len(workers)) or shards  # one group per worker it has
+        parts = _split(trace, shards)
+        # one shard per worker, in order (Dask may still move one to an idle worker)
+        futures = [client.submit(_replay_shard_pickled, part, shipped, pure=False,
+                                 workers=[workers[i % len(workers)]] if workers else None,
+                                 allow_other_workers=True)
+                   for i, part in enumerate(parts)]
+        # straight from the workers: through the scheduler (in this process for a LocalCluster)
+        # every byte of the rows was handled twice on the driver's side (measured: ~90% of its
+        # CPU during a sharded LoCoMo replay was outside its main thread)
+        return [pickle.loads(part) for part in client.gather(futures, direct=True)]
 
 
 def _distributed():
@@ -544,18 +634,63 @@ def _distributed():
     return Client, LocalCluster
 
 
+def _warm_worker() -> None:
+    """Import the replay path and load its compiled kernels in a new worker process: a tiny
+    replay, so a cluster's first sharded replay does not pay them inside its shards."""
+    from memlab.harness.trace import TraceBuilder
+    trace = (TraceBuilder("warm", start=DEFAULT_START)
+             .add("the deploy waits for the migration", item_id="a")
+             .add("the migration waits for the review", item_id="b").edge("a", "b")
+             .query("q", "why does the deploy wait", gold=["b"]).build())
+    replay(trace, progress=False)
+
+
+def _local_cluster(n_workers: int):
+    """A LocalCluster of ``n_workers`` single-threaded processes, each warmed up."""
+    client_class, cluster_class = _distributed()
+    cluster = cluster_class(n_workers=n_workers, threads_per_worker=1, processes=True,
+                            dashboard_address=None)
+    try:
+        with client_class(cluster) as client:
+            client.run(_warm_worker)
+    except BaseException:
+        cluster.close()
+        raise
+    return cluster
+
+
+def _current_client(address: str | None):
+    """This process's default Dask client when it talks to the scheduler at ``address``
+    (reused: a client costs a connection, a handshake and an event-loop thread), else None."""
+    if address is None:
+        return None
+    try:
+        from distributed import default_client
+        client = default_client()
+    except (ImportError, ValueError):  # no distributed, or no client yet
+        return None
+    if client.status != "running" or client.scheduler is None or \
+            client.scheduler.address != address:
+        return None
+    return client
+
+
 @contextlib.contextmanager
 def dask_client(address: str | None, n_workers: int):
-    """A Dask client of the scheduler at ``address``, or of a ``LocalCluster`` of ``n_workers``
-    single-threaded processes started for the block; closed (with its cluster) at the end."""
-    client_class, cluster_class = _distributed()
+    """A Dask client of the scheduler at ``address`` (this process's default client when it
+    has one there, left open), or of a ``LocalCluster`` of ``n_workers`` single-threaded
+    processes started (and warmed up) for the block; closed (with its cluster) at the end."""
+    reused = _current_client(address)
+    if reused is not None:
+        yield reused
+        return
+    client_class, _ = _distributed()
     cluster = None
     if address is None:
-        cluster = cluster_class(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                dashboard_address=None)
-        client = client_class(cluster)
+        cluster = _local_cluster(n_workers)
+        client = client_class(cluster, set_as_default=False)
     else:
-        client = client_class(address)
+        client = client_class(address, set_as_default=False)
     try:
         yield client
     finally:
@@ -567,40 +702,86 @@ def dask_client(address: str | None, n_workers: int):
 @contextlib.contextmanager
 def dask_address(executor: str, address: str | None, n_workers: int):
     """The scheduler address many sharded replays share: ``address`` as given, or a
-    ``LocalCluster`` of ``n_workers`` processes started once for the block (None when
-    ``executor`` is not ``"dask"``), so that an experiment or an evaluation starts one cluster,
-    not one per replay."""
-    if executor != "dask" or address is not None:
+    ``LocalCluster`` of ``n_workers`` processes started (and warmed up) once for the block (None
+    when ``executor`` is not ``"dask"``), so that an experiment or an evaluation starts one
+    cluster, not one per replay; with one client for the block, which the replays reuse.
+
+    Examples
+    --------
+    >>> with dask_address("serial", None, 2) as address:
+    ...     print(address)
+    None
+    """
+    if executor != "dask":
         yield address
         return
-    with _distributed()[1](n_workers=n_workers, threads_per_worker=1, processes=True,
-                           dashboard_address=None) as cluster:
+    client_class, _ = _distributed()
+    if address is not None:
+        if _current_client(address) is not None:
+            yield address
+            return
+        with client_class(address):  # the default client while the block runs
+            yield address
+        return
+    with _local_cluster(n_workers) as cluster, client_class(cluster):
         yield cluster.scheduler_address
 
 
-def _merge_shards(parts: list[dict[str, Any]]) -> Any:
-    """The shards' rows back in event order, as one serial runner would have collected them."""
-    from types import SimpleNamespace
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The row numbers ``starts[i] .. starts[i] + lengths[i] - 1``, for every i in order."""
+    total = int(lengths.sum())
+    offsets = np.cumsum(lengths) - lengths
+    return np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)
 
-    order = []  # (event position, shard, query, first candidate row, rows, first metric, rows)
-    for s, part in enumerate(parts):
-        cand = met = 0
-        for q, (pos, n_cand, n_met) in enumerate(part["chunks"]):
-            order.append((pos, s, q, cand, n_cand, met, n_met))
-            cand += n_cand
-            met += n_met
-    order.sort()
-    names = next((list(p["candidates"]) for p in parts if p["candidates"]), [])
-    decisions, metrics, candidates = [], [], {name: [] for name in names}
-    for _, s, q, cand, n_cand, met, n_met in order:
-        part = parts[s]
-        decisions.append(part["decisions"][q])
-        metrics.extend(part["metrics"][met:met + n_met])
-        for name in names:
-            candidates[name].extend(part["candidates"][name][cand:cand + n_cand])
+
+def _stitch(frames: list[pd.DataFrame], rows: np.ndarray) -> pd.DataFrame:
+    """The shards' frames as one, rows ``rows`` (numbers into their concatenation) in that
+    order. Columns whose type differs between shards (e.g. a float column holding None in only
+    one of them) are rebuilt from their values, as the serial run builds them from one list."""
+    if len(frames) == 1:
+        return frames[0].take(rows).reset_index(drop=True)
+    columns = list(frames[0].columns)
+    if all(list(f.columns) == columns for f in frames) and \
+            all((f.dtypes == frames[0].dtypes).all() for f in frames[1:]):
+        return pd.concat(frames, ignore_index=True).take(rows).reset_index(drop=True)
+    columns = list(dict.fromkeys(c for f in frames for c in f.columns))
+    out = {}
+    for c in columns:
+        values = np.concatenate([f[c].to_numpy(dtype=object) if c in f else
+                                 np.full(len(f), None, dtype=object) for f in frames])
+        out[c] = values[rows].tolist()
+    return pd.DataFrame(out, columns=columns)
+
+
+def _merge_shards(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The shards' rows back in event order, as one serial run would have collected them:
+    ``decisions`` and ``log`` as rows, ``candidates`` and ``metrics`` as frames."""
+    chunks = [p["chunks"] for p in parts]
+    order = np.argsort(np.concatenate([c[:, 0] for c in chunks]), kind="stable")
+    shard_of = np.concatenate([np.full(len(c), s) for s, c in enumerate(chunks)])[order]
+    query_of = np.concatenate([np.arange(len(c)) for c in chunks])[order]
+    decisions = [parts[s]["decisions"][q] for s, q in zip(shard_of.tolist(), query_of.tolist())]
+
+    def stitched(name: str, column: int) -> pd.DataFrame | None:
+        # a shard without such a frame has no queries (or candidates were not recorded, in
+        # every shard): its chunks are empty, so leaving it out keeps ``order`` valid
+        # (an empty frame adds no rows either, and its columns' types say nothing)
+        kept = [(p[name], c[:, column]) for p, c in zip(parts, chunks)
+                if p[name] is not None and len(p[name])]
+        if not kept:
+            return next((p[name] for p in parts if p[name] is not None), None)
+        starts, base = [], 0
+        for frame, counts in kept:
+            starts.append(base + np.cumsum(counts) - counts)
+            base += len(frame)
+        counts = np.concatenate([c for _, c in kept])
+        return _stitch([f for f, _ in kept],
+                       _ranges(np.concatenate(starts)[order], counts[order]))
+
     log = sorted((row for part in parts for row in part["log"]), key=lambda row: row["event"])
-    return SimpleNamespace(decisions=decisions, candidate_columns=candidates, metrics=metrics,
-                           log=log, unjudged=sum(part["unjudged"] for part in parts))
+    return {"decisions": decisions, "candidates": stitched("candidates", 1),
+            "metrics": stitched("metrics", 2), "log": log,
+            "unjudged": sum(part["unjudged"] for part in parts)}
 
 
 def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 20,
@@ -640,9 +821,12 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
         manifest.
     executor : {"serial", "dask"}
         ``"dask"`` shards the trace by workspace (each workspace is its own memory) over a Dask
-        cluster: a ``LocalCluster`` of ``n_workers`` single-threaded processes, or the
-        scheduler at ``address``. Every worker reads the whole trace (its clock follows every
-        event) and applies only its workspaces' events; the rows come back in event order, so
+        cluster: a ``LocalCluster`` of ``n_workers`` single-threaded processes started for the
+        call, or the scheduler at ``address`` (this process's Dask client of it is reused when
+        there is one; see :func:`dask_address` to start one cluster for many replays). One
+        shard per worker, balanced by question count; each worker receives its workspaces'
+        events (others' only as clock steps) and returns its rows as frames; they come back in
+        event order, so
         the frames are the serial run's (latency columns aside; tested on a real two-worker
         cluster), as long as no wall-clock budget (``ppr.budget_ms``, ``spreading.budget_ms``)
         cuts a graph search in one run and not in the other, which makes two serial runs on a
@@ -698,21 +882,26 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
     settings = (config, mode, k, seed, measures, record_candidates, force_strategy, analyzer,
                 measure_on)
     if executor == "dask" and len(shards := _shards(trace, n_workers)) > 1:
-        parts = _run_shards_on_dask(trace, settings, shards, address, n_workers)
-        runner = _merge_shards(parts)
+        merged = _merge_shards(_run_shards_on_dask(trace, settings, shards, address, n_workers))
         ran = f"dask ({len(shards)} shards by workspace)"
+        rows, candidates, metrics = merged["decisions"], merged["candidates"], merged["metrics"]
+        log_rows, unjudged = merged["log"], merged["unjudged"]
     else:
-        runner = _run_events(trace, settings, None, progress)
-    decisions = _tidy(pd.DataFrame(runner.decisions))
-    candidates = pd.DataFrame(runner.candidate_columns) if runner.candidate_columns else \
-        pd.DataFrame(columns=["qid", "item_id", "rank", "surfaced", "drop_reason", "gold"])
-    metrics = pd.DataFrame(runner.metrics, columns=["qid", "measure", "value"])
-    log = pd.DataFrame(runner.log, columns=["event", "type", "outcome"])
+        runner = _run_events(trace, settings, progress)
+        rows, log_rows, unjudged = runner.decisions, runner.log, runner.unjudged
+        candidates = pd.DataFrame(runner.candidate_columns) if runner.candidate_columns \
+            else None
+        metrics = pd.DataFrame(runner.metrics, columns=["qid", "measure", "value"])
+    decisions = _tidy(pd.DataFrame(rows))
+    if candidates is None:
+        candidates = pd.DataFrame(columns=["qid", "item_id", "rank", "surfaced", "drop_reason",
+                                           "gold"])
+    log = pd.DataFrame(log_rows, columns=["event", "type", "outcome"])
     manifest = build_manifest(trace, config, mode=mode, k=k, seed=seed, measures=measures,
                               measure_on=measure_on,
                               extra={"force_strategy": force_strategy, "analyzer": analyzer,
                                      "record_candidates": record_candidates,
-                                     "unjudged_queries": runner.unjudged, "executor": ran})
+                                     "unjudged_queries": unjudged, "executor": ran})
     note = in_sample_note(trace, config, metrics["qid"].unique())
     if note is not None:
         import warnings
