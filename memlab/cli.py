@@ -288,23 +288,6 @@ def _dask_options(parser: argparse.ArgumentParser, what: str) -> None:
                         "LocalCluster the dask executor starts (default: 2)")
 
 
-def _dask_args(args: argparse.Namespace) -> int:
-    """Check replay's and experiment's executor options; the number of workers to start."""
-    if args.workers is not None:
-        if args.executor != "dask":
-            raise _Fail(f"--workers {args.workers} needs --executor dask, got --executor "
-                        f"{args.executor}")
-        if args.workers < 1:
-            raise _Fail(f"--workers must be at least 1, got {args.workers}")
-        if args.address is not None:
-            raise _Fail(f"--workers {args.workers} with --address {args.address!r}: the "
-                        f"scheduler's cluster has its own workers (start them there)")
-    if args.address is not None and args.executor != "dask":
-        raise _Fail(f"--address {args.address!r} needs --executor dask, got "
-                    f"--executor {args.executor}")
-    return 2 if args.workers is None else args.workers
-
-
 @contextlib.contextmanager
 def _scheduler_reached(args: argparse.Namespace):
     """A Dask scheduler that cannot be reached, as one line naming --address."""
@@ -687,7 +670,7 @@ def _check_executor(args) -> None:
         if args.executor == "serial":
             raise _Fail(f"--workers {args.workers} has no effect with --executor serial (it "
                         f"replays in this process); use --executor "
-                        f"{'local or dask' if args.command != 'eval' else 'dask'}, or drop "
+                        f"{'local or dask' if args.command in ('sweep', 'tune') else 'dask'}, or drop "
                         f"--workers")
         if args.address is not None:
             raise _Fail(f"--workers {args.workers} has no effect with --address "
@@ -749,7 +732,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "replay":
         from memlab.harness import replay
         _check_k(args.k)
-        n_workers = _dask_args(args)
+        _check_executor(args)
+        n_workers = args.workers
         config, measures = _load_config(args.config), _measures(args.measures)
         _writable_folder("--out", args.out)
         import warnings
@@ -774,7 +758,8 @@ def _run(args: argparse.Namespace) -> int:
         from memlab.harness import Experiment
         from memlab.harness.display import experiment_printable
         _check_k(args.k)
-        n_workers = _dask_args(args)
+        _check_executor(args)
+        n_workers = args.workers
         configs = _experiment_configs(args.config)
         if args.baseline is not None and args.baseline not in configs:
             raise _Fail(f"--baseline {args.baseline!r} is not one of the --config names "

@@ -152,11 +152,11 @@ def trace_file(tmp_path):
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["--workers", "3"], "--workers 3 needs --executor dask, got --executor serial"),
+    (["--workers", "3"], "--workers 3 has no effect with --executor serial (it replays in this process); use --executor dask"),
     (["--address", "tcp://127.0.0.1:1"], "--address 'tcp://127.0.0.1:1' needs --executor dask"),
     (["--executor", "dask", "--workers", "0"], "--workers must be at least 1, got 0"),
     (["--executor", "dask", "--workers", "2", "--address", "tcp://127.0.0.1:1"],
-     "the scheduler's cluster has its own workers"),
+     "(that scheduler's cluster has its own workers)"),
 ])
 @pytest.mark.parametrize("command", ["replay", "experiment"])
 def test_cli_executor_bad_input_is_one_line(trace_file, tmp_path, capsys, command, args,
