@@ -86,6 +86,7 @@ class MemoryStore(JournalMixin, ItemsMixin, EdgesMixin, SessionsMixin):
         self._batch: list[tuple[str, str]] | None = None  # ops of an open transaction()
         self._replaying = False
         self.path = None if path is None else Path(path)
+        self._init_commits()
         self._journal = None if path is None else Journal(
             path, classes=_CLASSES, known_ops=JOURNALED_OPS)
         if self._journal is not None:
