@@ -150,6 +150,20 @@ class Reinforcements:
             self.applied += 1
             self._applied_upto = seq
 
+    def discard_missing(self) -> int:
+        """Drop queued reinforcements naming an item the store does not hold (the caller holds
+        the store's lock exclusively, after a failed group commit undid writes whose items a
+        read had already retrieved); returns how many were dropped. Item numbers only grow,
+        so every other queued call still names the item its read retrieved."""
+        workspaces = self._store._workspaces
+        with self._mutex:
+            kept = deque(entry for entry in self._waiting if _exists(workspaces, entry[1]))
+            dropped = len(self._waiting) - len(kept)
+            self._waiting = kept
+            if not kept:  # settle: nothing of any thread's is left to wait for
+                self._applied_upto = self._submitted
+        return dropped
+
     def settle(self) -> None:
         """Before a read, with :attr:`own_reads` on: wait until the calling thread's own queued
         reinforcements are applied (apply the queue if they are not), so that a thread always
@@ -170,3 +184,10 @@ class Reinforcements:
         if self._waiting:
             with self._store.lock:
                 self.apply_waiting()
+
+
+def _exists(workspaces: dict, call: dict[str, Any]) -> bool:
+    """Whether every item a ``record_retrieval`` call names is in its workspace."""
+    ws = workspaces.get(call["workspace_id"])
+    size = 0 if ws is None else len(ws)
+    return all(0 <= i < size for i in call["idx"])

@@ -138,10 +138,11 @@ class JournalMixin:
                 self._tail_rows = tail
                 self._foreign_writer = False  # every row of the file is applied now
                 for payload in pending:
-                    try:  # deterministic and applied once already, so this does not fail
+                    try:  # applied once already; fails only for an item a failed group
+                        # commit undid (a read saw it while its write was being written)
                         self._apply(0, "store.record_retrieval", payload)
                     except JournalCorruptError:
-                        break
+                        continue
                     self._pending.append(payload)
             finally:
                 self._replaying = False
@@ -347,6 +348,9 @@ class JournalMixin:
             try:
                 self._pending = [p for commit in failed for p in commit.kept] + self._pending
                 self._replay()  # back to what is on disk: a failed write changes nothing
+                # reads that ran while the failed rows were being written saw the undone
+                # items: their queued reinforcements must not reach whatever is added next
+                self.reinforcements.discard_missing()
             finally:
                 with self._commit_cond:
                     for commit in failed:
