@@ -857,7 +857,7 @@ _NOT_STATE = frozenset([
     "compact_after", "_closing", "reinforcements",
     # the journal's group commit (memlab.store.journal): rows on their way to disk
     "_commit_cond", "_commit_queue", "_commit_issued", "_durable_upto", "_committing",
-    "_commit_failure", "_commit_errors", "_owed",
+    "_commit_failure", "_commit_errors", "_owed", "_undoing",
     # BM25's read-side caches: the frozen postings, the query work since a write, kernel scratch
     "_frozen", "_pending", "_scratch_pool", "_build_lock"])
 

@@ -238,3 +238,37 @@ def test_a_third_ppr_caller_returns_at_once_while_a_writer_waits_for_the_lock():
         PPR_METHODS.pop("issue14-blocking-w", None)
     assert "error" not in w_out
     assert all(not results[i].saturated and results[i].scores for i in range(2))
+
+
+def test_a_write_applies_a_bounded_slice_of_the_queue_and_order_is_kept(tmp_path):
+    mem = _memory(tmp_path / "m.db", batch=1000)
+    store = mem.store
+    store.reinforcements.slice = 4
+    queries = ["fridays", "runbook", "pizza"] * 4  # 12 queued reinforcements
+    with store.lock.shared():  # every reinforcement queues
+        for query in queries:
+            mem.search(query)
+    assert len(store.reinforcements) == 12
+    mem.add("a write", item_id="w1")
+    assert len(store.reinforcements) == 8 and store.reinforcements.applied == 4
+    # a read that finds the lock free applies a slice, and its own goes behind the rest
+    mem.search("deploy runbook")
+    assert len(store.reinforcements) == 5 and store.reinforcements.applied == 8
+    store.flush()
+    assert len(store.reinforcements) == 0 and store.reinforcements.applied == 13
+    ws = store.workspace("ws")
+    runbook = [e["detail"]["via"] for e in ws.items[ws.index_of["runbook"]].history
+               if e["kind"] == "reinforced"]
+    assert runbook == ["search"] * 5  # four queued "runbook" searches, then the last read
+    # the same reads, one caller and no queue, give the same state
+    serial = _memory(tmp_path / "serial.db", batch=1000)
+    for query in queries[:4]:
+        serial.search(query)
+    serial.add("a write", item_id="w1")
+    for query in queries[4:] + ["deploy runbook"]:
+        serial.search(query)
+    serial.store.flush()
+    assert [i.to_dict()["history"] for i in serial.store.workspace("ws").items] == \
+        [i.to_dict()["history"] for i in ws.items]
+    reopened = MemoryStore(path=tmp_path / "m.db", reinforce_batch=1000)
+    assert state_digest(reopened) == state_digest(store)

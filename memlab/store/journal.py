@@ -77,8 +77,8 @@ def journaled(method):
             return method(self, *args, **kwargs)
         with self.lock:
             outer = self._depth == 0
-            if outer:  # reinforcements that reads queued go first (memlab._reinforce)
-                self.reinforcements.apply_waiting()
+            if outer:  # reinforcements that reads queued go first, a bounded slice of them
+                self.reinforcements.apply_waiting(self.reinforcements.slice)  # (_reinforce)
             if self._journal is None:
                 return method(self, *args, **kwargs)
             if outer:
@@ -211,6 +211,7 @@ class JournalMixin:
         self._committing = False  # a thread is writing a batch (the leader)
         self._commit_failure: tuple[list[_Commit], BaseException] | None = None  # to undo
         self._commit_errors: dict[int, PersistenceError] = {}  # failed ticket -> its error
+        self._undoing = False  # a thread is undoing a failed batch (holds the store's lock)
         self._owed = threading.local()  # .ticket: this thread's last write not yet waited for
         self.lock.after_release = self._after_release
 
@@ -256,6 +257,8 @@ class JournalMixin:
         cond = self._commit_cond
         while True:
             with cond:
+                if self._undoing:  # called by the undo's own rebuild: nothing may be written
+                    return
                 while True:
                     if self._commit_failure is not None:
                         batch = None
@@ -339,12 +342,12 @@ class JournalMixin:
         first thread to get here does it."""
         with self.lock:  # no write can be queued while this runs
             with self._commit_cond:
-                if self._commit_failure is None:
+                if self._commit_failure is None or self._undoing:
                     return
                 batch, exc = self._commit_failure
                 failed = batch + self._commit_queue
                 self._commit_queue = []
-                self._commit_failure = None
+                self._undoing = True  # failure stays set: waiters come here, wait for the lock
             try:
                 self._pending = [p for commit in failed for p in commit.kept] + self._pending
                 self._replay()  # back to what is on disk: a failed write changes nothing
@@ -358,6 +361,7 @@ class JournalMixin:
                                                  f"{self._journal.path}: {exc}")
                         error.__cause__ = exc
                         self._commit_errors[commit.ticket] = error
+                    self._commit_failure, self._undoing = None, False
                     self._commit_cond.notify_all()
 
     def _start_compaction(self) -> None:
