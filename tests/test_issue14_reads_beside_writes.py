@@ -272,3 +272,27 @@ def test_a_write_applies_a_bounded_slice_of_the_queue_and_order_is_kept(tmp_path
         [i.to_dict()["history"] for i in ws.items]
     reopened = MemoryStore(path=tmp_path / "m.db", reinforce_batch=1000)
     assert state_digest(reopened) == state_digest(store)
+
+
+def test_fsync_outside_lock_false_commits_under_the_lock(tmp_path, monkeypatch):
+    store = MemoryStore(path=tmp_path / "m.db", fsync_outside_lock=False)
+    mem = Memory(store=store, workspace_id="ws", clock=ManualClock(START))
+    rows = store.journal.count()
+    with store.lock:
+        mem.add("inside", item_id="in")
+        assert store.journal.count() == rows + 1  # written before the lock is released
+    before = state_digest(store)
+
+    def broken(ops):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store.journal, "append_many", broken)
+    with pytest.raises(PersistenceError, match="disk full"):
+        mem.add("fails", item_id="f")
+    assert state_digest(store) == before
+
+
+@pytest.mark.parametrize("bad", [0, 1, "yes", None])
+def test_fsync_outside_lock_is_validated(tmp_path, bad):
+    with pytest.raises(ValueError, match="fsync_outside_lock"):
+        MemoryStore(path=tmp_path / "m.db", fsync_outside_lock=bad)

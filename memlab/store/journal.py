@@ -241,6 +241,8 @@ class JournalMixin:
             ticket = self._commit_issued
             self._commit_queue.append(_Commit(ticket, ops, kept, what))
         self._owed.ticket = ticket
+        if not self.fsync_outside_lock:
+            self._commit_all()  # on disk before the lock is released (readers wait)
 
     def _after_release(self) -> None:
         """The store's lock's :attr:`~memlab._rwlock.RWLock.after_release`: wait until this
