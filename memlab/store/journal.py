@@ -502,6 +502,11 @@ class JournalMixin:
         buffer when it holds :attr:`reinforce_batch` of them."""
         if len(self._pending) + 1 >= self.reinforce_batch:
             self._write_journal([], "record_retrieval", payload)  # on failure, not buffered
+            # written under the lock (the other readers wait one fsync, once per batch): a
+            # read pays for this write, and outside the lock, with every other thread
+            # running, its commit waits for the GIL at each SQLite call (measured: it set
+            # the reads' p99, benchmarks/concurrent_reads.py)
+            self._commit_all()
         else:
             self._pending.append(payload)
 
