@@ -17,7 +17,7 @@ exclusive side, then capture the state while other readers go on).
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["RWLock"]
 
