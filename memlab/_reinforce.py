@@ -11,11 +11,13 @@ reinforcement goes through the store's :class:`Reinforcements`:
   :meth:`memlab.store.MemoryStore.flush`), before the read returns. One thread alone always
   takes this path, so a single caller sees exactly what it saw when reads took the lock
   exclusively: same order, same activation, same history, same journal rows.
-* **queued** otherwise (other readers or a writer hold the lock): the read returns without
-  waiting, and the reinforcement is applied, in the order the reads queued them, by whichever
-  comes first: the next write (every journaled write applies the queue first, in its own
-  exclusive section: :func:`memlab.store.journaled`), the next reinforcement that finds the
-  lock free, a queue of :attr:`MemoryStore.reinforce_batch` entries (the read that fills it
+* **queued** otherwise (other readers or a writer hold the lock, or older reinforcements
+  still wait): the read returns without waiting, and the reinforcement is applied, in the
+  order the reads queued them, by whichever comes first: the next writes (every journaled
+  write applies the oldest :attr:`Reinforcements.slice` of the queue first, in its own
+  exclusive section: :func:`memlab.store.journaled`; a bounded slice, so that one write does
+  not hold readers back for a long queue), the next reinforcements that find the lock free
+  (a slice each, too), a queue of :attr:`MemoryStore.reinforce_batch` entries (the read that fills it
   waits and applies it), :meth:`~memlab.store.MemoryStore.flush`,
   :meth:`~memlab.store.MemoryStore.compact` and :meth:`~memlab.store.MemoryStore.close`; with
   :attr:`Reinforcements.own_reads` on, also the next read of the thread that queued it.
@@ -76,6 +78,11 @@ class Reinforcements:
         #: section in that read. Off by default: measured, it brings back the waits this
         #: module removes (benchmarks/concurrent_reads.py).
         self.own_reads = False
+        #: How many queued reinforcements a write (or a read that finds the lock free)
+        #: applies before its own work: bounded slices, so that one write never holds the
+        #: exclusive lock for a long queue (see :meth:`apply_waiting`).
+        self.slice = 16
+        self._applying = False  # apply_waiting is running (under the exclusive lock)
         self.applied = 0  # reinforcements applied (at once or from the queue)
         self.queued = 0  # reinforcements that had to wait in the queue
 
@@ -98,47 +105,73 @@ class Reinforcements:
         if not calls:
             return None
         lock = self._store.lock
-        if not lock.try_acquire():
-            with self._mutex:
-                for call in calls:
-                    self._submitted += 1
-                    self._waiting.append((self._submitted, call))
-                self._mine.last = self._submitted
-                self.queued += len(calls)
-                full = len(self._waiting) >= self._store.reinforce_batch
-            if not full or lock.held_shared():  # a reader may not take the write side
-                return None
-            lock.acquire()  # the queue is full: wait, and apply it (this read's calls with it)
-            calls = []
-        try:
-            self.apply_waiting()
+        if lock.try_acquire():
+            try:
+                if not self.apply_waiting(self.slice):
+                    for call in calls:
+                        self._store.record_retrieval(**call)
+                        self.applied += 1
+                    return None if then is None else then()
+            finally:
+                lock.release()
+            # older reinforcements still wait (the slice did not reach them): this read's go
+            # behind them, so that they apply in order
+        return self._enqueue(calls, then)
+
+    def _enqueue(self, calls: list[dict[str, Any]], then: Callable[[], Any] | None) -> Any:
+        """Queue ``calls``; the read that fills the queue waits and applies all of it."""
+        lock = self._store.lock
+        with self._mutex:
             for call in calls:
-                self._store.record_retrieval(**call)
-                self.applied += 1
+                self._submitted += 1
+                self._waiting.append((self._submitted, call))
+            self._mine.last = self._submitted
+            self.queued += len(calls)
+            full = len(self._waiting) >= self._store.reinforce_batch
+        if not full or lock.held_shared():  # a reader may not take the write side
+            return None
+        with lock:  # the queue is full: wait, and apply it (this read's calls with it)
+            self.apply_waiting()
             return None if then is None else then()
-        finally:
-            lock.release()
 
     # ------------------------------------------------------------------ applying
-    def apply_waiting(self) -> None:
-        """Apply every queued reinforcement, oldest first (the caller holds the store's lock
-        exclusively). Nothing happens inside a nested write, an open
-        :meth:`~memlab.store.MemoryStore.transaction` or a replay: they wait for the next
-        outermost write, so a failed transaction never takes acknowledged reinforcements
-        with it.
+    def apply_waiting(self, limit: int | None = None) -> bool:
+        """Apply the queued reinforcements, oldest first: all of them, or the oldest ``limit``
+        (the caller holds the store's lock exclusively). Nothing happens inside a nested
+        write, an open :meth:`~memlab.store.MemoryStore.transaction` or a replay: they wait for
+        the next outermost write, so a failed transaction never takes acknowledged
+        reinforcements with it.
+
+        A write applies at most :attr:`slice` of them (bounded slices: one write never pays for
+        a long queue while readers wait behind it); :meth:`drain`, ``flush``, ``compact``,
+        ``close``, a transaction and a read that fills the queue apply all of them. Returns
+        whether some were applied and older ones still wait.
 
         Raises
         ------
-        memlab.persist.PersistenceError
-            A reinforcement could not be written (the group commit's write failed); it is
-            dropped, as it is when applied at once, and the ones after it stay queued.
+        Exception
+            Whatever applying one raised (a bug, out of memory); it is dropped, and the ones
+            after it stay queued. (Their journal rows are written by the group commit when the
+            applying thread releases the lock: a failed write raises there.)
         """
         store = self._store
-        if not self._waiting or store._batch is not None or store._replaying or store._depth:
-            return
+        if not self._waiting or store._batch is not None or store._replaying or store._depth \
+                or self._applying:  # each reinforcement applied is itself a journaled write
+            return False
         with self._mutex:
-            waiting = list(self._waiting)
-            self._waiting.clear()
+            if limit is None or limit >= len(self._waiting):
+                waiting = list(self._waiting)
+                self._waiting.clear()
+            else:
+                waiting = [self._waiting.popleft() for _ in range(limit)]
+        self._applying = True
+        try:
+            return self._apply(waiting)
+        finally:
+            self._applying = False
+
+    def _apply(self, waiting: list[tuple[int, dict[str, Any]]]) -> bool:
+        store = self._store
         for pos, (seq, call) in enumerate(waiting):
             try:
                 store.record_retrieval(**call)
@@ -149,6 +182,21 @@ class Reinforcements:
                 raise
             self.applied += 1
             self._applied_upto = seq
+        return bool(self._waiting)
+
+    def discard_missing(self) -> int:
+        """Drop queued reinforcements naming an item the store does not hold (the caller holds
+        the store's lock exclusively, after a failed group commit undid writes whose items a
+        read had already retrieved); returns how many were dropped. Item numbers only grow,
+        so every other queued call still names the item its read retrieved."""
+        workspaces = self._store._workspaces
+        with self._mutex:
+            kept = deque(entry for entry in self._waiting if _exists(workspaces, entry[1]))
+            dropped = len(self._waiting) - len(kept)
+            self._waiting = kept
+            if not kept:  # settle: nothing of any thread's is left to wait for
+                self._applied_upto = self._submitted
+        return dropped
 
     def settle(self) -> None:
         """Before a read, with :attr:`own_reads` on: wait until the calling thread's own queued
@@ -170,3 +218,10 @@ class Reinforcements:
         if self._waiting:
             with self._store.lock:
                 self.apply_waiting()
+
+
+def _exists(workspaces: dict, call: dict[str, Any]) -> bool:
+    """Whether every item a ``record_retrieval`` call names is in its workspace."""
+    ws = workspaces.get(call["workspace_id"])
+    size = 0 if ws is None else len(ws)
+    return all(0 <= i < size for i in call["idx"])

@@ -17,6 +17,7 @@ exclusive side, then capture the state while other readers go on).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 __all__ = ["RWLock"]
 
@@ -54,6 +55,10 @@ class RWLock:
         self._readers_waiting = 0
         self._readers: dict[int, int] = {}  # thread id -> shared depth
         self._shared = _Shared(self)
+        #: Called (no arguments) by a thread right after its outermost exclusive holding ends,
+        #: with the lock already free; not after :meth:`downgrade`. What it raises propagates
+        #: out of the release (the ``with lock:`` block).
+        self.after_release: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ exclusive
     def acquire(self) -> None:
@@ -130,14 +135,18 @@ class RWLock:
             self._cond.notify_all()
 
     def release(self) -> None:
-        """Release one level of exclusive holding."""
+        """Release one level of exclusive holding (then run :attr:`after_release` if that was
+        the outermost one)."""
         with self._cond:
             if self._writer != threading.get_ident():
                 raise RuntimeError("release of the store's lock by a thread not holding it")
             self._writer_depth -= 1
-            if self._writer_depth == 0:
+            freed = self._writer_depth == 0
+            if freed:
                 self._writer = None
                 self._cond.notify_all()
+        if freed and self.after_release is not None:
+            self.after_release()
 
     def __enter__(self) -> RWLock:
         self.acquire()
@@ -178,21 +187,29 @@ class RWLock:
         """Release one level of shared holding."""
         me = threading.get_ident()
         with self._cond:
+            freed = False
             if self._writer == me:
                 self._writer_depth -= 1
-                if self._writer_depth == 0:
+                freed = self._writer_depth == 0
+                if freed:
                     self._writer = None
                     self._cond.notify_all()
-                return
-            depth = self._readers.get(me)
-            if not depth:
-                raise RuntimeError("release of the store's lock by a thread not holding it")
-            if depth == 1:
-                del self._readers[me]
-                if not self._readers:
-                    self._cond.notify_all()
             else:
-                self._readers[me] = depth - 1
+                self._release_reader(me)
+        if freed and self.after_release is not None:
+            self.after_release()
+
+    def _release_reader(self, me: int) -> None:
+        """Release one level of ``me``'s shared holding (the caller holds ``_cond``)."""
+        depth = self._readers.get(me)
+        if not depth:
+            raise RuntimeError("release of the store's lock by a thread not holding it")
+        if depth == 1:
+            del self._readers[me]
+            if not self._readers:
+                self._cond.notify_all()
+        else:
+            self._readers[me] = depth - 1
 
     def shared(self) -> _Shared:
         """The shared side as a reusable context manager: ``with lock.shared():``."""

@@ -1020,7 +1020,10 @@ _NOT_STATE = frozenset([
     "_delta_src", "_delta_dst", "_delta_code", "_delta_w", "_delta_out", "_delta_touch",
     "_stale", "rebuilds", "_okapi_cache", "_pending", "_depth", "_applying", "_batch",
     "_replaying", "_compactor", "_compact_lock", "_tail_rows", "last_compaction_error",
-    "compact_after", "_closing", "reinforcements",
+    "compact_after", "_closing", "reinforcements", "fsync_outside_lock",
+    # the journal's group commit (memlab.store.journal): rows on their way to disk
+    "_commit_cond", "_commit_queue", "_commit_issued", "_durable_upto", "_committing",
+    "_commit_failure", "_commit_errors", "_owed", "_undoing",
     # BM25's read-side caches: the frozen postings, the query work since a write, kernel scratch
     "_frozen", "_pending", "_scratch_pool", "_build_lock"])
 

@@ -41,6 +41,13 @@ class MemoryStore(JournalMixin, ItemsMixin, EdgesMixin, SessionsMixin):
         Search, topic queries, the long-term graph and every recipe whose ``analyzer`` is None
         (``DEFAULT``, ``BM25_ONLY``) read this index; a recipe naming another analyzer
         (``SEED_COMPAT``: ``"plain"``) gets a second index per workspace, built on first use.
+    fsync_outside_lock : bool
+        Durable stores only. True (default): a write's journal rows are written and fsynced
+        after the exclusive lock is released (group commit, see
+        :meth:`~memlab.store.journal.JournalMixin._write_journal`), so reads never wait for a
+        write's disk I/O; the write still returns only once durable. False: under the lock,
+        as before; under many concurrent readers on few cores, writes then finish sooner
+        (they do not compete with the readers for the GIL while they commit) and reads wait.
 
     Examples
     --------
@@ -55,7 +62,8 @@ class MemoryStore(JournalMixin, ItemsMixin, EdgesMixin, SessionsMixin):
     def __init__(self, memory_types: Iterable[str] = (), *, analyzer: str = "porter",
                  path: str | Path | None = None,
                  reinforce_batch: int = REINFORCE_BATCH,
-                 compact_after: int | None = COMPACT_AFTER) -> None:
+                 compact_after: int | None = COMPACT_AFTER,
+                 fsync_outside_lock: bool = True) -> None:
         if analyzer not in ANALYZERS:
             raise ValueError(f"analyzer must be one of {sorted(ANALYZERS)}, got {analyzer!r}")
         if isinstance(reinforce_batch, bool) or not isinstance(reinforce_batch, int) \
@@ -66,6 +74,9 @@ class MemoryStore(JournalMixin, ItemsMixin, EdgesMixin, SessionsMixin):
                 compact_after, int) or compact_after < 1):
             raise ValueError(f"compact_after must be a positive int or None, got "
                              f"{compact_after!r}")
+        if not isinstance(fsync_outside_lock, bool):
+            raise ValueError(f"fsync_outside_lock must be a bool, got {fsync_outside_lock!r}")
+        self.fsync_outside_lock = fsync_outside_lock
         self.reinforce_batch = reinforce_batch
         self.compact_after = compact_after  # journal rows after the snapshot that trigger one
         self._tail_rows = 0  # store rows after the latest snapshot (what a reopen replays)
@@ -86,6 +97,7 @@ class MemoryStore(JournalMixin, ItemsMixin, EdgesMixin, SessionsMixin):
         self._batch: list[tuple[str, str]] | None = None  # ops of an open transaction()
         self._replaying = False
         self.path = None if path is None else Path(path)
+        self._init_commits()
         self._journal = None if path is None else Journal(
             path, classes=_CLASSES, known_ops=JOURNALED_OPS)
         if self._journal is not None:

@@ -7,6 +7,7 @@ import contextlib
 import functools
 import inspect
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,16 @@ from memlab.store.workspace import NewItem
 __all__ = ["COMPACT_AFTER", "JOURNALED_OPS", "REINFORCE_BATCH", "JournalMixin", "journaled"]
 
 _CLASSES = {"NewItem": NewItem}  # dataclasses that journaled arguments may hold
+
+
+@dataclass(slots=True)
+class _Commit:
+    """Rows of one write waiting for the group commit (:meth:`JournalMixin._write_journal`)."""
+
+    ticket: int  # its place in the queue (1, 2, ...: the order the writes applied)
+    ops: list[tuple[str, str]]  # its journal rows, buffered reinforcements first
+    kept: list[str]  # the buffered reinforcements it carries (buffered again if it fails)
+    what: str  # the write, for the error message
 
 
 def _numbers_below(values: Any, bound: int) -> bool:
@@ -66,8 +77,8 @@ def journaled(method):
             return method(self, *args, **kwargs)
         with self.lock:
             outer = self._depth == 0
-            if outer:  # reinforcements that reads queued go first (memlab._reinforce)
-                self.reinforcements.apply_waiting()
+            if outer:  # reinforcements that reads queued go first, a bounded slice of them
+                self.reinforcements.apply_waiting(self.reinforcements.slice)  # (_reinforce)
             if self._journal is None:
                 return method(self, *args, **kwargs)
             if outer:
@@ -107,6 +118,9 @@ class JournalMixin:
         re-apply the buffered reinforcements (see :meth:`flush`): they were acknowledged reads,
         so a failed write that rebuilds the store keeps them (still buffered)."""
         with self.lock:
+            # rows other writes queued (applied, not yet on disk) belong on disk first, or the
+            # rebuild would drop them from memory and still write them
+            self._commit_queued()
             self._reset_state()
             pending, self._pending = self._pending, []
             self._replaying = True
@@ -124,10 +138,11 @@ class JournalMixin:
                 self._tail_rows = tail
                 self._foreign_writer = False  # every row of the file is applied now
                 for payload in pending:
-                    try:  # deterministic and applied once already, so this does not fail
+                    try:  # applied once already; fails only for an item a failed group
+                        # commit undid (a read saw it while its write was being written)
                         self._apply(0, "store.record_retrieval", payload)
                     except JournalCorruptError:
-                        break
+                        continue
                     self._pending.append(payload)
             finally:
                 self._replaying = False
@@ -186,24 +201,170 @@ class JournalMixin:
                 return "names an edge that does not exist"
         return None
 
+    # ------------------------------------------------------------ group commit
+    def _init_commits(self) -> None:
+        """The group commit's state (see :meth:`_write_journal`); hooks the store's lock."""
+        self._commit_cond = threading.Condition(threading.Lock())  # guards the fields below
+        self._commit_queue: list[_Commit] = []  # applied in memory, not yet on disk, in order
+        self._commit_issued = 0  # the last ticket given out
+        self._durable_upto = 0  # every ticket up to this one is on disk
+        self._committing = False  # a thread is writing a batch (the leader)
+        self._commit_failure: tuple[list[_Commit], BaseException] | None = None  # to undo
+        self._commit_errors: dict[int, PersistenceError] = {}  # failed ticket -> its error
+        self._undoing = False  # a thread is undoing a failed batch (holds the store's lock)
+        self._owed = threading.local()  # .ticket: this thread's last write not yet waited for
+        self.lock.after_release = self._after_release
+
     def _write_journal(self, ops: list[tuple[str, str]], what: str,
                        reinforcement: str | None = None) -> None:
-        """Append ``ops`` in one transaction, after the buffered reinforcements (and
-        ``reinforcement``, the one being made) as one ``store.record_retrievals`` row."""
-        calls = self._pending + ([] if reinforcement is None else [reinforcement])
+        """Queue ``ops`` for the journal, after the buffered reinforcements (and
+        ``reinforcement``, the one being made) as one ``store.record_retrievals`` row; the
+        caller holds the store's lock exclusively and has applied them in memory.
+
+        Group commit: the rows are written (one SQLite transaction, one fsync, together with
+        whatever other threads queued meanwhile) when the calling thread's outermost exclusive
+        section ends, *after* the lock is free (:attr:`memlab._rwlock.RWLock.after_release`,
+        :meth:`_after_release`), and the write returns only once they are on disk. Readers
+        therefore never wait for a write's disk I/O, while a write that returned is still
+        durable. Rows are queued under the exclusive lock, so the journal's order is the order
+        in which the writes applied. If the rows cannot be written, every write queued from the
+        failed batch on is undone (the store is rebuilt from disk: :meth:`_undo_failed_commit`)
+        and each of them raises :class:`~memlab.persist.PersistenceError`.
+        """
+        kept = self._pending
+        calls = kept + ([] if reinforcement is None else [reinforcement])
         if calls:
             ops = [("store.record_retrievals", '{"calls": [' + ", ".join(calls) + "]}")] + ops
+        self._pending = []
+        with self._commit_cond:
+            self._commit_issued += 1
+            ticket = self._commit_issued
+            self._commit_queue.append(_Commit(ticket, ops, kept, what))
+        self._owed.ticket = ticket
+        if not self.fsync_outside_lock:
+            self._commit_all()  # on disk before the lock is released (readers wait)
+
+    def _after_release(self) -> None:
+        """The store's lock's :attr:`~memlab._rwlock.RWLock.after_release`: wait until this
+        thread's queued rows are on disk (write them, with everyone's, if no one is)."""
+        ticket = getattr(self._owed, "ticket", 0)
+        if ticket:
+            self._owed.ticket = 0
+            self._await_commit(ticket, own=True)
+
+    def _commit_queued(self) -> None:
+        """Write every queued row now and wait for a write under way (the caller holds the
+        store's lock exclusively, so nothing can be queued meanwhile). Raises nothing: a
+        failed write's error goes to the thread that made it (:meth:`_commit_all`)."""
+        cond = self._commit_cond
+        while True:
+            with cond:
+                if self._undoing:  # called by the undo's own rebuild: nothing may be written
+                    return
+                while True:
+                    if self._commit_failure is not None:
+                        batch = None
+                        break
+                    if not self._committing:
+                        if not self._commit_queue:
+                            return
+                        batch, self._commit_queue = self._commit_queue, []
+                        self._committing = True
+                        break
+                    cond.wait()
+            if batch is None:
+                self._undo_failed_commit()
+            else:
+                self._lead_commit(batch)
+
+    def _commit_all(self) -> None:
+        """:meth:`_commit_queued`, then raise this thread's own write's error if it failed."""
+        self._commit_queued()
+        self._after_release()
+
+    def _await_commit(self, ticket: int, *, own: bool) -> None:
+        """Return once ``ticket`` is on disk; raise its error if it failed (``own``: the
+        caller's ticket, whose error is reported once). Whoever finds no write under way
+        writes the whole queue (the leader)."""
+        cond = self._commit_cond
+        while True:
+            with cond:
+                while True:
+                    if ticket in self._commit_errors:
+                        error = self._commit_errors.pop(ticket) if own else None
+                        if error is not None:
+                            raise error
+                        return
+                    if ticket <= self._durable_upto:
+                        return
+                    if self._commit_failure is not None:
+                        batch = None  # undo the failed batch first (any thread may)
+                        break
+                    if not self._committing and self._commit_queue:
+                        batch, self._commit_queue = self._commit_queue, []
+                        self._committing = True
+                        break
+                    if not self._committing:  # nothing queued, nothing writing: a bug
+                        raise RuntimeError(f"journal ticket {ticket} is neither queued, "
+                                           f"written nor failed")
+                    cond.wait()
+            if batch is None:
+                self._undo_failed_commit()
+            else:
+                self._lead_commit(batch)
+
+    def _lead_commit(self, batch: list[_Commit]) -> None:
+        """Write ``batch`` (the whole queue when it was taken) in one transaction."""
+        ops = [op for commit in batch for op in commit.ops]
         try:
             self._journal.append_many(ops)
-            self._pending = []
-        except Exception as exc:
-            self._replay()  # back to what is on disk: a failed write changes nothing
-            raise PersistenceError(f"{what} could not be written to {self._journal.path}: "
-                                   f"{exc}") from exc
-        self._tail_rows += len(ops)
-        if self.compact_after is not None and self._tail_rows >= self.compact_after \
-                and not self._foreign_writer:
+        except Exception as exc:  # noqa: BLE001 - every write of the batch gets it
+            with self._commit_cond:
+                self._commit_failure = (batch, exc)
+                self._committing = False
+                self._commit_cond.notify_all()
+            self._undo_failed_commit()
+            return
+        with self._commit_cond:
+            self._durable_upto = batch[-1].ticket
+            self._tail_rows += len(ops)
+            self._committing = False
+            self._commit_cond.notify_all()
+            compact = (self.compact_after is not None and self._tail_rows >= self.compact_after
+                       and not self._foreign_writer)
+        if compact:
             self._start_compaction()
+
+    def _undo_failed_commit(self) -> None:
+        """After a failed group commit: rebuild the store from disk (the failed writes and
+        every write queued after them, which applied on top of them, are gone) and give each
+        its :class:`~memlab.persist.PersistenceError`. Buffered reinforcements that rode in a
+        failed batch are buffered again (acknowledged reads, re-applied by the rebuild); the
+        reinforcement whose write failed is dropped (see :meth:`flush`). Idempotent: only the
+        first thread to get here does it."""
+        with self.lock:  # no write can be queued while this runs
+            with self._commit_cond:
+                if self._commit_failure is None or self._undoing:
+                    return
+                batch, exc = self._commit_failure
+                failed = batch + self._commit_queue
+                self._commit_queue = []
+                self._undoing = True  # failure stays set: waiters come here, wait for the lock
+            try:
+                self._pending = [p for commit in failed for p in commit.kept] + self._pending
+                self._replay()  # back to what is on disk: a failed write changes nothing
+                # reads that ran while the failed rows were being written saw the undone
+                # items: their queued reinforcements must not reach whatever is added next
+                self.reinforcements.discard_missing()
+            finally:
+                with self._commit_cond:
+                    for commit in failed:
+                        error = PersistenceError(f"{commit.what} could not be written to "
+                                                 f"{self._journal.path}: {exc}")
+                        error.__cause__ = exc
+                        self._commit_errors[commit.ticket] = error
+                    self._commit_failure, self._undoing = None, False
+                    self._commit_cond.notify_all()
 
     def _start_compaction(self) -> None:
         """Compact in a background thread (one at a time; not once :meth:`close` began)."""
@@ -309,7 +470,7 @@ class JournalMixin:
                                        f"{self._journal.path}: {exc}") from exc
         if removed is None:
             return CompactionReport(0, 0, 0)
-        with self.lock:
+        with self._commit_cond:  # group commits count rows outside the store's lock
             self._tail_rows = max(0, self._tail_rows - tail)
         return CompactionReport(upto, removed, sum(len(p) for p in parts))
 
@@ -341,6 +502,11 @@ class JournalMixin:
         buffer when it holds :attr:`reinforce_batch` of them."""
         if len(self._pending) + 1 >= self.reinforce_batch:
             self._write_journal([], "record_retrieval", payload)  # on failure, not buffered
+            # written under the lock (the other readers wait one fsync, once per batch): a
+            # read pays for this write, and outside the lock, with every other thread
+            # running, its commit waits for the GIL at each SQLite call (measured: it set
+            # the reads' p99, benchmarks/concurrent_reads.py)
+            self._commit_all()
         else:
             self._pending.append(payload)
 
@@ -361,8 +527,10 @@ class JournalMixin:
         """
         with self.lock:
             self.reinforcements.apply_waiting()  # queued ones too (memlab._reinforce)
-            if self._journal is not None and self._pending and self._batch is None:
-                self._write_journal([], "record_retrieval")
+            if self._journal is not None and self._batch is None:
+                if self._pending:
+                    self._write_journal([], "record_retrieval")
+                self._commit_all()  # on disk before it returns, every other write's rows too
 
     def close(self) -> None:
         """Write buffered reinforcements (see :meth:`flush`) and close the database file (an
