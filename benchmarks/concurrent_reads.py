@@ -20,6 +20,10 @@ first.
 Run::
 
     python benchmarks/concurrent_reads.py --trees /path/to/main /path/to/branch --rounds 3
+    python benchmarks/concurrent_reads.py --trees . .+group-commit --modes threads
+
+A tree written ``PATH+group-commit`` is that tree with ``MemoryStore(fsync_outside_lock=True)``
+for the in-process clients (``threads``; the HTTP service keeps its default).
 
 The numbers depend on the machine and its load (this project's machine is 2 shared cores):
 compare the trees of one run, never numbers of different runs.
@@ -79,7 +83,8 @@ def worker(mode: str, mix: str, clients: int, ops: int, items: int, seed: int) -
             lambda: f"i{r.randrange(items)}"
 
     if mode == "threads":
-        store = MemoryStore(path=str(path), compact_after=None)
+        options = {"fsync_outside_lock": True} if os.environ.get(GROUP_COMMIT) else {}
+        store = MemoryStore(path=str(path), compact_after=None, **options)
         mem = Memory(store=store, surfacing_mode="router", config="default")
 
         def client(n: int) -> None:
@@ -163,6 +168,17 @@ def _run(clients: int, client, errors: list[str]) -> float:
 
 
 # ---------------------------------------------------------------------------- the driver
+GROUP_COMMIT = "MEMLAB_BENCH_GROUP_COMMIT"
+
+
+def _tree_spec(tree: str) -> tuple[str, bool]:
+    """``PATH`` or ``PATH+group-commit``: the source tree, and whether its in-process store
+    commits outside the lock."""
+    if tree.endswith("+group-commit"):
+        return tree[: -len("+group-commit")], True
+    return tree, False
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trees", nargs="+", default=[str(Path(__file__).parents[1])],
@@ -188,7 +204,11 @@ def main(argv: list[str] | None = None) -> None:
             for mix in args.mixes:
                 trees = args.trees if rnd % 2 == 0 else list(reversed(args.trees))
                 for tree in trees:
-                    env = dict(os.environ, PYTHONPATH=str(Path(tree).resolve()))
+                    path, group_commit = _tree_spec(tree)
+                    env = dict(os.environ, PYTHONPATH=str(Path(path).resolve()))
+                    env.pop(GROUP_COMMIT, None)
+                    if group_commit:
+                        env[GROUP_COMMIT] = "1"
                     out = subprocess.run(
                         [sys.executable, __file__, "--worker", mode, mix, "--clients",
                          str(args.clients), "--ops", str(args.ops), "--items", str(args.items)],

@@ -28,7 +28,8 @@ START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 
 def _memory(path, batch: int = 64) -> Memory:
-    store = MemoryStore(path=path, reinforce_batch=batch, compact_after=None)
+    store = MemoryStore(path=path, reinforce_batch=batch, compact_after=None,
+                        fsync_outside_lock=True)
     mem = Memory(store=store, workspace_id="ws", clock=ManualClock(START))
     mem.add_many([{"content": text, "item_id": iid} for iid, text in
                   [("deploy", "deploys run on fridays"), ("pizza", "lunch is pizza on fridays"),
