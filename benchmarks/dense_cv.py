@@ -27,6 +27,7 @@ Writes ``dense_cv.csv`` (one row per data, measure, configuration) and ``dense_c
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -66,12 +67,24 @@ def _split(trace, data: str) -> list[list[str]]:
     return grouped_folds(_groups(questions, group_by), FOLDS, SEED)
 
 
+CACHE: Path | None = None  # --out/replays: one CSV per replay, so a re-run replays nothing
+
+
 def _values(trace, config, qids=None) -> pd.DataFrame:
     """Per-question values (columns: measures) of ``config``, on ``qids`` only when given."""
+    key = hashlib.sha256(json.dumps([trace.hash(), config.to_dict(), sorted(qids or [])],
+                                    sort_keys=True, default=str).encode()).hexdigest()[:20]
+    path = None if CACHE is None else CACHE / f"{key}.csv"
+    if path is not None and path.is_file():
+        return pd.read_csv(path, index_col="qid")
     run = trace if qids is None else subtrace(trace, qids)
     metrics = replay(run, config, k=K, measures=MEASURES, seed=SEED, record_candidates=False,
                      progress=False).metrics
-    return metrics.pivot(index="qid", columns="measure", values="value")
+    values = metrics.pivot(index="qid", columns="measure", values="value")
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        values.to_csv(path)
+    return values
 
 
 def _row(data, measure, label, scores, base_scores, pooled, kind) -> dict:
@@ -104,6 +117,8 @@ def main(argv: list[str]) -> pd.DataFrame:
     used = set(embedders) | {str(d) for d in tuned_dirs} | set(option("--out"))
     paths = [a for a in argv if not a.startswith("--") and a not in used]
     root = Path(paths[0]) if paths else shared_data_dir()
+    global CACHE
+    CACHE = out / "replays"
     traces = _traces(root)
     splits = {data: _split(trace, data) for data, trace in traces.items()}
     rows, fold_rows = [], []
@@ -119,9 +134,9 @@ def main(argv: list[str]) -> pd.DataFrame:
                 qids = [q for f in splits[data] for q in f]
                 rows.append(_row(data, m, label, scores, base_scores,
                                  float(values.loc[qids, m].mean()), kind))
-                fold_rows += [{"data": data, "measure": m, "configuration": label, "fold": i,
-                               "score": s, "base_score": b}
-                              for i, (s, b) in enumerate(zip(scores, base_scores))]
+                fold_rows.extend({"data": data, "measure": m, "configuration": label,
+                                  "fold": i, "score": s, "base_score": b}
+                                 for i, (s, b) in enumerate(zip(scores, base_scores)))
             print(f"{label} on {data}: {time.perf_counter() - started:.0f} s", flush=True)
 
     for data, trace in traces.items():  # the base itself, for the table
