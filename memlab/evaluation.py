@@ -24,6 +24,7 @@ the queries, seeded, in the same % units); the point estimates are the plain mea
 from __future__ import annotations
 
 import dataclasses
+import os
 import textwrap
 import time
 import warnings

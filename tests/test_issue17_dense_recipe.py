@@ -45,14 +45,17 @@ def test_dense_recipe_loads_by_name_and_matches_its_provenance(monkeypatch):
                                                                              "question")
     assert prov["compare"] == "default-nobudget" and prov["base"] == "dense-start"
     assert {s["name"] for s in prov["space"]} >= {"dense.embedder", "dense.weight",
-                                                  "dense.sentence_weight", "dense.fusion",
-                                                  "dense.rrf_k"}
+                                                  "dense.sentence_weight", "dense.fusion"}
     assert len(prov["fold_scores"]) == 5
     assert prov["cv"]["cv_mean"] == pytest.approx(sum(prov["fold_scores"]) / 5, abs=1e-9)
-    # the configuration is the search's start with the chosen parameters, the graph stages'
-    # budgets restored to DEFAULT's (the search ran without them so that it reproduces)
+    # the configuration is the search's start with the shipped parameters (the search's
+    # embedder; weights only where they held out: see the README), the graph stages' budgets
+    # restored to DEFAULT's (the search ran without them so that it reproduces)
     start = load_recipe_file(START_FILE)
-    chosen = apply_point(start, prov["best_params"])
+    assert prov["shipped_params"]["dense.embedder"] == prov["best_params"]["dense.embedder"]
+    assert set(prov["shipped_params"]) == set(prov["best_params"])
+    assert prov["decision"]
+    chosen = apply_point(start, prov["shipped_params"])
     assert config.dense == chosen.dense
     assert config.replace(dense=None, name="default") == DEFAULT, \
         "DEFAULT changed: re-run the command in dense.json's provenance"
@@ -74,8 +77,9 @@ def test_a_dense_recipe_naming_an_unknown_embedder_is_refused(tmp_path, monkeypa
     data["config"]["dense"]["embedder"] = "no-such-embedder"
     path = tmp_path / "dense.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(ValueError, match=r"not a valid configuration: embedder must be one of "
-                                         r".*got 'no-such-embedder'"):
+    with pytest.raises(ValueError, match=r"not a valid configuration: dense is not a valid "
+                                         r"DenseConfig \(embedder must be one of .*got "
+                                         r"'no-such-embedder'"):
         load_recipe_file(path)
     monkeypatch.setenv("MEMLAB_RECIPE_PATH", str(tmp_path))  # found by name: refused too
     with pytest.raises(ValueError, match="no-such-embedder"):
