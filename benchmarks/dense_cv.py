@@ -42,8 +42,13 @@ from memlab.harness.replay import replay
 from memlab.harness.sweep import apply_point
 from memlab.surfacing.config import load_recipe_file
 from memlab.tuning.evaluate import subtrace
-from memlab.tuning.search import (BOUNDS, _groups, _question_frame, _t_interval,
-                                  grouped_folds)
+from memlab.tuning.search import (
+    BOUNDS,
+    _groups,
+    _question_frame,
+    _t_interval,
+    grouped_folds,
+)
 
 SEED, FOLDS, K = 0, 5, 20
 HERE = Path(__file__).resolve().parent
@@ -210,8 +215,9 @@ def _cast(value):
 
 
 def _markdown(table: pd.DataFrame) -> str:
-    lines = ["| data | measure | configuration | CV estimate [95 %] | Δ vs base [95 %] | "
-             "folds +/− | worst fold Δ |", "|---|---|---|---|---|---:|---:|"]
+    header = ("| data | measure | configuration | CV estimate [95 %] | Δ vs base [95 %] | "
+              "folds +/− | worst fold Δ |")
+    lines = [header, "|---|---|---|---|---|---:|---:|"]
     for r in table.itertuples():
         delta = "" if r.configuration == "DEFAULT (base)" else \
             f"{100 * r.diff_mean:+.1f} [{100 * r.diff_ci_low:+.1f}, {100 * r.diff_ci_high:+.1f}]"
