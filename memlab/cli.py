@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -508,6 +509,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "(ppr.alpha=0.5,0.85); router_rules=permutations searches every rule order "
                     "(default: activation_floor=0:1 centrality_weight=0:2 freshness_weight=0:1)")
     tn.add_argument("--config", default="default", help="the base: " + _CONFIG_HELP)
+    tn.add_argument("--compare", default=None, metavar="RECIPE", help="the recipe the tuned "
+                    "procedure is paired with on the same folds (default: the base; e.g. "
+                    "--config <a dense recipe> --compare default judges a dense search against "
+                    "the recipe without dense)")
     tn.add_argument("--measure", default="R@10", help="the relevance measure to maximise "
                     "(default: R@10)")
     tn.add_argument("--folds", type=int, default=5, help="cross-validation folds (default: 5)")
@@ -525,6 +530,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "once with the chosen configuration (never searched on)")
     tn.add_argument("--name", default="tuned", help="the recipe's name and file name "
                     "(default: tuned)")
+    tn.add_argument("--reuse-replays", action="store_true", help="replay each configuration's "
+                    "questions once and reuse the values when the search proposes it again (no "
+                    "number changes; pays for spaces of choices)")
     tn.add_argument("--no-progress", action="store_true", help="no progress bar")
     _measure_on_option(tn)
     tn.add_argument("--out", default="out/tune", help="folder for <name>.json (the recipe), "
@@ -1122,6 +1130,7 @@ def _tune(args) -> int:
         raise _Fail("tune needs the tune extra: pip install -e '.[tune]'") from None
     from memlab.tuning import save_plots, tune
     space, base = _space(args.space), _load_config(args.config)
+    compare = None if args.compare is None else _load_config(args.compare, "--compare")
     if space is not None:
         from memlab.tuning import parse_space
         for entry, (key, spec) in zip(args.space, space.items()):
@@ -1153,7 +1162,8 @@ def _tune(args) -> int:
                    n_trials=args.trials, group_by=args.group_by, seed=args.seed, k=args.k,
                    categories=categories, measure_on=args.measure_on,
                    executor=args.executor, n_workers=args.workers, address=args.address,
-                   name=args.name, holdout=holdout,
+                   name=args.name, holdout=holdout, compare=compare,
+                   reuse_replays=args.reuse_replays,
                    progress=not args.no_progress and sys.stderr.isatty())
     except OSError as exc:  # a Dask scheduler that cannot be reached
         if args.executor != "dask":
@@ -1161,6 +1171,8 @@ def _tune(args) -> int:
         raise _Fail(f"--address {args.address!r}: cannot reach the Dask scheduler "
                     f"({' '.join(str(exc).split())})") from None
     folder = Path(args.out)
+    # the recipe's provenance says how to make it again
+    out.manifest["command"] = "memlab " + " ".join(shlex.quote(a) for a in args.argv)
     recipe = out.save_recipe(folder / f"{args.name}.json")
     out.cv.to_csv(folder / "cv.csv", index=False)
     out.folds.to_csv(folder / "folds.csv", index=False)
@@ -1173,7 +1185,7 @@ def _tune(args) -> int:
           f"{cv['cv_mean']:.4f} [95% t-interval over folds {cv['ci_low']:.4f}, "
           f"{cv['ci_high']:.4f} (clipped to the measure's range [0, 1]); bootstrap over "
           f"{cv['questions']} held-out questions {cv['boot_low']:.4f}, {cv['boot_high']:.4f}]")
-    print(f"base {out.manifest['base']!r} on the same folds: {cv['base_cv_mean']:.4f}; tuned "
+    print(f"base {out.manifest['compare']!r} on the same folds: {cv['base_cv_mean']:.4f}; tuned "
           f"- base, paired by fold: {cv['diff_mean']:+.4f} [95% t-interval "
           f"{cv['diff_ci_low']:+.4f}, {cv['diff_ci_high']:+.4f}]")
     print(out.folds.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
@@ -1183,7 +1195,7 @@ def _tune(args) -> int:
     print("note: the CV estimate weights every fold equally (a mean of fold means); the "
           "in-sample score pools the questions (a mean over questions)")
     if not cv["diff_mean"] > 0:
-        print(f"warning: the tuned procedure is not better than the base {out.manifest['base']!r}"
+        print(f"warning: the tuned procedure is not better than the base {out.manifest['compare']!r}"
               f" on held-out folds ({cv['diff_mean']:+.4f}); keep the base", file=sys.stderr)
     print("importance: " + ", ".join(f"{k} {v:.3f}" for k, v in out.importance.items()))
     if out.holdout is not None:
@@ -1347,6 +1359,7 @@ def _check_bind(host: str, api_key: str | None, insecure: bool) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what a recipe's provenance quotes
     try:
         import warnings
 

