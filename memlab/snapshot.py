@@ -39,14 +39,13 @@ import inspect
 import itertools
 import json
 import math
-import threading
 from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
 
 from memlab._arrays import Growable
-from memlab.graph.csr import _KEY_SHIFT, EdgeTable, GraphView
+from memlab.graph.csr import _KEY_SHIFT, EdgeTable, GraphView, PairIndex
 from memlab.model import MemoryItem
 from memlab.persist import JournalCorruptError, SnapshotInfo, decode, encode
 from memlab.signals.bm25 import IDF_VARIANTS, BM25Index
@@ -719,17 +718,9 @@ def _restore_graph(r: _Reader, p: str, n: int, m: int, version: int) -> GraphVie
     _check(not _live_duplicate(src, dst, code, weight, n, n_types), r,
            f"workspace {p[:-1]} holds one live edge twice")
 
-    def row_index() -> list[dict[int, int]]:
-        # pair key -> row for each type, in row order (the order a replay inserts them)
-        alive = np.flatnonzero(weight > 0)
-        pairs = ((src[alive] << _KEY_SHIFT) | dst[alive]).tolist()
-        codes, rows = code[alive].tolist(), alive.tolist()
-        out: list[dict[int, int]] = [{} for _ in range(n_types)]
-        for key, c, row in zip(pairs, codes, rows):
-            out[c][key] = row
-        return out
-
-    table._row_of = _RowIndex(row_index)
+    # the upsert index is built from the live rows on first use (an edge write or lookup):
+    # every change to the table goes through the index first, so the columns are as loaded then
+    table._index = PairIndex(lambda: (src, dst, code, weight, n_types))
     view = GraphView(table)
     view.version = version
     return view
@@ -757,44 +748,6 @@ def _live_duplicate(src: np.ndarray, dst: np.ndarray, code: np.ndarray, weight: 
     order = np.lexsort((codes, keys))
     keys, codes = keys[order], codes[order]
     return bool(np.any((keys[1:] == keys[:-1]) & (codes[1:] == codes[:-1])))
-
-
-class _RowIndex(list):
-    """:attr:`EdgeTable._row_of <memlab.graph.csr.EdgeTable>` after a snapshot load, built on
-    first use. The upsert index is only needed by edge writes and ``row_of`` lookups; building
-    it costs ~0.5 us per edge (seconds for millions), so a reopen leaves it to the first edge
-    write (or lookup), which builds it from the table's columns as they were loaded (every
-    change to the table goes through this index first, so they are unchanged then)."""
-
-    __slots__ = ("_build", "_lock")
-
-    def __init__(self, build) -> None:
-        super().__init__()
-        self._build = build
-        self._lock = threading.Lock()
-
-    def _ready(self) -> None:
-        if self._build is not None:
-            with self._lock:
-                if self._build is not None:
-                    list.extend(self, self._build())
-                    self._build = None
-
-    def __getitem__(self, i):
-        self._ready()
-        return list.__getitem__(self, i)
-
-    def __iter__(self):
-        self._ready()
-        return list.__iter__(self)
-
-    def __len__(self) -> int:
-        self._ready()
-        return list.__len__(self)
-
-    def append(self, value) -> None:
-        self._ready()
-        list.append(self, value)
 
 
 def _restore_bm25(r: _Reader, p: str, head: dict) -> BM25Index:
@@ -907,8 +860,9 @@ def _walk(obj: Any, seen: set[int]) -> Any:
     if isinstance(obj, (set, frozenset)):
         return ["set", sorted((_walk(v, seen) for v in obj), key=repr)]
     if isinstance(obj, (list, tuple)):
-        kind = "list" if isinstance(obj, _RowIndex) else type(obj).__name__
-        return [kind, [_walk(v, seen) for v in obj]]
+        return [type(obj).__name__, [_walk(v, seen) for v in obj]]
+    if isinstance(obj, PairIndex):  # however its entries are split: arrays, pending, tombstones
+        return ["PairIndex", _walk(obj.canonical(), seen)]
     if callable(obj) and not hasattr(obj, "__dict__") and not hasattr(obj, "__slots__"):
         return "<function>"
     if id(obj) in seen:
