@@ -143,13 +143,12 @@ _, keep = np.unique(key, return_index=True)
 keep.sort()
 src, dst, weight = src[keep], dst[keep], weight[keep]
 pairs = np.column_stack([src, dst])
-w = weight.tolist()
 base = rss()
 if TRACE:
     tracemalloc.start()
     t0 = tracemalloc.get_traced_memory()[0]
 g = ig.Graph(n=N, edges=pairs, directed=True)
-g.es["weight"] = w
+g.es["weight"] = weight.tolist()  # igraph keeps an attribute as a list of Python floats
 after = rss()
 record = {"variant": "igraph", "version": ig.__version__, "items": N, "edges": g.ecount(),
           "rss_base_mib": base / 2**20, "rss_edges_mib": after / 2**20,

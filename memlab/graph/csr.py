@@ -231,6 +231,10 @@ class PairIndex:
                 hit = sorted_keys[pos] == sel
                 self._rows[code][pos[hit]] = -1
 
+    def oracle_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What :func:`memlab.snapshot.full_state` compares: :meth:`canonical`."""
+        return self.canonical()
+
     def canonical(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every live entry as ``(codes, keys, rows)`` sorted by type then key: equal for equal
         contents however the entries are split between arrays, pending dicts and tombstones."""
