@@ -73,7 +73,8 @@ class ItemColumns:
         self.type_code = Growable(np.int8, 64)
         self.created_ts = Growable(np.float64, 64)
         self.updated_ts = Growable(np.float64, 64)
-        self.added_ts = Growable(np.float64, 64)  # the time of each item's "created" event
+        # the time of each item's "created" event; NaN where the history is kept whole
+        self.added_ts = Growable(np.float64, 64)
         self.salience = Growable(np.float64, 64)
         self.archived = Growable(np.bool_, 64)
         self.metadata: dict[int, dict] = {}
@@ -114,17 +115,24 @@ class ItemColumns:
         ``created_at`` is each item's creation (and first update) time, ``added_at`` the time
         of its ``created`` history event (``iso``: their ISO strings, if known)."""
         first = len(self.contents)
+        n = len(contents)
         self.ids.extend(ids)
         self.contents.extend(contents)
         codes = [self._code(t) for t in memory_types]
-        self.type_code.extend(np.asarray(codes, dtype=np.int8))
         created = [t.timestamp() for t in created_at]
-        self.created_ts.extend(created)
-        self.updated_ts.extend(created)
-        self.added_ts.extend([t.timestamp() for t in added_at])
-        n = len(contents)
-        self.salience.extend(np.ones(n))
-        self.archived.extend(np.zeros(n, bool))
+        added_ts = [t.timestamp() for t in added_at]
+        if n == 1:  # one item (Memory.add): appends, no temporary arrays
+            self.type_code.append(codes[0])
+            self.created_ts.append(created[0])
+            self.updated_ts.append(created[0])
+            self.salience.append(1.0)
+            self.archived.append(False)
+        else:
+            self.type_code.extend(np.asarray(codes, dtype=np.int8))
+            self.created_ts.extend(created)
+            self.updated_ts.extend(created)
+            self.salience.extend(np.ones(n))
+            self.archived.extend(np.zeros(n, bool))
         exact: dict[tuple, bool] = {}  # equal instants in other zones are other keys
         for offset, (meta, made, added, memory_type) in enumerate(
                 zip(metadata, created_at, added_at, memory_types)):
@@ -146,6 +154,8 @@ class ItemColumns:
                 stamp = iso[added] if iso is not None and added in iso else added.isoformat()
                 self.history[i] = [{"ts": stamp, "kind": "created",
                                     "detail": {"memory_type": memory_type}}]
+                added_ts[offset] = float("nan")
+        self.added_ts.extend(added_ts)
 
     def set_content(self, i: int, content: str) -> None:
         self._views.pop(i, None)
@@ -171,6 +181,7 @@ class ItemColumns:
         history = self.history.get(i)
         if history is None:
             history = self.history[i] = [self.created_event(i)]
+            self.added_ts.data[i] = np.nan  # NaN exactly where the history is kept whole
         history.append(event)
         if len(history) > HISTORY_CAP:
             del history[0]
@@ -221,8 +232,9 @@ class ItemColumns:
                           history if history is not None else [self.created_event(i)],
                           self.history_dropped.get(i, 0))
 
-    def __getitem__(self, i: int) -> MemoryItem:
-        return self.item(range(len(self.contents))[i])
+    def __getitem__(self, i: int | slice) -> MemoryItem | list[MemoryItem]:
+        rows = range(len(self.contents))[i]  # negative numbers and slices as a list's
+        return list(map(self.item, rows)) if isinstance(i, slice) else self.item(rows)
 
     def __iter__(self):
         return map(self.item, range(len(self.contents)))

@@ -105,3 +105,120 @@ def test_pair_index_bytes_per_edge():
     table.upsert(np.arange(n), np.arange(n) + 1, "RELATED", np.ones(n))
     assert table._index.nbytes == 12 * n
     assert len(table._index) == n
+
+
+# ---------------------------------------------------------------------------- items as columns
+import pickle  # noqa: E402
+import tracemalloc  # noqa: E402
+from datetime import datetime, timedelta, timezone  # noqa: E402
+
+from memlab import ManualClock, Memory, MemoryItem, MemoryStore  # noqa: E402
+from memlab.model import HISTORY_CAP  # noqa: E402
+from memlab.snapshot import full_state  # noqa: E402
+
+T0 = datetime(2024, 3, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
+
+
+def _odd_memory(path=None) -> Memory:
+    """Items whose times a float column cannot give back (another zone, a datetime subclass),
+    metadata empty and not, long histories, updates and archives."""
+    clock = ManualClock(T0)
+    mem = Memory(clock=clock, path=path)
+    plus2 = timezone(timedelta(hours=2))
+
+    class Stamp(datetime):
+        pass
+
+    mem.add_many([
+        {"content": "deploys run on fridays", "item_id": "a"},
+        {"content": "the migration waits for the deploy", "item_id": "b",
+         "metadata": {"title": "Migration", "tags": ["db"]}},
+        {"content": "rotate the keys", "item_id": "c", "memory_type": "procedural",
+         "created_at": datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=plus2)},
+        {"content": "an old note", "item_id": "d",
+         "created_at": Stamp(2023, 5, 6, tzinfo=timezone.utc)},
+    ])
+    clock.advance(hours=1)
+    store, wid = mem.store, mem.workspace_id
+    ws = store.workspace(wid)
+    store.update_item(wid, ws.row_of("a"), clock.now(), content="deploys run on mondays")
+    store.update_item(wid, ws.row_of("b"), clock.now(), metadata={})
+    for _ in range(HISTORY_CAP + 3):
+        mem.get("c")
+    store.archive(wid, [ws.row_of("d")], clock.now(), "stale")
+    return mem
+
+
+def test_items_read_as_before():
+    """What a reader gets from the columns is what the MemoryItem objects held."""
+    mem = _odd_memory()
+    ws = mem.store.workspace(mem.workspace_id)
+    a, b, c, d = (ws.item(ws.row_of(x)) for x in "abcd")
+    assert isinstance(a, MemoryItem)
+    assert a.content == "deploys run on mondays" and a.updated_at == T0 + timedelta(hours=1)
+    assert a.created_at == T0 and a.created_at.tzinfo is timezone.utc
+    assert [e["kind"] for e in a.history] == ["created", "updated"]
+    assert b.metadata == {} and b.to_dict()["metadata"] == {}
+    assert c.memory_type == "procedural"
+    assert c.created_at.isoformat() == "2024-01-02T01:04:05.000006+00:00"
+    assert len(c.history) == HISTORY_CAP and c.history_dropped == 4
+    assert type(d.created_at).__name__ == "Stamp" and d.archived
+    assert ws.archived_mask().tolist() == [False, False, False, True]
+    assert mem.get("a")["history"][0] == {"ts": T0.isoformat(), "kind": "created",
+                                          "detail": {"memory_type": "semantic"}}
+
+
+def test_item_views_are_memory_items():
+    mem = Memory(clock=ManualClock(T0))
+    mem.add("deploys run on fridays", item_id="a")
+    ws = mem.store.workspace(mem.workspace_id)
+    view = ws.item(0)
+    plain = pickle.loads(pickle.dumps(view))
+    assert type(plain) is MemoryItem and plain == view and view == plain
+    assert plain.to_dict() == view.to_dict()
+    with pytest.raises(TypeError, match="read-only"):
+        view.record({"ts": "x", "kind": "y", "detail": {}})
+    mem.store.update_item(mem.workspace_id, 0, T0, content="deploys run on mondays")
+    assert ws.item(0).content == "deploys run on mondays"  # a write drops the made view
+    assert view.salience == 1.0
+    mem.store.set_salience(mem.workspace_id, [0], [2.5])
+    assert view.salience == 2.5  # the fields read on access follow writes
+
+
+def test_odd_items_reopen_from_a_snapshot_as_from_the_journal(tmp_path):
+    """The compaction oracle on items the columns keep by exception (zones, subclasses, capped
+    histories): snapshot + reopen == replay == the live store."""
+    plain = _odd_memory(tmp_path / "plain.db")
+    live = full_state(plain.store)
+    plain.store.close()
+    snap = _odd_memory(tmp_path / "snap.db")
+    snap.store.compact()
+    snap.store.close()
+    replayed, loaded = MemoryStore(path=tmp_path / "plain.db"), MemoryStore(path=tmp_path / "snap.db")
+    try:
+        assert full_state(loaded) == full_state(replayed) == live
+        assert loaded.serialize() == replayed.serialize()
+    finally:
+        replayed.close()
+        loaded.close()
+
+
+def test_bytes_per_item_beyond_the_text():
+    """tracemalloc: 20k items cost at most 600 bytes each beyond their content's characters
+    (issue 18's goal is 450 at 1M, measured by benchmarks/memory_footprint.py; before the
+    columns: ~1,100)."""
+    from memlab.datasets import synthetic_items
+    batch = synthetic_items(20_000, seed=3, words=(8, 14))
+    text = sum(len(b["content"]) for b in batch) / len(batch)
+    mem = Memory(clock=ManualClock(T0))
+    mem.add_many(synthetic_items(50, seed=4))  # imports and first-use caches outside the count
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        mem.add_many(batch)
+        del batch
+        per_item = (tracemalloc.get_traced_memory()[0] - before) / 20_000 - text
+    finally:
+        tracemalloc.stop()
+    assert per_item <= 600, per_item
+    print(f"{per_item:.0f} bytes per item beyond the text")

@@ -139,17 +139,58 @@ class PairIndex:
             return row if row >= 0 else None
         return None
 
-    def insert(self, code: int, key: int, row: int) -> None:
-        """Index a new ``key`` (absent now) at ``row``."""
+    def find_few(self, codes: np.ndarray, keys: np.ndarray) -> tuple[list, list]:
+        """For each ``(codes[i], keys[i])``: its row (None when absent) and the position of its
+        tombstone in the sorted arrays (-1 when none), with one ``searchsorted`` per type."""
+        self._ready()
+        rows: list = [None] * len(keys)
+        slots = [-1] * len(keys)
+        code_list = codes.tolist()
+        for code in set(code_list):
+            sorted_keys = self._keys[code]
+            sel = np.flatnonzero(codes == code) if len(set(code_list)) > 1 else \
+                np.arange(len(keys))
+            pending = self._pending[code]
+            if len(sorted_keys):
+                want = keys[sel]
+                pos = np.minimum(sorted_keys.searchsorted(want), len(sorted_keys) - 1)
+                hit = (sorted_keys[pos] == want).tolist()
+                found = self._rows[code][pos].tolist()
+                pos = pos.tolist()
+            else:
+                hit = [False] * len(sel)
+            for j, i in enumerate(sel.tolist()):
+                row = pending.get(int(keys[i])) if pending else None
+                if row is None and hit[j]:
+                    if found[j] >= 0:
+                        row = found[j]
+                    else:
+                        slots[i] = pos[j]
+                rows[i] = row
+        return rows, slots
+
+    def insert(self, code: int, key: int, row: int, slot: int | None = None,
+               merge: bool = True) -> None:
+        """Index a new ``key`` (absent now) at ``row`` (``slot``: the position of its
+        tombstone if :meth:`find_few` found one, -1 if none, None: look it up). ``merge=False``
+        leaves the arrays as they are (positions from :meth:`find_few` stay valid) until
+        :meth:`settle`."""
         self._ready()
         keys = self._keys[code]
-        pos = int(keys.searchsorted(key))
-        if pos < len(keys) and keys[pos] == key:  # a tombstone: reuse its slot
-            self._rows[code][pos] = row
+        if slot is None:
+            pos = int(keys.searchsorted(key))
+            slot = pos if pos < len(keys) and keys[pos] == key else -1
+        if slot >= 0:  # a tombstone: reuse its slot
+            self._rows[code][slot] = row
             return
         pending = self._pending[code]
         pending[key] = row
-        if len(pending) > max(self.MIN_MERGE, len(keys) >> 5):
+        if merge:
+            self.settle(code)
+
+    def settle(self, code: int) -> None:
+        """Merge type ``code``'s pending entries into its arrays once there are too many."""
+        if len(self._pending[code]) > max(self.MIN_MERGE, len(self._keys[code]) >> 5):
             self._merge(code)
 
     def discard(self, code: int, key: int) -> None:
@@ -351,17 +392,18 @@ class EdgeTable:
         """A few edges, one by one: ``(new positions, their weights, updated rows, positions
         whose weight each takes)``; the new keys are indexed."""
         index = self._index
+        found, slots = index.find_few(codes, keys)  # one searchsorted per type, not per edge
         new_rows: list[int] = []           # positions in this call that create a row
         pending: dict[int, int] = {}       # new table row -> position whose weight it takes
         updates: dict[int, int] = {}       # existing row -> position whose weight it takes
         seen: dict[tuple[int, int], int] = {}  # (code, key) created in this call -> row
         next_row = first
-        for pos, (key, code) in enumerate(zip(keys.tolist(), codes.tolist())):
-            row = seen.get((code, key))
+        for pos, (key, code, row, slot) in enumerate(zip(keys.tolist(), codes.tolist(),
+                                                         found, slots)):
             if row is None:
-                row = index.find(code, key)
+                row = seen.get((code, key))
             if row is None:
-                index.insert(code, key, next_row)
+                index.insert(code, key, next_row, slot, merge=False)
                 seen[(code, key)] = next_row
                 pending[next_row] = pos
                 new_rows.append(pos)
@@ -370,6 +412,8 @@ class EdgeTable:
                 pending[row] = pos
             else:
                 updates[row] = pos
+        for code in {c for c, _ in seen}:
+            index.settle(code)
         new_weights = weights[np.fromiter(pending.values(), np.int64, len(pending))] \
             if pending else np.empty(0)
         return (np.asarray(new_rows, dtype=np.int64), new_weights,
