@@ -34,6 +34,7 @@ what is held: compare variants of one run.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -183,9 +184,7 @@ def measure(n: int, per: int = 5, codes: list[str | None] | None = None,
         if trace:
             records[-1]["traced"] = run(_MEMLAB, n, per, True, code)["traced"]
     if igraph:
-        try:
-            import igraph  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("igraph") is None:
             print("igraph is not installed (the peers extra): its variant is skipped",
                   file=sys.stderr)
         else:
@@ -198,9 +197,9 @@ def measure(n: int, per: int = 5, codes: list[str | None] | None = None,
 def table(records: list[dict]) -> str:
     """A markdown table of the records (per item, per edge, totals and ratios to igraph)."""
     peer = next((r for r in records if r["variant"] == "igraph"), None)
-    lines = ["| variant | items | edges | B/item beyond text | B/edge (table + index) | "
-             "B/edge with CSR view | ÷ igraph per edge | RSS total | peak RSS | traced B/item, "
-             "B/edge, peak |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [("| variant | items | edges | B/item beyond text | B/edge (table + index) | "
+              "B/edge with CSR view | ÷ igraph per edge | RSS total | peak RSS | traced B/item, "
+              "B/edge, peak |"), "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in records:
         traced = r.get("traced")
         if r["variant"] == "igraph":

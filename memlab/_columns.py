@@ -259,7 +259,7 @@ class ItemView(MemoryItem):
 
     __slots__ = ("_cols", "_i")
 
-    def __init__(self, cols: ItemColumns, i: int) -> None:  # noqa: D107 - no MemoryItem init
+    def __init__(self, cols: ItemColumns, i: int) -> None:  # not MemoryItem's __init__
         self._cols, self._i = cols, i
         # MemoryItem's own slots (these fields are not overridden below)
         self.item_id = cols.ids[i]

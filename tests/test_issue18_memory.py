@@ -3,10 +3,17 @@ columns; each checked against a plain reference model of what the store promised
 
 from __future__ import annotations
 
+import pickle
+import tracemalloc
+from datetime import datetime, timedelta, timezone
+
 import numpy as np
 import pytest
 
+from memlab import ManualClock, Memory, MemoryItem, MemoryStore
 from memlab.graph.csr import EdgeTable, PairIndex
+from memlab.model import HISTORY_CAP
+from memlab.snapshot import full_state
 
 
 class _ReferenceTable:
@@ -19,8 +26,7 @@ class _ReferenceTable:
         self.ends: list[tuple[int, int, str]] = []
 
     def upsert(self, src, dst, types, weights, ts):
-        added, reweighted, changes = 0, set(), []
-        first = len(self.weight)
+        added = 0
         for s, d, t, w in zip(src, dst, types, weights):
             row = self.rows.get((t, s, d))
             if row is None:
@@ -30,8 +36,6 @@ class _ReferenceTable:
                 self.ends.append((s, d, t))
                 added += 1
             else:
-                if row < first:
-                    reweighted.add(row) if self.weight[row] != w else None
                 self.weight[row] = w
                 self.ts[row] = ts
         return added
@@ -108,13 +112,6 @@ def test_pair_index_bytes_per_edge():
 
 
 # ---------------------------------------------------------------------------- items as columns
-import pickle  # noqa: E402
-import tracemalloc  # noqa: E402
-from datetime import datetime, timedelta, timezone  # noqa: E402
-
-from memlab import ManualClock, Memory, MemoryItem, MemoryStore  # noqa: E402
-from memlab.model import HISTORY_CAP  # noqa: E402
-from memlab.snapshot import full_state  # noqa: E402
 
 T0 = datetime(2024, 3, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
 

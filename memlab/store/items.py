@@ -199,7 +199,6 @@ class ItemsMixin:
                 for name, index in ws.other_bm25.items():
                     analyze = ANALYZERS[name]
                     reindex.append((index, analyze(old_text), analyze(new_text)))
-            now_ts = now.timestamp()
             event = {"ts": now.isoformat(), "kind": kind, "detail": detail or {}}
             # ---- computed: from here on the store changes
             self._mutating()
