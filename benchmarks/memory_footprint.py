@@ -26,7 +26,8 @@ Run::
     PYTHONPATH=. python benchmarks/memory_footprint.py --items 1000000 --tracemalloc
     PYTHONPATH=. python benchmarks/memory_footprint.py --items 100000 --code /path/to/main --code .
 
-``--code`` puts a folder first on ``PYTHONPATH`` of the memlab processes (to compare trees in
+``--trim`` calls glibc's ``malloc_trim(0)`` before every reading (RSS then counts the pages
+the process holds, not those its allocator keeps after frees). ``--code`` puts a folder first on ``PYTHONPATH`` of the memlab processes (to compare trees in
 one run); ``--json`` prints the raw records. RSS depends on the allocator's state, not only on
 what is held: compare variants of one run.
 """
@@ -55,11 +56,17 @@ def status():
                 out[key] = int(value.split()[0]) * 1024
     return out
 
+N, PER, TRACE, TRIM = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
+if TRIM:
+    import ctypes
+    _trim = ctypes.CDLL("libc.so.6").malloc_trim
+
 def rss():
     gc.collect()
+    if TRIM:  # hand the allocator's free pages back first: what is held, not what was freed
+        _trim(0)
     return status()["VmRSS"]
 
-N, PER, TRACE = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
 if TRACE:
     import tracemalloc
 
@@ -78,7 +85,8 @@ from memlab import ManualClock, Memory
 from memlab.datasets import synthetic_items
 import memlab
 src, dst, related, weight = edges_of(N)
-record = {"variant": "memlab", "code": memlab.__file__, "items": N, "edges_written": len(src)}
+record = {"variant": "memlab", "code": memlab.__file__, "items": N, "edges_written": len(src),
+          "trim": TRIM}
 clock = ManualClock(datetime(2024, 4, 1, tzinfo=timezone.utc))
 QUERY = "why does the deploy depend on the migration"
 # warm-up in another store: imports, compiled kernels and caches are not the store's memory
@@ -152,6 +160,7 @@ g = ig.Graph(n=N, edges=pairs, directed=True)
 g.es["weight"] = weight.tolist()  # igraph keeps an attribute as a list of Python floats
 after = rss()
 record = {"variant": "igraph", "version": ig.__version__, "items": N, "edges": g.ecount(),
+          "trim": TRIM,
           "rss_base_mib": base / 2**20, "rss_edges_mib": after / 2**20,
           "hwm_mib": status()["VmHWM"] / 2**20, "per_edge": (after - base) / g.ecount()}
 if TRACE:
@@ -161,14 +170,15 @@ print(json.dumps(record))
 """
 
 
-def run(body: str, n: int, per: int, trace: bool, code: str | None) -> dict:
+def run(body: str, n: int, per: int, trace: bool, code: str | None, trim: bool = False) -> dict:
     """One variant in a fresh interpreter; returns its JSON record."""
     env = dict(os.environ)
     if code is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(Path(code).resolve()),
                                              env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     script = textwrap.dedent(_PRELUDE) + textwrap.dedent(body)
-    done = subprocess.run([sys.executable, "-P", "-c", script, str(n), str(per), "1" if trace else "0"],
+    done = subprocess.run([sys.executable, "-P", "-c", script, str(n), str(per),
+                           "1" if trace else "0", "1" if trim else "0"],
                           env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"variant failed:\n{done.stderr[-3000:]}")
@@ -176,11 +186,12 @@ def run(body: str, n: int, per: int, trace: bool, code: str | None) -> dict:
 
 
 def measure(n: int, per: int = 5, codes: list[str | None] | None = None,
-            trace: bool = False, igraph: bool = True) -> list[dict]:
-    """Every variant's record (memlab under each code tree, then igraph), RSS then traced."""
+            trace: bool = False, igraph: bool = True, trim: bool = False) -> list[dict]:
+    """Every variant's record (memlab under each code tree, then igraph), RSS then traced;
+    ``trim``: glibc's ``malloc_trim(0)`` before every RSS reading."""
     records = []
     for code in codes or [None]:
-        records.append(run(_MEMLAB, n, per, False, code))
+        records.append(run(_MEMLAB, n, per, False, code, trim))
         if trace:
             records[-1]["traced"] = run(_MEMLAB, n, per, True, code)["traced"]
     if igraph:
@@ -188,7 +199,7 @@ def measure(n: int, per: int = 5, codes: list[str | None] | None = None,
             print("igraph is not installed (the peers extra): its variant is skipped",
                   file=sys.stderr)
         else:
-            records.append(run(_IGRAPH, n, per, False, None))
+            records.append(run(_IGRAPH, n, per, False, None, trim))
             if trace:
                 records[-1]["traced"] = run(_IGRAPH, n, per, True, None)["traced"]
     return records
@@ -204,7 +215,7 @@ def table(records: list[dict]) -> str:
         traced = r.get("traced")
         if r["variant"] == "igraph":
             tr = f"–, {traced['per_edge']:.0f}, {traced['peak_mib']:.0f} MiB" if traced else ""
-            lines.append(f"| igraph {r['version']} (weighted) | {r['items']:,} | {r['edges']:,} | "
+            lines.append(f"| igraph {r['version']} (weighted){' trimmed' if r['trim'] else ''} | {r['items']:,} | {r['edges']:,} | "
                          f"– | {r['per_edge']:.0f} | – | 1.00 | "
                          f"{r['rss_edges_mib']:,.0f} MiB | {r['hwm_mib']:,.0f} MiB | {tr} |")
             continue
@@ -212,7 +223,8 @@ def table(records: list[dict]) -> str:
                 f"{r['per_edge_with_view'] / peer['per_edge']:.2f}" if peer else "–"
         tr = (f"{traced['per_item']:.0f}, {traced['per_edge']:.0f}, {traced['peak_mib']:,.0f} MiB"
               if traced else "")
-        lines.append(f"| memlab `{Path(r['code']).parent.parent}` | {r['items']:,} | "
+        lines.append(f"| memlab `{Path(r['code']).parent.parent}`"
+                     f"{' trimmed' if r['trim'] else ''} | {r['items']:,} | "
                      f"{r['edges']:,} | {r['per_item']:.0f} | {r['per_edge']:.0f} | "
                      f"{r['per_edge_with_view']:.0f} | {ratio} | {r['rss_query_mib']:,.0f} MiB | "
                      f"{r['hwm_mib']:,.0f} MiB | {tr} |")
@@ -228,6 +240,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--tracemalloc", action="store_true",
                         help="also run each variant under tracemalloc (a second process)")
     parser.add_argument("--no-igraph", action="store_true")
+    parser.add_argument("--trim", action="store_true",
+                        help="call glibc's malloc_trim(0) before each RSS reading (the pages "
+                             "the process holds, without the allocator's freed ones)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.items < 2 or args.edges_per_item < 1:
@@ -235,7 +250,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                          f"{args.edges_per_item}")
     print(f"load average {os.getloadavg()[0]:.2f}", file=sys.stderr)
     records = measure(args.items, args.edges_per_item, args.code, args.tracemalloc,
-                      not args.no_igraph)
+                      not args.no_igraph, args.trim)
     print(json.dumps(records, indent=1) if args.json else table(records))
     print(f"load average {os.getloadavg()[0]:.2f}", file=sys.stderr)
     return records

@@ -219,3 +219,9 @@ def test_bytes_per_item_beyond_the_text():
         tracemalloc.stop()
     assert per_item <= 600, per_item
     print(f"{per_item:.0f} bytes per item beyond the text")
+
+
+def test_freed_memory_is_released_only_after_bulk_writes():
+    from memlab.store.items import _TRIM, release_freed_memory
+    assert release_freed_memory(10) is False
+    assert release_freed_memory(50_000) is (_TRIM is not None)
