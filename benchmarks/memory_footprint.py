@@ -231,6 +231,56 @@ def table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def breakdown(n: int) -> dict[str, float]:
+    """Bytes per item of each part of a workspace of ``n`` items (the same items as the
+    variants, no edges), counted in this process: ``sys.getsizeof`` for Python objects, the
+    capacity (``data.nbytes``) of every numpy column. What the per-item figure is made of."""
+    from datetime import datetime, timezone
+
+    from memlab import ManualClock, Memory
+    from memlab.datasets import synthetic_items
+    mem = Memory(clock=ManualClock(datetime(2024, 4, 1, tzinfo=timezone.utc)))
+    for first in range(0, n, 50_000):
+        mem.add_many(synthetic_items(min(50_000, n - first), seed=first + 1, words=(8, 14)))
+    ws = mem.store.workspace(mem.workspace_id)
+    cols = ws.items
+    size = sys.getsizeof
+
+    def arrays(*columns) -> int:
+        return sum(c.data.nbytes for c in columns)
+
+    text = sum(len(c.encode()) for c in cols.contents)
+    bm = ws.bm25
+    act = ws.activation
+    parts = {
+        "content str objects (header; text excluded)": sum(map(size, cols.contents)) - text,
+        "content list": size(cols.contents),
+        "item id str objects": sum(map(size, ws.item_ids)),
+        "item id list": size(ws.item_ids),
+        "index_of dict (id -> row)": size(ws.index_of),
+        "item columns (times x3, salience, archived, type; capacity)": arrays(
+            cols.created_ts, cols.updated_ts, cols.added_ts, cols.salience, cols.archived,
+            cols.type_code),
+        "workspace columns (eligible, tokens, procedural, longterm)": arrays(
+            ws.eligible, ws.tokens, ws.procedural, ws.longterm),
+        "activation columns": arrays(act.stored, act.decay_ref_ts, act.last_boost_ts),
+        "BM25 postings (doc, tf; capacity) and doc lengths": arrays(
+            *bm._post_docs, *bm._post_tfs, bm._doc_len),
+        "BM25 per-term objects (Growables, lists, vocabulary)": sum(
+            size(g) + size(g.data) - g.data.nbytes for g in bm._post_docs + bm._post_tfs)
+        + size(bm._post_docs) + size(bm._post_tfs) + size(bm._vocab)
+        + sum(map(size, bm._vocab)),
+        "sparse item dicts (metadata, history, exact times)": sum(size(d) for d in (
+            cols.metadata, cols.history, cols.created_exact, cols.updated_exact,
+            cols.history_dropped)),
+        "creation-time index": arrays(ws.created_order._rows, ws.created_order._ts),
+    }
+    out = {name: value / n for name, value in parts.items()}
+    out["total"] = sum(parts.values()) / n
+    out["text bytes"] = text / n
+    return out
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--items", type=int, default=100_000)
@@ -244,10 +294,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="call glibc's malloc_trim(0) before each RSS reading (the pages "
                              "the process holds, without the allocator's freed ones)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="print what the bytes per item are made of (in this process)")
     args = parser.parse_args(argv)
     if args.items < 2 or args.edges_per_item < 1:
         raise ValueError(f"--items must be >= 2 and --edges-per-item >= 1, got {args.items} and "
                          f"{args.edges_per_item}")
+    if args.breakdown:
+        for name, value in breakdown(args.items).items():
+            print(f"| {name} | {value:,.1f} |")
+        return []
     print(f"load average {os.getloadavg()[0]:.2f}", file=sys.stderr)
     records = measure(args.items, args.edges_per_item, args.code, args.tracemalloc,
                       not args.no_igraph, args.trim)
