@@ -20,18 +20,26 @@ item has in numpy arrays and what few items have in dicts keyed by item number; 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
 
 from memlab._arrays import Growable
-from memlab.model import HISTORY_CAP, MemoryItem
+from memlab.model import HISTORY_CAP, MemoryItem, copy_json
 
 __all__ = ["ItemColumns", "ItemView", "exact_ts"]
 
 _UTC = timezone.utc
 _fromtimestamp = datetime.fromtimestamp
+
+
+@functools.lru_cache(maxsize=4096)
+def _iso(ts: float) -> str:
+    """The ISO string of the UTC time ``ts`` (cached: an item's creation, update and
+    ``created`` event usually share one time, and a bulk write gives many items the same)."""
+    return _fromtimestamp(ts, _UTC).isoformat()
 
 
 def exact_ts(when: datetime) -> bool:
@@ -193,8 +201,14 @@ class ItemColumns:
 
     def created_event(self, i: int) -> dict:
         """Item ``i``'s ``created`` event as the columns give it."""
-        stamp = _fromtimestamp(float(self.added_ts.data[i]), _UTC).isoformat()
-        return {"ts": stamp, "kind": "created", "detail": {"memory_type": self.memory_type(i)}}
+        return {"ts": _iso(float(self.added_ts.data[i])), "kind": "created",
+                "detail": {"memory_type": self.memory_type(i)}}
+
+    def iso_times(self, i: int) -> tuple[str, str]:
+        """Item ``i``'s creation and update times as ISO strings."""
+        created, updated = self.created_exact.get(i), self.updated_exact.get(i)
+        return (_iso(float(self.created_ts.data[i])) if created is None else created.isoformat(),
+                _iso(float(self.updated_ts.data[i])) if updated is None else updated.isoformat())
 
     def history_of(self, i: int) -> list[dict]:
         history = self.history.get(i)
@@ -277,6 +291,19 @@ class ItemView(MemoryItem):
 
     def record(self, event: dict) -> None:
         raise TypeError("an item read from the store is read-only: write through the store")
+
+    def to_dict(self) -> dict[str, Any]:
+        """:meth:`MemoryItem.to_dict`, with the times' ISO strings straight from the columns."""
+        cols, i = self._cols, self._i
+        created, updated = cols.iso_times(i)
+        return {
+            "item_id": self.item_id, "content": self.content, "memory_type": self.memory_type,
+            "metadata": copy_json(self.metadata), "workspace_id": self.workspace_id,
+            "created_at": created, "updated_at": updated,
+            "salience": float(cols.salience.data[i]), "archived": bool(cols.archived.data[i]),
+            "history": [dict(event) for event in cols.history_of(i)],
+            "history_dropped": cols.history_dropped.get(i, 0),
+        }
 
     def _values(self) -> tuple:
         return tuple(getattr(self, name) for name in _FIELDS)

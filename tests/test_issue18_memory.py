@@ -159,6 +159,8 @@ def test_items_read_as_before():
     assert c.memory_type == "procedural"
     assert c.created_at.isoformat() == "2024-01-02T01:04:05.000006+00:00"
     assert len(c.history) == HISTORY_CAP and c.history_dropped == 4
+    for i in range(4):  # the view's own to_dict is MemoryItem's
+        assert ws.item(i).to_dict() == MemoryItem.to_dict(ws.items.materialise(i))
     assert type(d.created_at).__name__ == "Stamp" and d.archived
     assert ws.archived_mask().tolist() == [False, False, False, True]
     assert mem.get("a")["history"][0] == {"ts": T0.isoformat(), "kind": "created",
