@@ -43,7 +43,6 @@ import itertools
 import json
 import math
 import re
-import threading
 import zlib
 from datetime import datetime, timezone
 from typing import Any
@@ -51,8 +50,8 @@ from typing import Any
 import numpy as np
 
 from memlab._arrays import Growable
-from memlab.graph.csr import _KEY_SHIFT, EdgeTable, GraphView
-from memlab.model import MemoryItem
+from memlab._columns import ItemColumns, _created_ts, exact_ts
+from memlab.graph.csr import _KEY_SHIFT, EdgeTable, GraphView, PairIndex
 from memlab import persist as _persist
 from memlab.persist import JournalCorruptError, SnapshotInfo, decode, encode
 from memlab.signals.bm25 import IDF_VARIANTS, BM25Index
@@ -200,38 +199,42 @@ def capture(store: MemoryStore) -> tuple[dict[str, Any], list[bytes]]:
     workspaces = []
     for w, ws in enumerate(store._workspaces.values()):
         p = f"{w}."
-        items = ws.items
+        cols = ws.items  # memlab._columns.ItemColumns
+        n = len(cols)
         out.data(p + "item_id", ws.item_ids)
-        out.data(p + "content", [it.content for it in items])
+        out.data(p + "content", cols.contents)
         # one checksum per item id and per content (format 3): a damaged id or content part
         # then loses only the items whose own checksum fails (see salvage)
         if _persist.SNAPSHOT_FORMAT >= 3:
             out.array(p + "item_id.crc", [_text_crc(x) for x in ws.item_ids], "i8")
-            out.array(p + "content.crc", [_text_crc(it.content) for it in items], "i8")
+            out.array(p + "content.crc", [_text_crc(x) for x in cols.contents], "i8")
         # memory types and dates as codes into their distinct values (few: a bulk write
         # shares one date), which keeps millions of strings out of the snapshot
-        type_codes: dict[str, int] = {}
-        out.array(p + "memory_type", [type_codes.setdefault(it.memory_type, len(type_codes))
-                                      for it in items], "i4")
-        out.data(p + "memory_types", list(type_codes))
-        out.data(p + "metadata", [it.metadata for it in items])
-        date_codes: dict[datetime, int] = {}
+        out.array(p + "memory_type", cols.type_code.view(), "i4")
+        out.data(p + "memory_types", cols.type_names)
+        empty: dict = {}
+        out.data(p + "metadata", [cols.metadata.get(i, empty) for i in range(n)])
         iso: list[str] = []
-        for attr in ("created_at", "updated_at"):
-            codes = []
-            for it in items:
-                when = getattr(it, attr)
-                code = date_codes.get(when)
-                if code is None or iso[code] != when.isoformat():  # equal instants, other zones
-                    code = date_codes[when] = len(iso)
-                    iso.append(when.isoformat())
-                codes.append(code)
-            out.array(p + attr, codes, "i4")
+        date_codes: dict[str, int] = {}
+        for attr, exact in (("created_ts", cols.created_exact), ("updated_ts", cols.updated_exact)):
+            column = getattr(cols, attr).view()
+            uniq, inverse = np.unique(column, return_inverse=True)
+            texts = [datetime.fromtimestamp(t, timezone.utc).isoformat() for t in uniq.tolist()]
+            table = np.array([date_codes.setdefault(t, len(date_codes)) for t in texts],
+                             dtype=np.int64)
+            codes = table[inverse.reshape(-1)] if n else np.empty(0, np.int64)
+            for i, when in exact.items():
+                codes[i] = date_codes.setdefault(when.isoformat(), len(date_codes))
+            out.array(p + attr.replace("_ts", "_at"), codes, "i4")
+        iso = list(date_codes)
         out.data(p + "dates", iso)
-        _history(out, p, items)
-        out.array(p + "salience", [it.salience for it in items], "f8")
-        out.array(p + "archived", [it.archived for it in items], "b1")
-        out.array(p + "history_dropped", [it.history_dropped for it in items], "i8")
+        _history(out, p, cols)
+        out.array(p + "salience", cols.salience.view(), "f8")
+        out.array(p + "archived", cols.archived.view(), "b1")
+        dropped = np.zeros(n, np.int64)
+        for i, d in cols.history_dropped.items():
+            dropped[i] = d
+        out.array(p + "history_dropped", dropped, "i8")
         for name in ("created_ts", "updated_ts"):
             out.array(p + name, getattr(ws, name).view(), "f8")
         for name in ("eligible", "procedural", "longterm"):
@@ -267,7 +270,7 @@ def capture(store: MemoryStore) -> tuple[dict[str, Any], list[bytes]]:
         out.data(p + "topic_fields", [[k, v] for k, v in ws.topic_fields.items()])
         out.array(p + "content_changes", ws.content_changes, "i8")
         workspaces.append({
-            "workspace_id": ws.workspace_id, "analyzer": ws.analyzer, "items": len(items),
+            "workspace_id": ws.workspace_id, "analyzer": ws.analyzer, "items": n,
             "edges": len(table), "version": ws.version, "graph_version": ws.graph.version,
             "next_generated": ws._next_generated, "last_decay_ts": ws.last_decay_ts,
             "bm25": {"idf": bm.idf_variant, "epsilon": bm.epsilon, "total_len": bm._total_len,
@@ -355,24 +358,40 @@ def _lenient_strings(data: bytes, crcs: np.ndarray) -> list[str | None]:
     return out
 
 
-def _history(out: _Writer, p: str, items: list) -> None:
+def _history(out: _Writer, p: str, cols: Any) -> None:
     """The items' histories as a table of their distinct events (``history.events``) and,
     per item, how many it has (``history.counts``) and which (``history.codes``, flat).
 
     Why: a bulk write gives every item the same ``created`` event, so a million items hold a
     million equal events; decoding them as JSON builds ~3 million containers (0.96 s of a 1M
-    reopen's 4.4 s CPU, issue 14's profile), the table a few. Items then share equal event
-    dicts: events are never changed in place (:meth:`memlab.model.MemoryItem.record` appends
-    new ones, and every read copies them). Histories that plain JSON cannot key (a datetime
-    in an event) are written whole as ``history``, as format 1 did."""
+    reopen's 4.4 s CPU, issue 14's profile), the table a few. An item whose history is only
+    its ``created`` event is not stored as a list (:class:`memlab._columns.ItemColumns`): its
+    event is looked up by ``(added time, memory type)``. Histories that plain JSON cannot key
+    (a datetime in an event) are written whole as ``history``, as format 1 did."""
     key = json.JSONEncoder(allow_nan=True, check_circular=False).encode
     table: dict[str, int] = {}
     events: list = []
-    counts, codes = [], []
+    n = len(cols)
+    counts = np.ones(n, np.int64)
+    kept = cols.history
+    added, type_code = cols.added_ts.view(), cols.type_code.view()
+    created: dict[tuple[float, int], int] = {}  # (added time, type code) -> event code
+    codes: list[int] = []
     try:
-        for it in items:
-            counts.append(len(it.history))
-            for event in it.history:
+        for i in range(n):
+            history = kept.get(i)
+            if history is None:
+                pair = (float(added[i]), int(type_code[i]))
+                code = created.get(pair)
+                if code is None:
+                    event = cols.created_event(i)
+                    code = created[pair] = table.setdefault(key(event), len(events))
+                    if code == len(events):
+                        events.append(event)
+                codes.append(code)
+                continue
+            counts[i] = len(history)
+            for event in history:
                 text = key(event)
                 code = table.get(text)
                 if code is None:
@@ -380,32 +399,30 @@ def _history(out: _Writer, p: str, items: list) -> None:
                     events.append(event)
                 codes.append(code)
     except TypeError:
-        out.data(p + "history", [it.history for it in items])
+        out.data(p + "history", [cols.history_of(i) for i in range(n)])
         return
     out.data(p + "history.events", events)
     out.array(p + "history.counts", counts, "i8")
     out.array(p + "history.codes", codes, "i8")
 
 
-def _read_history(r: _Reader, p: str, n: int) -> list[list[dict]]:
-    """The items' histories from either layout (see :func:`_history`), checked."""
+def _read_history(r: _Reader, p: str, n: int) -> tuple:
+    """The items' histories from either layout (see :func:`_history`), checked: ``(events,
+    counts, codes)`` (the table of distinct events, how many each item has, which) or, for the
+    whole-history layout, ``(None, histories, None)``."""
     if p + "history" in r.parts:  # format 1, or events plain JSON cannot key
         history = r.data(p + "history")
         _check(isinstance(history, list) and len(history) == n and _all_of(history, list)
                and _all_of(itertools.chain.from_iterable(history), dict),
                r, f"part {p}history is malformed")
-        return history
+        return None, history, None
     events = r.data(p + "history.events")
     counts = r.array(p + "history.counts", "i8", n)
     codes = r.array(p + "history.codes", "i8")
     _check(isinstance(events, list) and _all_of(events, dict) and bool(np.all(counts >= 0))
            and int(counts.sum()) == len(codes) and _in_range(codes, len(events)),
            r, f"part {p}history is malformed")
-    pick = events.__getitem__
-    if bool(np.all(counts == 1)):  # the common case: one event per item
-        return [[e] for e in map(pick, codes.tolist())]
-    flat = iter(map(pick, codes.tolist()))
-    return [list(itertools.islice(flat, c)) for c in counts.tolist()]
+    return events, counts, codes
 
 
 # ---------------------------------------------------------------------------- restore
@@ -804,26 +821,26 @@ def _restore_workspace(r: _Reader, p: str, head: Any, workspace_cls: type) -> An
     history = _read_history(r, p, n)
     _check(isinstance(metadata, list) and len(metadata) == n and _all_of(metadata, dict),
            r, f"part {p}metadata is malformed")
-    salience = r.finite(p + "salience", n).tolist()
-    archived = r.array(p + "archived", "b1", n).tolist()
-    dropped = r.array(p + "history_dropped", "i8", n).tolist()
+    salience = r.finite(p + "salience", n)
+    archived = r.array(p + "archived", "b1", n)
+    dropped = r.array(p + "history_dropped", "i8", n)
+    _check(bool(np.all(dropped >= 0)), r, f"part {p}history_dropped is malformed")
     try:
         if any(len(text) > 64 for text in iso):
             raise ValueError
         dates = [datetime.fromisoformat(text) for text in iso]
     except ValueError:
         r.fail(f"workspace {p[:-1]} holds a date that is not an ISO date")
-    types = [type_names[c] for c in type_codes.tolist()]
+    _check(len(type_names) <= 127 and len(set(type_names)) == len(type_names), r,
+           f"part {p}memory_types is malformed")
     index_of = dict(zip(ids, range(n)))
     _check(len(index_of) == n, r, f"workspace {p[:-1]} names one item twice")
-    wid = ws.workspace_id
-    ws.items = list(map(MemoryItem, ids, contents, types, metadata, itertools.repeat(wid),
-                        map(dates.__getitem__, created.tolist()),
-                        map(dates.__getitem__, updated.tolist()),
-                        salience, archived, history, dropped))
-    ws.item_ids, ws.index_of = ids, index_of
-    for name in ("created_ts", "updated_ts"):
-        setattr(ws, name, _growable(r.finite(p + name, n)))
+    created_ts, updated_ts = r.finite(p + "created_ts", n), r.finite(p + "updated_ts", n)
+    ws.items = _item_columns(ws.workspace_id, ids, contents, type_names, type_codes, metadata,
+                             dates, created, updated, created_ts, updated_ts, salience,
+                             archived, history, dropped)
+    ws.item_ids, ws.index_of = ws.items.ids, index_of
+    ws.created_ts, ws.updated_ts = ws.items.created_ts, ws.items.updated_ts
     for name in ("eligible", "procedural", "longterm"):
         setattr(ws, name, _growable(r.array(p + name, "b1", n)))
     ws.tokens = _growable(r.array(p + "tokens", "i8", n))
@@ -865,6 +882,66 @@ def _restore_workspace(r: _Reader, p: str, head: Any, workspace_cls: type) -> An
     return ws
 
 
+def _item_columns(wid: str, ids: list, contents: list, type_names: list,
+                  type_codes: np.ndarray, metadata: list, dates: list, created: np.ndarray,
+                  updated: np.ndarray, created_ts: np.ndarray, updated_ts: np.ndarray,
+                  salience: np.ndarray, archived: np.ndarray, history: Any,
+                  dropped: np.ndarray) -> ItemColumns:
+    """The item columns of a snapshot's items (every part already checked).
+
+    A creation or update time is kept as a datetime only where its float column does not give
+    it back exactly; a history only where it is more than the ``created`` event the columns
+    give back (see :class:`~memlab._columns.ItemColumns`), decided per distinct date and event.
+    """
+    n = len(ids)
+    cols = ItemColumns(wid)
+    cols.ids, cols.contents = ids, contents
+    cols.type_names = list(type_names)
+    cols.type_code_of = {t: c for c, t in enumerate(type_names)}
+    cols.type_code = _growable(type_codes.astype(np.int8))
+    cols.salience, cols.archived = _growable(salience), _growable(archived)
+    cols.metadata = {i: m for i, m in enumerate(metadata) if m}
+    date_ts = np.array([d.timestamp() for d in dates])
+    date_exact = np.array([exact_ts(d) for d in dates], dtype=bool)
+    for codes, column, target in ((created, created_ts, cols.created_exact),
+                                  (updated, updated_ts, cols.updated_exact)):
+        if n:
+            kept = ~date_exact[codes] | (date_ts[codes] != column)
+            for i in np.flatnonzero(kept).tolist():
+                target[i] = dates[codes[i]]
+    cols.created_ts, cols.updated_ts = _growable(created_ts), _growable(updated_ts)
+    events, counts, codes = history
+    added = np.full(n, np.nan)
+    if events is not None:  # a table of distinct events: decided per event
+        event_ts = np.array([np.nan if (t := _created_ts(e)) is None else t for e in events])
+        event_type = np.array([cols.type_code_of.get(e["detail"]["memory_type"], -1)
+                               if not np.isnan(t) else -1 for e, t in zip(events, event_ts)],
+                              dtype=np.int64)
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if n else np.empty(0, np.int64)
+        first = codes[np.minimum(starts, max(len(codes) - 1, 0))] if len(codes) else \
+            np.zeros(n, np.int64)
+        derived = (counts == 1) & (dropped == 0) & (event_type[first] == type_codes) \
+            if n and len(events) else np.zeros(n, bool)
+        added[derived] = event_ts[first[derived]]
+        pick = events.__getitem__
+        flat = codes.tolist()
+        ends = np.cumsum(counts).tolist()
+        for i in np.flatnonzero(~derived).tolist():
+            cols.history[i] = list(map(pick, flat[ends[i] - int(counts[i]):ends[i]]))
+    else:  # whole histories: decided per item
+        for i, (items_history, code) in enumerate(zip(counts, type_codes.tolist())):
+            if len(items_history) == 1 and not dropped[i]:
+                ts = _created_ts(items_history[0])
+                if ts is not None and items_history[0]["detail"]["memory_type"] == \
+                        type_names[code]:
+                    added[i] = ts
+                    continue
+            cols.history[i] = items_history
+    cols.added_ts = _growable(added)
+    cols.history_dropped = {i: d for i, d in enumerate(dropped.tolist()) if d}
+    return cols
+
+
 def _restore_graph(r: _Reader, p: str, n: int, m: int, version: int) -> GraphView:
     src, dst = r.array(p + "edge.src", "i8", m), r.array(p + "edge.dst", "i8", m)
     code = r.array(p + "edge.code", "i4", m)
@@ -885,17 +962,9 @@ def _restore_graph(r: _Reader, p: str, n: int, m: int, version: int) -> GraphVie
     _check(not _live_duplicate(src, dst, code, weight, n, n_types), r,
            f"workspace {p[:-1]} holds one live edge twice")
 
-    def row_index() -> list[dict[int, int]]:
-        # pair key -> row for each type, in row order (the order a replay inserts them)
-        alive = np.flatnonzero(weight > 0)
-        pairs = ((src[alive] << _KEY_SHIFT) | dst[alive]).tolist()
-        codes, rows = code[alive].tolist(), alive.tolist()
-        out: list[dict[int, int]] = [{} for _ in range(n_types)]
-        for key, c, row in zip(pairs, codes, rows):
-            out[c][key] = row
-        return out
-
-    table._row_of = _RowIndex(row_index)
+    # the upsert index is built from the live rows on first use (an edge write or lookup):
+    # every change to the table goes through the index first, so the columns are as loaded then
+    table._index = PairIndex(lambda: (src, dst, code, weight, n_types))
     view = GraphView(table)
     view.version = version
     return view
@@ -923,44 +992,6 @@ def _live_duplicate(src: np.ndarray, dst: np.ndarray, code: np.ndarray, weight: 
     order = np.lexsort((codes, keys))
     keys, codes = keys[order], codes[order]
     return bool(np.any((keys[1:] == keys[:-1]) & (codes[1:] == codes[:-1])))
-
-
-class _RowIndex(list):
-    """:attr:`EdgeTable._row_of <memlab.graph.csr.EdgeTable>` after a snapshot load, built on
-    first use. The upsert index is only needed by edge writes and ``row_of`` lookups; building
-    it costs ~0.5 us per edge (seconds for millions), so a reopen leaves it to the first edge
-    write (or lookup), which builds it from the table's columns as they were loaded (every
-    change to the table goes through this index first, so they are unchanged then)."""
-
-    __slots__ = ("_build", "_lock")
-
-    def __init__(self, build) -> None:
-        super().__init__()
-        self._build = build
-        self._lock = threading.Lock()
-
-    def _ready(self) -> None:
-        if self._build is not None:
-            with self._lock:
-                if self._build is not None:
-                    list.extend(self, self._build())
-                    self._build = None
-
-    def __getitem__(self, i):
-        self._ready()
-        return list.__getitem__(self, i)
-
-    def __iter__(self):
-        self._ready()
-        return list.__iter__(self)
-
-    def __len__(self) -> int:
-        self._ready()
-        return list.__len__(self)
-
-    def append(self, value) -> None:
-        self._ready()
-        list.append(self, value)
 
 
 def _restore_bm25(r: _Reader, p: str, head: dict) -> BM25Index:
@@ -1076,8 +1107,10 @@ def _walk(obj: Any, seen: set[int]) -> Any:
     if isinstance(obj, (set, frozenset)):
         return ["set", sorted((_walk(v, seen) for v in obj), key=repr)]
     if isinstance(obj, (list, tuple)):
-        kind = "list" if isinstance(obj, _RowIndex) else type(obj).__name__
-        return [kind, [_walk(v, seen) for v in obj]]
+        return [type(obj).__name__, [_walk(v, seen) for v in obj]]
+    if hasattr(type(obj), "oracle_state"):  # state kept in a form that depends on write order
+        # (PairIndex: arrays, pending entries, tombstones; ItemColumns: sparse dicts)
+        return [type(obj).__name__, _walk(obj.oracle_state(), seen)]
     if callable(obj) and not hasattr(obj, "__dict__") and not hasattr(obj, "__slots__"):
         return "<function>"
     if id(obj) in seen:

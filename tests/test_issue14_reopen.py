@@ -83,7 +83,7 @@ def test_histories_round_trip_through_a_format_2_snapshot(tmp_path):
     assert full_state(reopened) == expected
     items = reopened.workspace("default").items
     # equal events are shared after the load; recording one appends, never edits in place
-    items[5].record({"ts": "x", "kind": "touched", "detail": {}})
+    items.record(5, {"ts": "x", "kind": "touched", "detail": {}})  # the item columns' write
     assert [len(items[i].history) for i in (4, 5, 6)] == [1, 2, 1]
     reopened.close()
 

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from memlab._arrays import Growable, group_sum
 from memlab.graph._common import LRUCache
 
-__all__ = ["EdgeChanges", "EdgeTable", "GraphView", "Undirected", "ragged_take"]
+__all__ = ["EdgeChanges", "EdgeTable", "GraphView", "PairIndex", "Undirected", "ragged_take"]
 
 _KEY_SHIFT = 32  # (src << 32) | dst identifies a pair; item numbers stay below 2**31
 
@@ -45,6 +45,254 @@ class EdgeChanges:
 
     def __len__(self) -> int:
         return len(self.src)
+
+
+class PairIndex:
+    """The upsert index of an :class:`EdgeTable`: ``(edge type code, pair key) -> row``, kept as
+    columns rather than Python objects.
+
+    Per edge type, a sorted ``int64`` array of pair keys ``(src << 32) | dst`` and the ``int32``
+    rows beside them (12 bytes per edge; a dict per type cost ~106), plus a small dict of keys
+    added since the last merge (single writes stay O(log n) without moving the arrays). A removed
+    edge leaves its key with row ``-1`` (a tombstone) until the next merge; a write of that pair
+    reuses the slot. A bulk write (more than :attr:`BULK` edges) is looked up with one
+    ``searchsorted`` per type and merged into the arrays at once.
+
+    The index may be handed a ``build`` callable instead of entries (a snapshot load): it is then
+    built from the table's columns on first use (a sort per type), not at load.
+
+    Examples
+    --------
+    >>> index = PairIndex()
+    >>> index.find(0, 7) is None
+    True
+    >>> index.insert(0, 7, 3); index.find(0, 7)
+    3
+    """
+
+    __slots__ = ("_build", "_keys", "_lock", "_pending", "_rows")
+
+    BULK = 256  # writes of more edges take the vectorised path
+    MIN_MERGE = 4096  # pending entries merged once beyond max(MIN_MERGE, 1/32 of the arrays)
+
+    def __init__(self, build=None) -> None:
+        self._keys: list[np.ndarray] = []
+        self._rows: list[np.ndarray] = []
+        self._pending: list[dict[int, int]] = []
+        self._build = build
+        self._lock = threading.Lock()
+
+    # -- building
+    def _ready(self) -> None:
+        if self._build is not None:
+            with self._lock:
+                if self._build is not None:
+                    src, dst, code, weight, n_types = self._build()
+                    self._load(src, dst, code, weight, n_types)
+                    self._build = None
+
+    def _load(self, src, dst, code, weight, n_types: int) -> None:
+        """Index the live rows (weight > 0) of the columns ``src, dst, code, weight``."""
+        alive = np.flatnonzero(np.asarray(weight) > 0)
+        keys = (np.asarray(src)[alive] << _KEY_SHIFT) | np.asarray(dst)[alive]
+        codes = np.asarray(code)[alive]
+        self._keys, self._rows, self._pending = [], [], []
+        order = np.lexsort((keys, codes))  # by type, then key
+        keys, codes, rows = keys[order], codes[order], alive[order].astype(np.int32)
+        bounds = np.searchsorted(codes, np.arange(n_types + 1))
+        for c in range(n_types):
+            a, b = bounds[c], bounds[c + 1]
+            self._keys.append(keys[a:b].copy())
+            self._rows.append(rows[a:b].copy())
+            self._pending.append({})
+
+    def add_type(self) -> None:
+        """Make room for the next edge type code."""
+        self._ready()
+        self._keys.append(np.empty(0, np.int64))
+        self._rows.append(np.empty(0, np.int32))
+        self._pending.append({})
+
+    def __len__(self) -> int:
+        """Live entries (tombstones not counted)."""
+        self._ready()
+        return sum(int(np.count_nonzero(r >= 0)) + len(p)
+                   for r, p in zip(self._rows, self._pending))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the sorted arrays (the pending dicts not counted)."""
+        self._ready()
+        return sum(k.nbytes + r.nbytes for k, r in zip(self._keys, self._rows))
+
+    # -- single entries
+    def find(self, code: int, key: int) -> int | None:
+        """The row of ``key`` under type ``code``, None when absent."""
+        self._ready()
+        row = self._pending[code].get(key)
+        if row is not None:
+            return row
+        keys = self._keys[code]
+        pos = int(keys.searchsorted(key))
+        if pos < len(keys) and keys[pos] == key:
+            row = int(self._rows[code][pos])
+            return row if row >= 0 else None
+        return None
+
+    def find_few(self, codes: np.ndarray, keys: np.ndarray) -> tuple[list, list]:
+        """For each ``(codes[i], keys[i])``: its row (None when absent) and the position of its
+        tombstone in the sorted arrays (-1 when none), with one ``searchsorted`` per type."""
+        self._ready()
+        rows: list = [None] * len(keys)
+        slots = [-1] * len(keys)
+        code_list = codes.tolist()
+        for code in set(code_list):
+            sorted_keys = self._keys[code]
+            sel = np.flatnonzero(codes == code) if len(set(code_list)) > 1 else \
+                np.arange(len(keys))
+            pending = self._pending[code]
+            if len(sorted_keys):
+                want = keys[sel]
+                pos = np.minimum(sorted_keys.searchsorted(want), len(sorted_keys) - 1)
+                hit = (sorted_keys[pos] == want).tolist()
+                found = self._rows[code][pos].tolist()
+                pos = pos.tolist()
+            else:
+                hit = [False] * len(sel)
+            for j, i in enumerate(sel.tolist()):
+                row = pending.get(int(keys[i])) if pending else None
+                if row is None and hit[j]:
+                    if found[j] >= 0:
+                        row = found[j]
+                    else:
+                        slots[i] = pos[j]
+                rows[i] = row
+        return rows, slots
+
+    def insert(self, code: int, key: int, row: int, slot: int | None = None,
+               merge: bool = True) -> None:
+        """Index a new ``key`` (absent now) at ``row`` (``slot``: the position of its
+        tombstone if :meth:`find_few` found one, -1 if none, None: look it up). ``merge=False``
+        leaves the arrays as they are (positions from :meth:`find_few` stay valid) until
+        :meth:`settle`."""
+        self._ready()
+        keys = self._keys[code]
+        if slot is None:
+            pos = int(keys.searchsorted(key))
+            slot = pos if pos < len(keys) and keys[pos] == key else -1
+        if slot >= 0:  # a tombstone: reuse its slot
+            self._rows[code][slot] = row
+            return
+        pending = self._pending[code]
+        pending[key] = row
+        if merge:
+            self.settle(code)
+
+    def settle(self, code: int) -> None:
+        """Merge type ``code``'s pending entries into its arrays once there are too many."""
+        if len(self._pending[code]) > max(self.MIN_MERGE, len(self._keys[code]) >> 5):
+            self._merge(code)
+
+    def discard(self, code: int, key: int) -> None:
+        """Forget ``key`` (present) under type ``code``."""
+        self._ready()
+        if self._pending[code].pop(key, None) is not None:
+            return
+        keys = self._keys[code]
+        pos = int(keys.searchsorted(key))
+        if pos < len(keys) and keys[pos] == key:
+            self._rows[code][pos] = -1
+
+    # -- columns
+    def _merge(self, code: int, keys=None, rows=None) -> None:
+        """Fold the pending entries (and ``keys``/``rows``, absent from the index) into the
+        sorted arrays, dropping tombstones."""
+        pending = self._pending[code]
+        parts_k, parts_r = [self._keys[code]], [self._rows[code]]
+        if pending:
+            parts_k.append(np.fromiter(pending.keys(), np.int64, len(pending)))
+            parts_r.append(np.fromiter(pending.values(), np.int32, len(pending)))
+        if keys is not None:
+            parts_k.append(np.asarray(keys, np.int64))
+            parts_r.append(np.asarray(rows, np.int32))
+        all_k, all_r = np.concatenate(parts_k), np.concatenate(parts_r)
+        live = all_r >= 0
+        all_k, all_r = all_k[live], all_r[live]
+        order = np.argsort(all_k, kind="stable")
+        self._keys[code], self._rows[code] = all_k[order], all_r[order]
+        self._pending[code] = {}
+
+    def find_many(self, code: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, slot)`` for ``keys`` under type ``code``: the row (-1 when absent) and
+        whether a tombstone slot holds the key (reused by :meth:`insert_many`)."""
+        self._ready()
+        if self._pending[code]:
+            self._merge(code)
+        sorted_keys, sorted_rows = self._keys[code], self._rows[code]
+        rows = np.full(len(keys), -1, np.int64)
+        slot = np.zeros(len(keys), bool)
+        if len(sorted_keys):
+            pos = np.minimum(sorted_keys.searchsorted(keys), len(sorted_keys) - 1)
+            hit = sorted_keys[pos] == keys
+            rows[hit] = sorted_rows[pos[hit]]
+            slot = hit & (rows < 0)
+        return rows, slot
+
+    def insert_many(self, code: int, keys: np.ndarray, rows: np.ndarray) -> None:
+        """Index new distinct ``keys`` (absent now, perhaps tombstoned) at ``rows``."""
+        self._ready()
+        if not len(keys):
+            return
+        if self._pending[code]:
+            self._merge(code)
+        sorted_keys = self._keys[code]
+        if len(sorted_keys):
+            pos = np.minimum(sorted_keys.searchsorted(keys), len(sorted_keys) - 1)
+            hit = sorted_keys[pos] == keys
+            self._rows[code][pos[hit]] = rows[hit]
+            keys, rows = keys[~hit], rows[~hit]
+        if len(keys):
+            self._merge(code, keys, rows)
+
+    def discard_many(self, codes: np.ndarray, keys: np.ndarray) -> None:
+        """Forget every ``(codes[i], keys[i])`` (each present)."""
+        self._ready()
+        for code in np.unique(codes).tolist():
+            sel = keys[codes == code]
+            pending = self._pending[code]
+            if pending:
+                left = []
+                for key in sel.tolist():
+                    if pending.pop(key, None) is None:
+                        left.append(key)
+                sel = np.asarray(left, np.int64)
+            sorted_keys = self._keys[code]
+            if len(sel) and len(sorted_keys):
+                pos = np.minimum(sorted_keys.searchsorted(sel), len(sorted_keys) - 1)
+                hit = sorted_keys[pos] == sel
+                self._rows[code][pos[hit]] = -1
+
+    def oracle_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What :func:`memlab.snapshot.full_state` compares: :meth:`canonical`."""
+        return self.canonical()
+
+    def canonical(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every live entry as ``(codes, keys, rows)`` sorted by type then key: equal for equal
+        contents however the entries are split between arrays, pending dicts and tombstones."""
+        self._ready()
+        codes, keys, rows = [], [], []
+        for c, (k, r, p) in enumerate(zip(self._keys, self._rows, self._pending)):
+            live = r >= 0
+            kk = np.concatenate([k[live], np.fromiter(p.keys(), np.int64, len(p))])
+            rr = np.concatenate([r[live].astype(np.int64),
+                                 np.fromiter(p.values(), np.int64, len(p))])
+            order = np.argsort(kk, kind="stable")
+            keys.append(kk[order])
+            rows.append(rr[order])
+            codes.append(np.full(len(kk), c, np.int64))
+        if not keys:
+            return (np.empty(0, np.int64),) * 3
+        return np.concatenate(codes), np.concatenate(keys), np.concatenate(rows)
 
 
 class EdgeTable:
@@ -72,9 +320,8 @@ class EdgeTable:
         self.updated_ts = Growable(np.float64, 64)  # last write of each row (NaN: unknown)
         self.type_names: list[str] = []
         self._code_of: dict[str, int] = {}
-        # One dict per type: pair key -> row. A Python dict is the fastest exact upsert index
-        # here (~0.3 us per edge); it costs ~100 bytes per edge, the price of O(1) single writes.
-        self._row_of: list[dict[int, int]] = []
+        # (type, pair) -> row, as sorted key columns per type (PairIndex: 12 bytes per edge)
+        self._index = PairIndex()
 
     def __len__(self) -> int:
         return len(self.src)
@@ -91,14 +338,14 @@ class EdgeTable:
         code = self._code_of.get(edge_type)
         if code is None:
             return None
-        return self._row_of[code].get((src << _KEY_SHIFT) | dst)
+        return self._index.find(code, (src << _KEY_SHIFT) | dst)
 
     def _intern(self, edge_type: str) -> int:
         code = self._code_of.get(edge_type)
         if code is None:
             code = self._code_of[edge_type] = len(self.type_names)
             self.type_names.append(edge_type)
-            self._row_of.append({})
+            self._index.add_type()
         return code
 
     def upsert(self, src, dst, edge_types, weights, ts: float = float("nan")) -> EdgeChanges:
@@ -117,36 +364,19 @@ class EdgeTable:
             uniq = sorted(set(names))
             interned = {t: self._intern(t) for t in uniq}
             codes = np.fromiter((interned[t] for t in names), dtype=np.int32, count=len(names))
-        keys = ((src << _KEY_SHIFT) | dst).tolist()
+        keys = (src << _KEY_SHIFT) | dst
         first = len(self.src)
+        if len(keys) > PairIndex.BULK:
+            new, new_weights, upd_rows, upd_pos = self._plan_bulk(keys, codes, weights, first)
+        else:
+            new, new_weights, upd_rows, upd_pos = self._plan_small(keys, codes, weights, first)
+        next_row = first + len(new)
         weight_col = self.weight
-        new_rows: list[int] = []           # positions in this call that create a row
-        pending: dict[int, int] = {}       # new table row -> position whose weight it takes
-        updates: dict[int, int] = {}       # existing row -> position whose weight it takes
-        row_maps = self._row_of
-        next_row = first
-        for pos, (key, code) in enumerate(zip(keys, codes.tolist())):
-            rows = row_maps[code]
-            row = rows.get(key)
-            if row is None:
-                rows[key] = next_row
-                pending[next_row] = pos
-                new_rows.append(pos)
-                next_row += 1
-            elif row >= first:
-                pending[row] = pos
-            else:
-                updates[row] = pos
-        new = np.asarray(new_rows, dtype=np.int64)
-        new_weights = weights[np.fromiter(pending.values(), np.int64, len(pending))] \
-            if pending else np.empty(0)
         self.src.extend(src[new])
         self.dst.extend(dst[new])
         self.code.extend(codes[new])
         self.weight.extend(new_weights)
         self.updated_ts.extend(np.full(len(new), ts))
-        upd_rows = np.fromiter(updates.keys(), np.int64, len(updates))
-        upd_pos = np.fromiter(updates.values(), np.int64, len(updates))
         self.updated_ts.view()[upd_rows] = ts
         live = weight_col.view()
         old = live[upd_rows].copy()
@@ -158,14 +388,74 @@ class EdgeTable:
         return EdgeChanges(self.src.view()[rows].copy(), self.dst.view()[rows].copy(),
                            self.code.view()[rows].copy(), dweight, len(new), len(upd_rows))
 
+    def _plan_small(self, keys, codes, weights, first):
+        """A few edges, one by one: ``(new positions, their weights, updated rows, positions
+        whose weight each takes)``; the new keys are indexed."""
+        index = self._index
+        found, slots = index.find_few(codes, keys)  # one searchsorted per type, not per edge
+        new_rows: list[int] = []           # positions in this call that create a row
+        pending: dict[int, int] = {}       # new table row -> position whose weight it takes
+        updates: dict[int, int] = {}       # existing row -> position whose weight it takes
+        seen: dict[tuple[int, int], int] = {}  # (code, key) created in this call -> row
+        next_row = first
+        for pos, (key, code, row, slot) in enumerate(zip(keys.tolist(), codes.tolist(),
+                                                         found, slots)):
+            if row is None:
+                row = seen.get((code, key))
+            if row is None:
+                index.insert(code, key, next_row, slot, merge=False)
+                seen[(code, key)] = next_row
+                pending[next_row] = pos
+                new_rows.append(pos)
+                next_row += 1
+            elif row >= first:
+                pending[row] = pos
+            else:
+                updates[row] = pos
+        for code in {c for c, _ in seen}:
+            index.settle(code)
+        new_weights = weights[np.fromiter(pending.values(), np.int64, len(pending))] \
+            if pending else np.empty(0)
+        return (np.asarray(new_rows, dtype=np.int64), new_weights,
+                np.fromiter(updates.keys(), np.int64, len(updates)),
+                np.fromiter(updates.values(), np.int64, len(updates)))
+
+    def _plan_bulk(self, keys, codes, weights, first):
+        """:meth:`_plan_small` for many edges, vectorised (same result, same order)."""
+        m = len(keys)
+        # group repeats of one (type, pair) in the call: first and last position of each
+        order = np.lexsort((np.arange(m), keys, codes))
+        k_sorted, c_sorted = keys[order], codes[order]
+        starts = np.flatnonzero(np.r_[True, (k_sorted[1:] != k_sorted[:-1])
+                                      | (c_sorted[1:] != c_sorted[:-1])])
+        ends = np.r_[starts[1:], m] - 1
+        first_pos, last_pos = order[starts], order[ends]
+        g_keys, g_codes = k_sorted[starts], c_sorted[starts]
+        existing = np.full(len(starts), -1, np.int64)
+        for code in np.unique(g_codes).tolist():
+            sel = np.flatnonzero(g_codes == code)
+            existing[sel] = self._index.find_many(code, g_keys[sel])[0]
+        found = existing >= 0
+        # new rows in order of their first position in the call
+        new_groups = np.flatnonzero(~found)
+        new_groups = new_groups[np.argsort(first_pos[new_groups], kind="stable")]
+        new_rows = first + np.arange(len(new_groups), dtype=np.int64)
+        for code in np.unique(g_codes[new_groups]).tolist():
+            sel = g_codes[new_groups] == code
+            self._index.insert_many(code, g_keys[new_groups][sel], new_rows[sel])
+        upd_groups = np.flatnonzero(found)
+        upd_groups = upd_groups[np.argsort(first_pos[upd_groups], kind="stable")]
+        return (first_pos[new_groups], weights[last_pos[new_groups]],
+                existing[upd_groups], last_pos[upd_groups])
+
     def remove(self, rows) -> EdgeChanges:
         """Remove live rows (their weight becomes 0; the row number is never reused)."""
         rows = np.asarray(rows, dtype=np.int64)
         rows = rows[self.weight.view()[rows] > 0]
+        rows = rows[np.sort(np.unique(rows, return_index=True)[1])]  # each once, in order
         src, dst = self.src.view()[rows], self.dst.view()[rows]
         code, old = self.code.view()[rows], self.weight.view()[rows].copy()
-        for s, d, c in zip(src.tolist(), dst.tolist(), code.tolist()):
-            del self._row_of[c][(s << _KEY_SHIFT) | d]
+        self._index.discard_many(code, (src << _KEY_SHIFT) | dst)
         self.weight.view()[rows] = 0.0
         return EdgeChanges(src.copy(), dst.copy(), code.copy(), -old, 0, 0)
 
@@ -314,6 +604,12 @@ class GraphView:
             self.cache.clear()
             if self._base is None:
                 self._stale = True
+            if self._stale:
+                # the next read rebuilds from the table and drops the delta: do not keep it
+                # (a bulk load would otherwise hold a second copy of every edge until then)
+                self._delta_out.clear()
+                self._delta_touch.clear()
+                return
             first = len(self._delta_src)
             self._delta_src.extend(changes.src)
             self._delta_dst.extend(changes.dst)
@@ -321,6 +617,7 @@ class GraphView:
             self._delta_w.extend(changes.dweight)
             if not self._stale and len(self._delta_src) > self._merge_threshold():
                 self._stale = True
+                self._reset_delta()  # new columns: snapshots taken before keep theirs
             if self._stale:
                 self._delta_out.clear()
                 self._delta_touch.clear()

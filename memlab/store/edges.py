@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from memlab.model import validate_edge_type, validate_weight
+from memlab.store.items import release_freed_memory
 from memlab.store.journal import journaled
 from memlab.store.workspace import Workspace
 
@@ -113,6 +114,7 @@ class EdgesMixin:
             self._mutating()
             ws.graph.write(src, dst, edge_types, weights, ts)
             ws.version += 1
+            release_freed_memory(len(src))  # the upsert's sort keys and grown columns' old buffers
 
     @journaled
     def remove_edges(self, workspace_id: str, rows: Sequence[int]) -> int:

@@ -124,5 +124,5 @@ class SessionsMixin:
             ws = self.workspace(workspace_id)
             reviews = self._anchor_reviews.get((workspace_id, session_id), {})
             return [{"anchor_id": a,
-                     "anchor_type": ws.items[ws.index_of[a]].metadata.get("anchor_type"),
+                     "anchor_type": ws.metadata_of(ws.index_of[a]).get("anchor_type"),
                      "reason": reason} for a, reason in sorted(reviews.items())]

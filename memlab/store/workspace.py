@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from memlab._arrays import Growable
+from memlab._columns import ItemColumns
 from memlab.errors import UnknownItemError
 from memlab.graph.csr import EdgeTable, GraphSnapshot, GraphView
 from memlab.model import MemoryItem, validate_id
@@ -72,13 +73,14 @@ class Workspace:
         self._workspace_id = workspace_id
         self.analyzer = analyzer
         self.analyze = ANALYZERS[analyzer]  # text -> BM25 terms, for items and queries alike
-        self.items: list[MemoryItem] = []
-        self.item_ids: list[str] = []  # item_ids[i] == items[i].item_id, for fast lookups
+        # the items as columns; a MemoryItem is made on access (ItemColumns.item)
+        self.items = ItemColumns(workspace_id)
+        self.item_ids: list[str] = self.items.ids  # the same list, for fast lookups
         self.index_of: dict[str, int] = {}
+        # the item columns' creation and update times (the same Growable objects)
+        self.created_ts, self.updated_ts = self.items.created_ts, self.items.updated_ts
         self.bm25 = BM25Index()  # built with self.analyzer
         self.other_bm25: dict[str, BM25Index] = {}  # other analyzers' indexes (see bm25_for)
-        self.created_ts = Growable(np.float64, 64)
-        self.updated_ts = Growable(np.float64, 64)
         self.eligible = Growable(np.bool_, 64)  # may surface as an ordinary candidate
         self.tokens = Growable(np.int64, 64)
         self.procedural = Growable(np.bool_, 64)
@@ -127,8 +129,9 @@ class Workspace:
         index = self.other_bm25.get(analyzer)
         if index is None:
             index = BM25Index()
-            index.add_many([analyze(index_text(item.content, item.metadata))
-                            for item in self.items])
+            cols = self.items
+            index.add_many([analyze(index_text(text, cols.metadata.get(i) or {}))
+                            for i, text in enumerate(cols.contents)])
             # two readers may build it at once: both then use the one stored first
             index = self.other_bm25.setdefault(analyzer, index)
         return analyze, index
@@ -208,12 +211,21 @@ class Workspace:
         return self._frozen_view(self.activation.stored)
 
     def item(self, i: int) -> MemoryItem:
-        """Item number ``i`` (the stored object: treat it as read-only)."""
-        return self.items[i]
+        """Item number ``i``, made from the item columns (its metadata and history are the
+        stored ones: treat them as read-only; later writes do not change this object)."""
+        return self.items.item(i)
 
     def iter_items(self) -> Iterator[MemoryItem]:
-        """Every item in item-number order (the stored objects: treat them as read-only)."""
+        """Every item in item-number order (made on the way, as :meth:`item`)."""
         return iter(self.items)
+
+    def content_of(self, i: int) -> str:
+        """Item number ``i``'s content (no ``MemoryItem`` made)."""
+        return self.items.contents[i]
+
+    def metadata_of(self, i: int) -> dict:
+        """Item number ``i``'s metadata (the stored dict: treat it as read-only)."""
+        return self.items.metadata.get(i) or {}
 
     def item_id_of(self, i: int) -> str:
         """The item id of item number ``i``."""
@@ -250,7 +262,7 @@ class Workspace:
 
     def archived_mask(self) -> np.ndarray:
         """True where an item is archived (a new array)."""
-        return np.fromiter((item.archived for item in self.items), bool, len(self.items))
+        return self.items.archived.view().copy()
 
     def node_rows(self) -> list[int]:
         """The item numbers of every long-term node, ascending."""
