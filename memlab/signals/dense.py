@@ -14,8 +14,8 @@ re-computed for items whose content changed, and cached on disk by (embedder nam
 the text), one SQLite file per embedder.
 
 Embedders are registered by name (:data:`EMBEDDERS`): ``minilm`` (torch), ``minilm-onnx`` and
-``minilm-onnx-int8`` (ONNX Runtime), ``minilm-static`` (model2vec), ``hashing`` (no model); see
-:mod:`memlab.signals.embedders`.
+``minilm-onnx-int8`` (ONNX Runtime), ``minilm-openvino`` (OpenVINO), ``minilm-static``
+(model2vec), ``hashing`` (no model); see :mod:`memlab.signals.embedders`.
 """
 
 from __future__ import annotations
