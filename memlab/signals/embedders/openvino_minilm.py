@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import os
 import threading
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
