@@ -7,7 +7,8 @@ three to six sentences, and 128 one-sentence questions; texts/s = 256 / mean) an
 raw models, without the disk cache. An embedder whose extra is missing is skipped, saying so.
 
 Run: ``PYTHONPATH=. python -m pytest benchmarks/test_bench_embedders.py --benchmark-only``
-(the ``bench`` extra, and ``dense`` / ``dense-onnx`` / ``dense-static`` for each embedder).
+(the ``bench`` extra, and ``dense`` / ``dense-onnx`` / ``dense-openvino`` / ``dense-static`` for
+each embedder).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pytest
 from benchmarks.conftest import Cycle
 from memlab.signals.dense import EMBEDDERS
 
-NAMES = ["minilm", "minilm-onnx", "minilm-onnx-int8", "minilm-static"]
+NAMES = ["minilm", "minilm-onnx", "minilm-onnx-int8", "minilm-openvino", "minilm-static"]
 _SUBJECTS = ["The river", "A committee", "The composer", "This species", "The railway station",
              "Her second album", "The treaty", "The observatory"]
 _VERBS = ["was founded in", "is located near", "was renamed after", "moved its offices to",

@@ -2,6 +2,8 @@
 
 - :mod:`~memlab.signals.embedders.onnx_minilm`: all-MiniLM-L6-v2 on ONNX Runtime, fp32 or
   dynamic int8 (registered as ``minilm-onnx`` and ``minilm-onnx-int8``; extra ``dense-onnx``).
+- :mod:`~memlab.signals.embedders.openvino_minilm`: the same exported graph on OpenVINO, bf16
+  matrix products on AMX where the CPU has them (``minilm-openvino``; extra ``dense-openvino``).
 - :mod:`~memlab.signals.embedders.static`: static vectors distilled from it with model2vec
   (``minilm-static``; extra ``dense-static``).
 

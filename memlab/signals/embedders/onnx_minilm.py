@@ -27,7 +27,8 @@ import numpy as np
 
 from memlab.signals.embedders._assets import minilm_files, models_dir, write_json
 
-__all__ = ["build_minilm_graph", "export_minilm", "OnnxMiniLMEmbedder", "length_batches"]
+__all__ = ["build_minilm_graph", "export_minilm", "OnnxMiniLMEmbedder", "length_batches",
+           "encode_by_length"]
 
 GRAPH_VERSION = 1  # bump when build_minilm_graph changes: exported files are named by it
 _EXPORT_LOCK = threading.Lock()
@@ -253,23 +254,50 @@ class OnnxMiniLMEmbedder:
         self.batch_size, self.max_tokens = batch_size, max_tokens
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length mean-pooled vectors, one row per text (384 columns).
+
+        Examples
+        --------
+        >>> OnnxMiniLMEmbedder().encode(["a red apple", "a green pear"]).shape  # doctest: +SKIP
+        (2, 384)
+        """
         texts = list(texts)
-        out = np.zeros((len(texts), 384), np.float32)
-        if not texts:
-            return out
-        encodings = self.tokenizer.encode_batch(texts)
-        lengths = [len(e.ids) for e in encodings]
-        for batch in length_batches(lengths, self.batch_size, self.max_tokens):
-            width = max(lengths[i] for i in batch)
-            ids = np.zeros((len(batch), width), np.int64)
-            mask = np.zeros((len(batch), width), np.int64)
-            for row, i in enumerate(batch):
-                ids[row, :lengths[i]] = encodings[i].ids
-                mask[row, :lengths[i]] = 1
-            session = self.single if len(texts) == 1 else self.session
-            hidden = session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
-            m = mask[:, :, None].astype(np.float32)
-            pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
-            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-            out[batch] = pooled / np.maximum(norms, 1e-12)
+        session = self.single if len(texts) == 1 else self.session
+        return encode_by_length(
+            self.tokenizer, texts,
+            lambda ids, mask: session.run(None, {"input_ids": ids, "attention_mask": mask})[0],
+            self.batch_size, self.max_tokens)
+
+
+def encode_by_length(tokenizer, texts: Sequence[str], run, batch_size: int, max_tokens: int,
+                     dim: int = 384) -> np.ndarray:
+    """Tokenise ``texts``, run padding-light batches (:func:`length_batches`) through ``run(ids,
+    mask) -> last_hidden_state``, mean-pool over the mask and L2-normalise, as
+    sentence-transformers does for MiniLM; rows in the order of ``texts``.
+
+    Examples
+    --------
+    >>> from memlab.signals.embedders._assets import minilm_files  # doctest: +SKIP
+    >>> fake = lambda ids, mask: np.ones(ids.shape + (4,), np.float32)
+    >>> encode_by_length(minilm_files().tokenizer(), ["a b", "c"], fake, 8, 64, dim=4)[0]
+    ... # doctest: +SKIP
+    array([0.5, 0.5, 0.5, 0.5], dtype=float32)
+    """
+    out = np.zeros((len(texts), dim), np.float32)
+    if not texts:
         return out
+    encodings = tokenizer.encode_batch(texts)
+    lengths = [len(e.ids) for e in encodings]
+    for batch in length_batches(lengths, batch_size, max_tokens):
+        width = max(lengths[i] for i in batch)
+        ids = np.zeros((len(batch), width), np.int64)
+        mask = np.zeros((len(batch), width), np.int64)
+        for row, i in enumerate(batch):
+            ids[row, :lengths[i]] = encodings[i].ids
+            mask[row, :lengths[i]] = 1
+        hidden = run(ids, mask)
+        m = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        out[batch] = pooled / np.maximum(norms, 1e-12)
+    return out
