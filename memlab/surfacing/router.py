@@ -23,6 +23,7 @@ a DeprecationWarning (:data:`ROUTER_RULE_ALIASES`).
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable
