@@ -136,8 +136,8 @@ def surfacing_ppr(ws: Any, seeds: np.ndarray, config: PPRConfig, *, lock: Any, c
     --------
     >>> from memlab import Memory
     >>> mem = Memory()
-    >>> for i in "abc": _ = mem.add(f"item {i}", item_id=i)
-    >>> mem.add_edge("a", "b"); mem.add_edge("b", "c")
+    >>> _ = mem.add_many([{"item_id": i, "content": f"item {i}"} for i in "abc"])
+    >>> mem.add_edges([("a", "b"), ("b", "c")])
     >>> ws = mem.store.workspace("default")
     >>> config = PPRConfig(method="exact", tol=1e-12, budget_ms=None)
     >>> result, notes = surfacing_ppr(ws, np.array([0]), config, lock=mem.store.lock.shared())
