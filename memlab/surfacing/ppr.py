@@ -138,6 +138,7 @@ def surfacing_ppr(ws: Any, seeds: np.ndarray, config: PPRConfig, *, lock: Any, c
     >>> mem = Memory()
     >>> _ = mem.add_many([{"item_id": i, "content": f"item {i}"} for i in "abc"])
     >>> mem.add_edges([("a", "b"), ("b", "c")])
+    2
     >>> ws = mem.store.workspace("default")
     >>> config = PPRConfig(method="exact", tol=1e-12, budget_ms=None)
     >>> result, notes = surfacing_ppr(ws, np.array([0]), config, lock=mem.store.lock.shared())
@@ -211,7 +212,7 @@ def run_ppr(ws: Any, seeds: np.ndarray, config: PPRConfig, *, lock: Any, cache: 
     --------
     >>> from memlab import Memory
     >>> mem = Memory()
-    >>> for i in "ab": _ = mem.add(f"item {i}", item_id=i)
+    >>> _ = mem.add("item a", item_id="a"), mem.add("item b", item_id="b")
     >>> mem.add_edge("a", "b")
     >>> ws = mem.store.workspace("default")
     >>> run_ppr(ws, np.array([0]), PPRConfig(method="exact"), lock=mem.store.lock.shared()).method
