@@ -20,16 +20,17 @@ Examples
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
-__all__ = ["RenamedKeys", "RenamedEntries"]
+__all__ = ["RenamedEntries", "RenamedKeys"]
 
 
 class RenamedKeys(dict):
     """A dict whose keys in :attr:`renamed` (old key -> ``(new key, what it is)``) warn with a
     DeprecationWarning when read with ``d[key]`` or ``d.get(key)``."""
 
-    renamed: Mapping[str, tuple[str, str]] = {}
+    renamed: ClassVar[Mapping[str, tuple[str, str]]] = {}
     #: what the warning calls one of these dicts
     what: str = "the hit"
 
@@ -70,4 +71,4 @@ class RenamedEntries(dict):
             isinstance(name, str) and dict.__contains__(self, self.aliases.get(name)))
 
     def get(self, name: Any, default: Any = None) -> Any:
-        return self[name] if name in self else default
+        return self[name] if name in self else default  # noqa: SIM401 (self.get is this)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, ClassVar, Iterable, Mapping
 
 from memlab._deprecation import RenamedKeys
 from memlab.clock import Clock, SystemClock, as_utc
@@ -48,8 +48,9 @@ class SearchHit(RenamedKeys):
     in the next release ("score" is the composite in a context record)."""
 
     what = "Memory.search: the hit"
-    renamed = {"score": ("bm25", "the item's raw BM25 for the query, not the composite score "
-                                 "that 'score' means in a context record")}
+    renamed: ClassVar[dict] = {"score": ("bm25", ("the item's raw BM25 for the query, not the "
+                                                  "composite score that 'score' means in a "
+                                                  "context record"))}
 
 
 def _search_hits(ws, docs, scores) -> list[dict[str, Any]]:

@@ -51,8 +51,8 @@ def test_search_hits_warn_when_score_is_read():
         assert hit["score"] == bm25
     with pytest.warns(DeprecationWarning, match="'score' is now called 'bm25'"):
         assert hit.get("score") == bm25
+    (many,) = mem.search_many(["friday deploys"])
     with pytest.warns(DeprecationWarning, match="'score' is now called 'bm25'"):
-        (many,) = mem.search_many(["friday deploys"])
         assert many[0]["score"] == bm25
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -138,8 +138,8 @@ class GraphHit(RenamedKeys):
     composite in a context record)."""
 
     what = "search_graph: the hit"
-    renamed = {"score": ("coverage", "the idf-weighted share of the query's terms a node "
-                                     "contains, damped per hop")}
+    renamed: ClassVar[dict] = {"score": ("coverage", ("the idf-weighted share of the query's "
+                                                      "terms a node contains, damped per hop"))}
 
 
 def search_graph(session_id: str, query: str, max_depth: int = 1, top_k: int = 5, *,

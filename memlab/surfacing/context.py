@@ -84,7 +84,7 @@ class _Deferred:
     never read the record's candidate columns or labels, so assembling a context does not
     pay for them (issue 15: stage overhead)."""
 
-    __slots__ = ("build", "args")
+    __slots__ = ("args", "build")
 
     def __init__(self, build, *args) -> None:
         self.build, self.args = build, args
