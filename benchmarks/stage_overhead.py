@@ -14,7 +14,8 @@ of those block ratios::
 
 Prints the load average, then per checkout ``{strategy: (median ms of process CPU time, median
 ratio to the first checkout)}``. With one checkout it prints ``{strategy: median ms}`` over 300
-queries (the old single-checkout mode).
+queries (the old single-checkout mode; ``stage_overhead.py CODE N`` still reads N as the item
+count).
 """
 
 from __future__ import annotations
@@ -132,6 +133,8 @@ def main() -> None:
     if args.worker:
         _worker(args.worker, args.items)
         return
+    if len(args.checkouts) > 1 and args.checkouts[-1].isdigit():  # the old form: CODE N
+        args.items = int(args.checkouts.pop())
     codes = [os.path.abspath(c) for c in args.checkouts]
     if len(codes) == 1:
         print(single(codes[0], args.items))
