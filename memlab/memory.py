@@ -58,9 +58,10 @@ def _search_hits(ws, docs, scores) -> list[dict[str, Any]]:
     out = []
     for i, score in zip(docs.tolist(), scores.tolist()):
         item = ws.item(i)
-        out.append(SearchHit(item_id=item.item_id, content=item.content,
-                             memory_type=item.memory_type, metadata=copy_json(item.metadata),
-                             bm25=score, score=score))
+        out.append(SearchHit({"item_id": item.item_id, "content": item.content,
+                              "memory_type": item.memory_type,
+                              "metadata": copy_json(item.metadata), "bm25": score,
+                              "score": score}))
     return out
 
 
