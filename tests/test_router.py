@@ -136,7 +136,7 @@ def test_default_recipe_routes(router, query, expected):
 def test_default_cases_exercise_every_rule_of_default():
     prefixes = {"procedural": "procedural_cue:", "temporal": "time_window:",
                 "multi_hop": ("keyword:", "entity_count:", "length:"),
-                "recency": "recency_signal:", "point_query": ("lookup_prefix:", "bare_noun",
+                "recency_words": "recency_signal:", "point_query": ("lookup_prefix:", "bare_noun",
                                                               "single_entity"),
                 "question": "question:"}
     assert set(prefixes) == set(DEFAULT.router_rules)
