@@ -18,8 +18,9 @@ import pytest
 from benchmarks.conftest import NOW, Cycle, items
 from memlab import ManualClock, Memory
 from memlab.datasets.synthetic import power_law_edges
-from memlab.graph import PPRConfig, SpreadConfig, ppr_result, spread_result
+from memlab.graph import PPRConfig, SpreadConfig, spread_result
 from memlab.surfacing.config import DEFAULT
+from memlab.surfacing.ppr import ppr_result
 
 SIZES = [100_000, 1_000_000]
 EDGES_PER_ITEM = 5

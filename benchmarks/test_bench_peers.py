@@ -38,8 +38,8 @@ import scipy.sparse
 from benchmarks.conftest import NOW, items, queries
 from memlab import ManualClock, Memory
 from memlab.datasets import shared_data_dir
-from memlab.graph import ppr_result
 from memlab.signals.bm25 import BM25Index, lookup_scores, numba_available
+from memlab.surfacing.ppr import ppr_result
 from memlab.text import analyze_porter
 
 TOP_K = 10

@@ -3,8 +3,7 @@
 from memlab.clock import Clock, ManualClock, SystemClock
 from memlab.errors import (BudgetTooSmall, DuplicateItemError, SessionPinWorkspaceConflict,
                            UnknownItemError)
-from memlab.graph import (PPRCache, PPRConfig, PPRConvergenceError, SpreadConfig,
-                          personalized_pagerank, spread)
+from memlab.graph import PPRCache, PPRConfig, PPRConvergenceError, SpreadConfig, spread
 from memlab.memory import Memory
 from memlab.session import (PMMemoryStore, PromotionPolicy, get_memory_status, promote_to_long_term,
                             resolve_context)
@@ -14,6 +13,7 @@ from memlab.surfacing.config import (BM25_ONLY, DEFAULT, RECIPES, SEED_COMPAT, S
                                      get_recipe)
 from memlab.signals.dense import hybrid_recipe
 from memlab.surfacing.context import ContextRecord
+from memlab.surfacing.ppr import personalized_pagerank
 
 __version__ = "0.1.0"
 

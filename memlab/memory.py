@@ -6,8 +6,9 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, ClassVar, Iterable, Mapping
 
+from memlab._deprecation import RenamedKeys
 from memlab.clock import Clock, SystemClock, as_utc
 from memlab.model import (Edge, SurfacingDecision, SurfacingStrategy, check_text, copy_json,
                           validate_id, validate_metadata, validate_text)
@@ -41,15 +42,26 @@ def _check_config(config: Any) -> SurfacingConfig:
     return config
 
 
+class SearchHit(RenamedKeys):
+    """One :meth:`Memory.search` hit: a plain dict (JSON and ``dict(hit)`` keep every key),
+    whose ``"score"`` key is the deprecated name of ``"bm25"``: reading it warns, and it goes
+    in the next release ("score" is the composite in a context record)."""
+
+    what = "Memory.search: the hit"
+    renamed: ClassVar[dict] = {"score": ("bm25", ("the item's raw BM25 for the query, not the "
+                                                  "composite score that 'score' means in a "
+                                                  "context record"))}
+
+
 def _search_hits(ws, docs, scores) -> list[dict[str, Any]]:
-    """The hit dicts of :meth:`Memory.search` and :meth:`Memory.search_many` (``score`` is the
-    deprecated name of ``bm25``)."""
+    """The hits of :meth:`Memory.search` and :meth:`Memory.search_many`."""
     out = []
     for i, score in zip(docs.tolist(), scores.tolist()):
         item = ws.item(i)
-        out.append({"item_id": item.item_id, "content": item.content,
-                    "memory_type": item.memory_type, "metadata": copy_json(item.metadata),
-                    "bm25": score, "score": score})
+        out.append(SearchHit({"item_id": item.item_id, "content": item.content,
+                              "memory_type": item.memory_type,
+                              "metadata": copy_json(item.metadata), "bm25": score,
+                              "score": score}))
     return out
 
 
@@ -435,7 +447,9 @@ class Memory:
 
         Each hit is ``{"item_id", "content", "memory_type", "metadata", "bm25", "score"}`` with
         ``bm25`` the raw BM25 (``score``, the same number, is its deprecated name: "score" means
-        the composite in a context record). Anchors and archived items are not searched.
+        the composite in a context record; reading ``hit["score"]`` or ``hit.get("score")``
+        raises a DeprecationWarning, and the key goes in the next release). Each hit is a
+        :class:`SearchHit`, a plain dict. Anchors and archived items are not searched.
 
         Examples
         --------

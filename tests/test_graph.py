@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 from memlab import Memory, MemoryStore
 from memlab.datasets.synthetic import power_law_edges
 from memlab.graph import (PPRCache, PPRConfig, PPRConvergenceError, SpreadConfig,
-                          personalized_pagerank, ppr_result, register_ppr_method, spread,
-                          spread_result)
+                          register_ppr_method, spread, spread_result)
 from memlab.graph import ppr as ppr_module
+from memlab.surfacing import ppr as surfacing_ppr_module
+from memlab.surfacing.ppr import personalized_pagerank, ppr_result
 from memlab.graph import spreading as spreading_module
 from memlab.graph.csr import EdgeTable, GraphView
 from memlab.graph.ppr import PPR_METHODS
@@ -183,7 +184,9 @@ def test_exact_ppr_raises_a_named_error_when_it_cannot_converge():
 def test_ppr_time_budget_stops_iterating_and_says_so(monkeypatch):
     mem = make_memory(4)
     mem.add_edges([("n000", "n001"), ("n001", "n002")])
-    monkeypatch.setattr(ppr_module, "time", TickingClock())
+    clock = TickingClock()  # one clock: the policy's reads and the algorithm's deadline checks
+    monkeypatch.setattr(ppr_module, "time", clock)
+    monkeypatch.setattr(surfacing_ppr_module, "time", clock)
     # started at t=1 s, deadline 3.5 s: iterations run at the checks t=2 and t=3, stop at t=4
     result = ppr_result(mem, ["n000"], method="exact", budget_ms=2500.0, tol=1e-15,
                         backend="numpy")

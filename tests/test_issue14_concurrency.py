@@ -13,7 +13,8 @@ from datetime import datetime, timezone
 import pytest
 
 from memlab import ManualClock, Memory, MemoryStore
-from memlab.graph.ppr import PPR_METHODS, PPRConfig, exact_ppr, ppr_result, register_ppr_method
+from memlab.graph.ppr import PPR_METHODS, PPRConfig, exact_ppr, register_ppr_method
+from memlab.surfacing.ppr import ppr_result
 from memlab.graph.spreading import SpreadConfig
 from memlab.surfacing.config import DEFAULT
 

@@ -14,7 +14,8 @@ from scipy.sparse.csgraph import connected_components
 
 from memlab import Memory
 from memlab.datasets.synthetic import power_law_edges
-from memlab.graph import PPRConfig, ppr_result
+from memlab.graph import PPRConfig
+from memlab.surfacing.ppr import ppr_result
 from memlab.graph import ppr as ppr_module
 from memlab.graph.csr import EdgeTable, GraphView
 from memlab.graph.ppr import PPR_METHODS, auto_epsilon, power_iteration, push_rounds

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from memlab import Memory
 from memlab.errors import PPRConvergenceError, PPRUnavailable
 from memlab.graph.csr import EdgeTable, GraphView
-from memlab.graph.ppr import (personalized_pagerank, power_iteration,
-                              push_rounds)
+from memlab.graph.ppr import power_iteration, push_rounds
+from memlab.surfacing.ppr import personalized_pagerank
 
 HAS_NUMBA = importlib.util.find_spec("numba") is not None
 BACKENDS = ["numpy", pytest.param("numba", marks=pytest.mark.skipif(

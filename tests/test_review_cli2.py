@@ -36,7 +36,7 @@ def test_review_router_rules_checked_against_the_registry_on_construction():
         DEFAULT.replace(activation_model="nope")
     with pytest.raises(ValueError, match=r"entity_detector names 'nope'"):
         DEFAULT.replace(entity_detector="nope")
-    assert DEFAULT.replace(router_rules=["recency"]).router_rules == ("recency",)
+    assert DEFAULT.replace(router_rules=["recency_words"]).router_rules == ("recency_words",)
 
 
 def test_review_router_rules_registered_later_are_not_known_at_construction():

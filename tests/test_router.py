@@ -82,14 +82,14 @@ def test_gazetteer_titles_count_as_entities():
 
 def test_default_router_rules_are_the_documented_six_in_order():
     # the README's Router section and the router module docstring list exactly these
-    assert DEFAULT.router_rules == ("procedural", "temporal", "multi_hop", "recency",
+    assert DEFAULT.router_rules == ("procedural", "temporal", "multi_hop", "recency_words",
                                     "point_query", "question")
     assert DEFAULT.entity_detector == "capitalised"
     assert all(name in ROUTER_RULES for name in DEFAULT.router_rules)
 
 
 def test_seed_compat_router_rules_are_the_seeds_three_without_entities():
-    assert SEED_COMPAT.router_rules == ("multi_hop", "recency", "point_query")
+    assert SEED_COMPAT.router_rules == ("multi_hop", "recency_words", "point_query")
     assert SEED_COMPAT.entity_detector == "none"
     assert ENTITY_DETECTORS["none"].detect('Did Alice move the "Q3 plan"?') == []
 
@@ -136,7 +136,7 @@ def test_default_recipe_routes(router, query, expected):
 def test_default_cases_exercise_every_rule_of_default():
     prefixes = {"procedural": "procedural_cue:", "temporal": "time_window:",
                 "multi_hop": ("keyword:", "entity_count:", "length:"),
-                "recency": "recency_signal:", "point_query": ("lookup_prefix:", "bare_noun",
+                "recency_words": "recency_signal:", "point_query": ("lookup_prefix:", "bare_noun",
                                                               "single_entity"),
                 "question": "question:"}
     assert set(prefixes) == set(DEFAULT.router_rules)

@@ -1,7 +1,9 @@
 """Graph algorithms over a workspace's edges: the CSR view, spreading activation, PPR (SPEC §5).
 
-Nothing here knows about surfacing; strategies call in through :func:`run_spread` and
-:func:`run_ppr`, users through :func:`spread` and :func:`personalized_pagerank`.
+Nothing here knows about surfacing. Strategies call spreading through :func:`run_spread` and
+users through :func:`spread`; PPR over a workspace (node cap, cache, saturation, time budget) is
+:mod:`memlab.surfacing.ppr`'s, ``personalized_pagerank`` and ``ppr_result`` included (their
+names here are deprecated aliases for one release).
 """
 
 from memlab.graph.csr import EdgeTable, GraphSnapshot, GraphView

@@ -131,6 +131,28 @@ def _threshold(eps, degree, base_n, u):
     return eps
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _push_along(targets, weights, lo, hi, coef, eps, degree, base_n, residual, seen, queued,
+                touched, queue, n_touched, tail):
+    """Send ``coef * weights[k]`` to ``targets[k]`` for ``k`` in ``lo..hi`` (one node's
+    out-edges, of the base CSR or of the delta), noting first touches and queueing the targets
+    that pass their threshold. Returns the new ``(n_touched, tail)``. Inlined into the push
+    loop (numba's ``inline="always"``), so the two edge lists cost no call."""
+    n = residual.size
+    for k in range(lo, hi):
+        t = targets[k]
+        if not seen[t]:
+            seen[t] = True
+            touched[n_touched] = t
+            n_touched += 1
+        residual[t] += coef * weights[k]
+        if not queued[t] and residual[t] > _threshold(eps, degree, base_n, t):
+            queued[t] = True
+            queue[tail % n] = t
+            tail += 1
+    return n_touched, tail
+
+
 @njit(cache=True, nogil=True)
 def push_fifo(indptr, indices, data, out_weight, degree, base_n,
               d_src, d_dst, d_w, seeds, alpha, eps, max_epochs, max_pushes,
@@ -206,31 +228,12 @@ def push_fifo(indptr, indices, data, out_weight, degree, base_n,
                     tail += 1
             continue
         coef = alpha * ru / weight
-        if u < base_n:
-            for k in range(indptr[u], indptr[u + 1]):
-                t = indices[k]
-                if not seen[t]:
-                    seen[t] = True
-                    touched[n_touched] = t
-                    n_touched += 1
-                residual[t] += coef * data[k]
-                limit = _threshold(eps, degree, base_n, t)
-                if not queued[t] and residual[t] > limit:
-                    queued[t] = True
-                    queue[tail % n] = t
-                    tail += 1
-        for k in range(lo, hi):
-            t = d_dst[k]
-            if not seen[t]:
-                seen[t] = True
-                touched[n_touched] = t
-                n_touched += 1
-            residual[t] += coef * d_w[k]
-            limit = _threshold(eps, degree, base_n, t)
-            if not queued[t] and residual[t] > limit:
-                queued[t] = True
-                queue[tail % n] = t
-                tail += 1
+        if u < base_n:  # the base's out-edges, then the delta's
+            n_touched, tail = _push_along(indices, data, indptr[u], indptr[u + 1], coef, eps,
+                                          degree, base_n, residual, seen, queued, touched,
+                                          queue, n_touched, tail)
+        n_touched, tail = _push_along(d_dst, d_w, lo, hi, coef, eps, degree, base_n, residual,
+                                      seen, queued, touched, queue, n_touched, tail)
     state[0], state[1], state[2], state[3], state[4] = head, tail, n_touched, epoch, epoch_end
     state[5] += pushes
     return head >= tail

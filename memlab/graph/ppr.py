@@ -48,9 +48,13 @@ experiments use. ``budget_ms=None`` disables the time budget. A result cut by th
 is not cached (a later call could get further); one cut by the rounds budget is, under its own
 key.
 
-At most two computations run at once per process; a third caller gets ``{}`` at once, and its
-:class:`PPRResult` says ``saturated``. Results are cached per workspace, keyed by graph version,
-sorted seeds and configuration; any write to the graph clears the workspace's cache.
+This module holds the algorithms only: deterministic functions over a
+:class:`~memlab.graph.csr.GraphSnapshot` that raise :class:`PPRConvergenceError` rather than
+return a truncated answer when they fail to converge. Running them over a workspace (seeds,
+node cap, the per-workspace result cache, at most two computations at once, the time budget as a
+deadline) is :mod:`memlab.surfacing.ppr`'s, which also holds the user-facing
+``personalized_pagerank(memory, ...)`` and ``ppr_result``; their names here are deprecated
+aliases for one release.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ import importlib.util
 import math
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +74,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from memlab._arrays import group_sum, sorted_unique
+from memlab.errors import MemlabDeprecationWarning, PPRConvergenceError, PPRUnavailable
 from memlab.graph._common import (
     LRUCache,
     check_method,
@@ -76,13 +82,10 @@ from memlab.graph._common import (
     is_number,
     method_name,
     register,
-    seed_list,
 )
-from memlab.errors import PPRConvergenceError, PPRUnavailable
 from memlab.graph.csr import GraphSnapshot
 
 __all__ = [
-    "MAX_IN_FLIGHT",
     "PPR_METHODS",
     "PPRCache",
     "PPRConfig",
@@ -91,19 +94,14 @@ __all__ = [
     "PPRUnavailable",
     "auto_epsilon",
     "exact_ppr",
-    "warm_kernels",
-    "power_iteration",
-    "push_rounds",
     "networkx_ppr",
-    "personalized_pagerank",
-    "ppr_result",
+    "power_iteration",
     "push_ppr",
+    "push_rounds",
     "register_ppr_method",
-    "run_ppr",
+    "warm_kernels",
 ]
 
-MAX_IN_FLIGHT = 2
-_IN_FLIGHT = threading.BoundedSemaphore(MAX_IN_FLIGHT)
 BACKENDS = ("auto", "numba", "numpy")
 
 
@@ -544,11 +542,13 @@ def _push_numpy(snapshot: GraphSnapshot, seeds: np.ndarray, alpha: float, eps: f
 _PUSH_CHUNK = 16_384  # pushes between two should_stop() checks of the compiled push
 _SCRATCH_LOCK = threading.Lock()
 _SCRATCH: list[tuple[np.ndarray, ...]] = []  # idle scratch sets of the compiled push
+# idle sets kept: as many as computations may run at once (memlab.surfacing.ppr.MAX_IN_FLIGHT)
+_SCRATCH_KEPT = 2
 
 
 def _take_scratch(n: int) -> tuple[np.ndarray, ...]:
     """A zeroed scratch set of at least ``n`` entries: kept between queries (a query resets only
-    what it touched), at most :data:`MAX_IN_FLIGHT` of them, the smallest ones dropped."""
+    what it touched), at most ``_SCRATCH_KEPT`` of them, the smallest ones dropped."""
     with _SCRATCH_LOCK:
         for i, scratch in enumerate(_SCRATCH):
             if len(scratch[0]) >= n:
@@ -562,7 +562,7 @@ def _give_scratch(scratch: tuple[np.ndarray, ...]) -> None:
     with _SCRATCH_LOCK:
         _SCRATCH.append(scratch)
         _SCRATCH.sort(key=lambda s: -len(s[0]))
-        del _SCRATCH[MAX_IN_FLIGHT:]
+        del _SCRATCH[_SCRATCH_KEPT:]
 
 
 def _push_numba(snapshot: GraphSnapshot, seeds: np.ndarray, alpha: float, eps: float,
@@ -672,182 +672,46 @@ def register_ppr_method(name: str, fn: Callable) -> None:
     register(PPR_METHODS, name, fn)
 
 
-# ---------------------------------------------------------------------------- entry points
-def run_ppr(ws, seeds: np.ndarray, config: PPRConfig, *, lock, cache=None,
-            cache_scope: tuple = ()) -> PPRResult:
-    """PPR from item numbers ``seeds`` of workspace ``ws``.
-
-    ``lock`` (the store's lock, shared side, for a store's workspace) keeps writes out while the
-    computation reads the graph; it is taken only after a concurrency slot was obtained, so a
-    saturated caller returns at once even while others compute or a writer holds the lock.
-    Nothing before the slot waits for the lock (the cache and the graph's version are read
-    without it: a result keyed on a version a write has just passed is never looked up again).
-    ``cache`` is a :class:`PPRCache`, None for the workspace's own, or False for none.
-    """
-    if not callable(config.method) and config.method in ("auto", "exact", "push") \
-            and config.backend != "numpy":
-        warm_kernels()  # once per process, before the clock starts (see warm_kernels)
-    started = time.perf_counter()
-    requested = method_name(config.method, PPR_METHODS)
-    result = PPRResult({}, np.empty(0, np.int64), np.empty(0), requested,
-                       budget_ms=config.budget_ms)
-    seeds = sorted_unique(np.asarray(seeds, dtype=np.int64))
-
-    def done(res: PPRResult) -> PPRResult:
-        res.elapsed_ms = (time.perf_counter() - started) * 1e3
-        return res
-
-    if not len(seeds):
-        result.skipped = "no_seeds"
-        return done(result)
-    if config.max_nodes is not None and len(ws) > config.max_nodes:
-        result.skipped = "node_cap"
-        return done(result)
-    if cache is None:
-        cache = ws.graph_view().cache
-    use_cache = config.use_cache and cache is not False
-    # networkx's stopping rule (tol * n) depends on the number of items, which adding an item
-    # changes without changing the graph's version: then the item count is part of the key
-    sized = (len(ws),) if config.tol_scaled_by_n else ()
-    key = cache_scope + (ws.graph_view().version, tuple(seeds.tolist()), config.cache_key()) + sized
-    if use_cache:
-        hit = cache.get(key)
-        if hit is not None:
-            return done(_finish(ws, result, *hit, cache_hit=True, top_k=config.top_k))
-    if not _IN_FLIGHT.acquire(blocking=False):
-        result.saturated = True
-        return done(result)
-    try:
-        with lock:
-            sized = (len(ws),) if config.tol_scaled_by_n else ()
-            key = cache_scope + (ws.graph_view().version, tuple(seeds.tolist()),
-                                 config.cache_key()) + sized
-            snapshot = ws.graph_view().snapshot(len(ws))
-            fn = config.method if callable(config.method) else PPR_METHODS[config.method]
-            deadline = math.inf if config.budget_ms is None else started + config.budget_ms / 1e3
-            nodes, mass, info = fn(snapshot, seeds, config, deadline)
-            info = {"method": requested, **info}
-            nodes, mass = np.asarray(nodes, np.int64), np.asarray(mass, np.float64)
-            # a result the time budget cut depends on machine load: never serve it again
-            cut_by_time = bool(info.get("budget_exhausted")) and (
-                config.budget_rounds is None
-                or (info.get("iterations") or 0) < config.budget_rounds)
-            if use_cache and not cut_by_time:
-                cache.put(key, (nodes, mass, info))
-            return done(_finish(ws, result, nodes, mass, info, cache_hit=False,
-                                top_k=config.top_k))
-    finally:
-        _IN_FLIGHT.release()
+# ------------------------------------------------- moved entry points (deprecated aliases)
+# The entry points that run PPR over a Memory (node cap, cache, saturation, time budget, the
+# user-facing result) moved to memlab.surfacing.ppr, the one home of that policy. Their old names
+# here stay for one release. This module imports nothing above the graph layer: the new module
+# installs its functions with install_moved() when it is imported, which ``import memlab``
+# always does before any code can reach these names.
+_MOVED: dict[str, Any] = {}
 
 
-def _finish(ws, result: PPRResult, nodes: np.ndarray, mass: np.ndarray, info: dict, *,
-            cache_hit: bool, top_k: int | None) -> PPRResult:
-    if top_k is not None and len(nodes) > top_k:
-        kth = np.partition(mass, len(mass) - top_k)[len(mass) - top_k]
-        keep = np.flatnonzero(mass >= kth)  # ties at the cut compete on item id below
-        nodes, mass = nodes[keep], mass[keep]
-    # by mass descending (numpy's stable sort), then runs of equal mass by item id: a Python sort
-    # keyed on (mass, id) over every node costs ~10x more when top_k is None on a large graph
-    order = np.argsort(-mass, kind="stable")
-    ranked = mass[order]
-    ids = ws.ids_of(nodes[order])
-    tied = np.flatnonzero(ranked[1:] == ranked[:-1])
-    if len(tied):
-        order = order.tolist()
-        starts = tied[np.concatenate([[True], np.diff(tied) > 1])]
-        ends = tied[np.concatenate([np.diff(tied) > 1, [True]])] + 2
-        for a, b in zip(starts.tolist(), ends.tolist()):
-            run = sorted(range(a, b), key=ids.__getitem__)
-            order[a:b] = [order[p] for p in run]
-            ids[a:b] = [ids[p] for p in run]
-        order = np.asarray(order, dtype=np.int64)
-    order, ids = order[:top_k], ids[:top_k]
-    result.indices, result.mass = nodes[order], mass[order]
-    result.scores = dict(zip(ids, result.mass.tolist()))
-    result.method = info.get("method")
-    result.iterations = info.get("iterations") or 0
-    result.converged = info.get("converged")
-    result.residual = info.get("residual")
-    result.budget_exhausted = bool(info.get("budget_exhausted", False))
-    result.epsilon = info.get("epsilon")
-    result.backend = info.get("backend")
-    result.cache_hit = cache_hit
-    return result
+def install_moved(**entries: Any) -> None:
+    """Called by :mod:`memlab.surfacing.ppr`: what the deprecated names here resolve to."""
+    _MOVED.update(entries)
 
 
-def ppr_result(memory, seed_item_ids, *, alpha: float = 0.85, top_k: int | None = 100,
-               budget_ms: float | None = 200.0, cache=None, workspace_id: str | None = None,
-               method: str | Callable = "auto", **options: Any) -> PPRResult:
-    """:func:`personalized_pagerank` with the full :class:`PPRResult`."""
-    config = PPRConfig(method=method, alpha=alpha, top_k=top_k, budget_ms=budget_ms, **options)
-    if workspace_id is not None and workspace_id != memory.workspace_id:
-        raise ValueError(f"workspace_id must be the memory's workspace "
-                         f"{memory.workspace_id!r} (or None), got {workspace_id!r}")
-    if cache is not None and cache is not False and not isinstance(cache, PPRCache):
-        raise ValueError(f"cache must be a PPRCache, None or False, got {cache!r}")
-    seed_ids = list(dict.fromkeys(seed_list(seed_item_ids)))
-    ws = memory.store.workspace(memory.workspace_id)
-    known = [ws.row_of(s) for s in seed_ids if ws.row_of(s) is not None]
-    scope = () if cache is None or cache is False else ("workspace", memory.workspace_id)
-    result = run_ppr(ws, np.array(known, dtype=np.int64), config, lock=memory.store.lock.shared(),
-                     cache=cache, cache_scope=scope)
-    result.unknown_seeds = [s for s in seed_ids if ws.row_of(s) is None]
-    return result
+def _moved(name: str) -> Any:
+    warnings.warn(f"memlab.graph.ppr.{name} moved to memlab.surfacing.ppr.{name} (the PPR policy's "
+                  f"home: node cap, cache, saturation, time budget); the old name goes in the next "
+                  f"release", MemlabDeprecationWarning, stacklevel=3)
+    if name not in _MOVED:  # only while memlab itself is half imported
+        raise ImportError("memlab.surfacing.ppr is not imported yet: import memlab first")
+    return _MOVED[name]
 
 
-def personalized_pagerank(memory, seed_item_ids, *, alpha: float = 0.85, top_k: int | None = 100,
-                          budget_ms: float | None = 200.0, cache=None, workspace_id: str | None = None,
-                          method: str | Callable = "auto", **options: Any) -> dict[str, float]:
-    """Personalized PageRank over ``memory``'s workspace from ``seed_item_ids`` (SPEC §5.2).
+def run_ppr(*args: Any, **kwargs: Any) -> PPRResult:
+    """Deprecated: :func:`memlab.surfacing.ppr.run_ppr` (goes in the next release)."""
+    return _moved("run_ppr")(*args, **kwargs)
 
-    Parameters
-    ----------
-    memory : Memory
-        The facade whose workspace graph is ranked.
-    seed_item_ids : list of str
-        Personalization, uniform over the distinct ids present (others are dropped).
-    alpha, top_k, budget_ms, method, **options
-        See :class:`PPRConfig` (``options`` are its other fields, e.g. ``epsilon`` or
-        ``budget_rounds``; ``budget_ms=None`` runs without a time budget).
-    cache : PPRCache, None or False
-        None uses the workspace's own cache, False none.
-    workspace_id : str, optional
-        Accepted for the seed's signature; must equal the memory's workspace when given.
 
-    Returns
-    -------
-    dict
-        ``{item_id: mass}``, highest first (ties by item id); ``{}`` when no seed is an item.
+def ppr_result(*args: Any, **kwargs: Any) -> PPRResult:
+    """Deprecated: :func:`memlab.surfacing.ppr.ppr_result` (goes in the next release)."""
+    return _moved("ppr_result")(*args, **kwargs)
 
-    Raises
-    ------
-    PPRConvergenceError
-        ``max_iter`` passed without convergence, or a budget (``budget_ms``,
-        ``budget_rounds``) stopped the computation: this function never returns a truncated
-        answer (:func:`ppr_result` returns it, flagged ``budget_exhausted``).
-    PPRUnavailable
-        Not computed: two computations are already running (``reason="saturated"``), or the
-        workspace has more than ``max_nodes`` items (``"node_cap"``).
 
-    Examples
-    --------
-    >>> from memlab import Memory
-    >>> mem = Memory()
-    >>> for i in "abc": _ = mem.add(f"item {i}", item_id=i)
-    >>> mem.add_edge("a", "b"); mem.add_edge("b", "c")
-    >>> scores = personalized_pagerank(mem, ["a"], method="exact", tol=1e-12)
-    >>> [(k, round(v, 4)) for k, v in scores.items()]
-    [('a', 0.3887), ('b', 0.3304), ('c', 0.2809)]
-    """
-    result = ppr_result(memory, seed_item_ids, alpha=alpha, top_k=top_k, budget_ms=budget_ms,
-                        cache=cache, workspace_id=workspace_id, method=method, **options)
-    if result.saturated:
-        raise PPRUnavailable("saturated")
-    if result.skipped == "node_cap":
-        raise PPRUnavailable("node_cap")
-    if result.budget_exhausted:
-        reason = "rounds budget" if options.get("budget_rounds") is not None and \
-            result.iterations >= options["budget_rounds"] else "time budget"
-        raise PPRConvergenceError(result.iterations, result.residual or math.nan, options.get(
-            "tol", 1e-6), reason=reason, partial=(result.indices, result.mass, result.info()))
-    return result.scores
+def personalized_pagerank(*args: Any, **kwargs: Any) -> dict[str, float]:
+    """Deprecated: :func:`memlab.surfacing.ppr.personalized_pagerank` (goes in the next
+    release)."""
+    return _moved("personalized_pagerank")(*args, **kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "MAX_IN_FLIGHT":  # a policy constant, now memlab.surfacing.ppr.MAX_IN_FLIGHT
+        return _moved(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,15 +18,21 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from memlab._deprecation import RenamedKeys
 from memlab.errors import MemlabDeprecationWarning
 from memlab.graph.spreading import SpreadConfig, run_spread
+from memlab.model import (
+    validate_edge_type,
+    validate_id,
+    validate_metadata,
+    validate_text,
+    validate_weight,
+)
 from memlab.session.default import resolve_memory
-from memlab.model import (validate_edge_type, validate_id, validate_metadata, validate_text,
-                          validate_weight)
 from memlab.text import normalise_title
 
 __all__ = ["NODE_TYPES", "register_node_type", "upsert_node", "search_graph", "create_relation",
@@ -132,26 +138,14 @@ def _direct_hits(ws, query: str) -> tuple[np.ndarray, np.ndarray]:
     return docs, cover
 
 
-class GraphHit(dict):
+class GraphHit(RenamedKeys):
     """One :func:`search_graph` hit: a plain dict, whose ``"score"`` key is the deprecated
     name of ``"coverage"`` (reading it warns; it goes in the next release: "score" means the
-    composite in a context record and raw BM25 in ``Memory.search``)."""
+    composite in a context record)."""
 
-    def __getitem__(self, key: Any) -> Any:
-        if key == "score":
-            _deprecated_score()
-        return dict.__getitem__(self, key)
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        if key == "score":
-            _deprecated_score()
-        return dict.get(self, key, default)
-
-
-def _deprecated_score(stacklevel: int = 4) -> None:
-    warnings.warn("search_graph: the hit's 'score' is now called 'coverage' (the idf-weighted "
-                  "share of the query's terms a node contains, damped per hop); 'score' goes in "
-                  "the next release", MemlabDeprecationWarning, stacklevel=stacklevel)
+    what = "search_graph: the hit"
+    renamed: ClassVar[dict] = {"score": ("coverage", ("the idf-weighted share of the query's "
+                                                      "terms a node contains, damped per hop"))}
 
 
 def search_graph(session_id: str, query: str, max_depth: int = 1, top_k: int = 5, *,

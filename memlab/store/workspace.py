@@ -182,7 +182,7 @@ class Workspace:
     @staticmethod
     def _frozen_view(column: Growable) -> np.ndarray:
         view = column.view()[:]
-        view.flags.writeable = False
+        view.setflags(write=False)  # a few times cheaper than flags.writeable = False
         return view
 
     def eligible_mask(self) -> np.ndarray:

@@ -47,8 +47,8 @@ def composite(columns: Mapping[str, np.ndarray], weights: CompositeWeights,
     act = np.maximum(np.asarray(columns["activation"], dtype=float), weights.activation_floor)
     base = act * np.asarray(columns["relevance_term"]) * np.asarray(columns["recency_term"])
     if legacy:
-        n = len(base)
-        terms = {name: np.zeros(n) for name in TERM_COLUMNS}
+        zeros = np.zeros(len(base))  # one array for every zero term (the table freezes them)
+        terms = dict.fromkeys(TERM_COLUMNS, zeros)
         terms["term_base"] = base
         return base.copy(), terms
     terms = {"term_base": base}  # every other term is filled below

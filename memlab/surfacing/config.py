@@ -40,7 +40,8 @@ from memlab.graph.ppr import PPRConfig
 from memlab.graph.spreading import SpreadConfig
 from memlab.signals.activation import ACTIVATION_MODELS
 from memlab.signals.dense import DenseConfig
-from memlab.surfacing.router import ENTITY_DETECTORS, ROUTER_RULES
+from memlab.surfacing.router import (ENTITY_DETECTORS, ROUTER_RULE_ALIASES, ROUTER_RULES,
+                                    deprecated_rule_name)
 from memlab.surfacing.stages import Pipeline
 from memlab.surfacing.strategies import STRATEGIES, STRATEGY_ALIASES, deprecated_strategy_name
 from memlab.text import ANALYZERS
@@ -129,7 +130,10 @@ def _check_router_rules(cfg: "SurfacingConfig", name: str, value: Any) -> None:
         raise ValueError(f"router_rules must be a list of registered rule names, got {value!r}")
     for rule in value:
         _registered("router_rules", rule, ROUTER_RULES)
-    object.__setattr__(cfg, "router_rules", tuple(value))
+    # a deprecated rule name (warned) is stored under its new name, so the recipe serialises it
+    object.__setattr__(cfg, "router_rules", tuple(
+        deprecated_rule_name(rule, stacklevel=5) if rule in ROUTER_RULE_ALIASES else rule
+        for rule in value))
 
 
 def _check_strategies(cfg: "SurfacingConfig", name: str, value: Any) -> None:
@@ -276,7 +280,7 @@ class SurfacingConfig:
     # pins (SPEC §2.5)
     pin_ttl_h: float = 24.0
     # router (SPEC §4.1): rule names from memlab.surfacing.router.ROUTER_RULES, first match wins
-    router_rules: tuple[str, ...] = ("multi_hop", "recency", "point_query")
+    router_rules: tuple[str, ...] = ("multi_hop", "recency_words", "point_query")
     # the router's entity counter (memlab.surfacing.router.ENTITY_DETECTORS): "capitalised"
     # (memlab's detector) or "none" (entity_count is always 0, as in the seed)
     entity_detector: str = "capitalised"
@@ -413,7 +417,8 @@ DEFAULT = SurfacingConfig(
     recency_cue_floor=0.2,
     activation_floor=0.5,
     freshness_weight=0.0,
-    router_rules=("procedural", "temporal", "multi_hop", "recency", "point_query", "question"),
+    router_rules=("procedural", "temporal", "multi_hop", "recency_words", "point_query",
+                  "question"),
     strategies=(
         ("fast:recency", "recent_items"), ("deep:multi-hop", "multi_hop"),
         ("factual:point-query", "point_query"), ("procedural:lookup", "procedural"),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -54,27 +54,55 @@ TIMING_ALIASES = {"relevance": "bm25", "select": "budget"}
 
 
 def _record_columns(table_columns, order) -> dict[str, list]:
-    """The record's candidate columns (:data:`_RECORD_COLUMNS`) in rank order, as lists."""
-    return {name: table_columns[name][order].tolist() for name in _RECORD_COLUMNS}
+    """The record's candidate columns (``item_id``, ``rank``, then :data:`_RECORD_COLUMNS`) in
+    rank order, as lists."""
+    out = {"item_id": table_columns["item_id"][order].tolist(), "rank": list(range(len(order)))}
+    for name in _RECORD_COLUMNS:
+        out[name] = table_columns[name][order].tolist()
+    return out
 
 
-def _labels(items: list[dict[str, Any]], width: int = 60) -> dict[str, str]:
-    """The surfaced items' short labels: each one's ``title`` metadata, else its content, on
-    one line, cut to ``width`` characters. One loop without calls: it runs on every query."""
+def _labels(texts: list[tuple[str, str]], width: int = 60) -> dict[str, str]:
+    """The surfaced items' short labels from ``(item_id, title or content)`` pairs: the text on
+    one line, cut to ``width`` characters."""
     out = {}
     prefix = 4 * width
-    for item in items:
-        meta = item["metadata"]
-        raw = str((meta.get("title") if meta.__class__ is dict else None)
-                  or item["content"] or item["item_id"])
+    for item_id, raw in texts:
         # whitespace-collapsing a prefix gives a prefix of the collapsed whole (perhaps without
         # its last space): once that is longer than the label, the label is decided, and a long
         # content is not split word by word
         text = " ".join(raw[:prefix].split())
         if len(text) <= width and len(raw) > prefix:
             text = " ".join(raw.split())
-        out[item["item_id"]] = text if len(text) <= width else text[:width - 1] + "…"
+        out[item_id] = text if len(text) <= width else text[:width - 1] + "…"
     return out
+
+
+class _Deferred:
+    """A record field computed on first read (``build(*args)``), from immutable inputs: the
+    candidate table's read-only columns and strings. Most callers of ``get_working_context``
+    never read the record's candidate columns or labels, so assembling a context does not
+    pay for them (issue 15: stage overhead)."""
+
+    __slots__ = ("args", "build")
+
+    def __init__(self, build, *args) -> None:
+        self.build, self.args = build, args
+
+
+def _deferred_field(name: str) -> property:
+    key = "_" + name
+
+    def get(self):
+        value = self.__dict__[key]
+        if value.__class__ is _Deferred:
+            value = self.__dict__[key] = value.build(*value.args)
+        return value
+
+    def set(self, value) -> None:
+        self.__dict__[key] = value
+
+    return property(get, set, doc=f"The record's ``{name}`` (built on first read).")
 
 
 @dataclass
@@ -122,9 +150,22 @@ class ContextRecord:
         return frame
 
     def to_dict(self) -> dict[str, Any]:
-        out = dict(self.__dict__)
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["decision"] = self.decision.to_dict()
         return out
+
+    def __getstate__(self) -> dict[str, Any]:  # pickle and copy see the built fields
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+
+
+# the candidate columns and the labels are built on first read (the dataclass's __init__
+# stores what it is given through these properties)
+ContextRecord.candidates = _deferred_field("candidates")
+ContextRecord.labels = _deferred_field("labels")
 
 
 def _strategy(config: SurfacingConfig, decision: SurfacingDecision, legacy: bool
@@ -199,33 +240,33 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
             timings[alias] = timings[stage]
     t_respond = time.perf_counter()
     used = table.attrs.get("tokens_used", 0)
-    n = len(table)
 
     # 9. response and record ---------------------------------------------------------------
     decision_id = uuid.UUID(int=rng.getrandbits(128), version=4).hex
     order = table.attrs["order"]
-    columns: dict[str, list] = {"item_id": table.item_id[order].tolist(), "rank": list(range(n))}
-    columns.update(_record_columns(table.column_map(), order))
-    items = []
+    shown = order[table.surfaced[order]]  # the surfaced rows, in rank order
+    items, texts = [], []
     activation, relevance, recency, centrality, anchor_forced, pin_boost, fresh_boost = (
-        columns["activation"], columns["relevance"], columns["recency"], columns["centrality"],
-        columns["anchor_forced"], columns["session_pin_boost"], columns["freshness_boost"])
-    idx_ranked = table.idx[order].tolist()
-    for rank, surfaced in enumerate(columns["surfaced"]):
-        if not surfaced:
-            continue
-        item = ws.item(idx_ranked[rank])
+        table[name][shown].astype(bool if name == "anchor_forced" else float, copy=False
+                                  ).tolist() for name in (
+            "activation", "relevance", "recency", "centrality", "anchor_forced",
+            "session_pin_boost", "freshness_boost"))
+    for pos, i in enumerate(table.idx[shown].tolist()):
+        item = ws.item(i)
+        meta = item.metadata
+        texts.append((item.item_id, str((meta.get("title") if meta.__class__ is dict else None)
+                                        or item.content or item.item_id)))
         items.append({
             "item_id": item.item_id, "content": item.content, "memory_type": item.memory_type,
-            "metadata": copy_json(item.metadata),
+            "metadata": copy_json(meta),
             "score_breakdown": {
-                "activation": float(activation[rank]),
-                "relevance": float(relevance[rank]),
-                "recency": float(recency[rank]),
-                "centrality": float(centrality[rank]),
-                "anchor_forced": bool(anchor_forced[rank]),
-                "session_pin_boost": float(pin_boost[rank]),
-                "freshness_boost": float(fresh_boost[rank]),
+                "activation": activation[pos],
+                "relevance": relevance[pos],
+                "recency": recency[pos],
+                "centrality": centrality[pos],
+                "anchor_forced": anchor_forced[pos],
+                "session_pin_boost": pin_boost[pos],
+                "freshness_boost": fresh_boost[pos],
             },
         })
     drift = store.drift_warnings(ws.workspace_id, session_id)
@@ -241,6 +282,7 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
         mode=mode, recipe=config.name, k=k, max_tokens=max_tokens, decision=decision,
         requested_strategy=None if requested is None else requested.value,
         strategy_used=decision.strategy.value, implementation=impl_name, tokens_used=int(used),
-        surfaced_ids=[it["item_id"] for it in items], candidates=columns, timings_ms=timings,
-        notes=notes, now=now.isoformat(), labels=_labels(items))
+        surfaced_ids=[it["item_id"] for it in items],
+        candidates=_Deferred(_record_columns, table.column_map(), order), timings_ms=timings,
+        notes=notes, now=now.isoformat(), labels=_Deferred(_labels, texts))
     return response, record

@@ -2,28 +2,35 @@
 
 Rules are registered callables (:data:`ROUTER_RULES`), and a configuration lists the ones it
 runs, in order (``SurfacingConfig.router_rules``). The seed's three rules are ``multi_hop``,
-``recency`` and ``point_query``; ``SEED_COMPAT`` runs exactly these with the ``"none"`` entity
+``recency_words`` and ``point_query``; ``SEED_COMPAT`` runs exactly these with the ``"none"`` entity
 detector, so, as in the seed, ``entity_count`` is 0 and the entity clauses never fire. Other
 recipes count entities with :class:`~memlab.text.CapitalisedSpanDetector` (``"capitalised"``),
 which makes those clauses live. memlab's ``DEFAULT`` recipe runs six rules, in this order:
 
 1. ``procedural`` (before ``multi_hop``, since "how to" contains "how") → ``procedural:lookup``;
 2. ``temporal``: a time window parsed from the query → ``temporal:windowed``;
-3. ``multi_hop``, 4. ``recency``, 5. ``point_query``: the seed's rules;
+3. ``multi_hop``, 4. ``recency_words``, 5. ``point_query``: the seed's rules;
 6. ``question``: any other question (a question word first, or a final "?") →
    ``deep:multi-hop`` with confidence 0.6.
 
 A query no rule matches falls back to ``fast:recency`` (0.5, ``fallback``).
+
+``recency_words`` (a recency word such as "latest" or "today" in the query) was called
+``recency``, which is also the name of a signal; the old name still works for one release, with
+a DeprecationWarning (:data:`ROUTER_RULE_ALIASES`).
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable
 
+from memlab._deprecation import RenamedEntries
 from memlab._registry import register
+from memlab.errors import MemlabDeprecationWarning
 from memlab.model import SurfacingDecision, SurfacingStrategy
 from memlab.surfacing.timewindow import parse_time_window
 from memlab.text import CapitalisedSpanDetector, EntityDetector, Gazetteer
@@ -71,7 +78,7 @@ def rule_multi_hop(q: RouterInput) -> RuleResult:
     return (SurfacingStrategy.DEEP_MULTI_HOP, 0.75, tuple(reasons)) if reasons else None
 
 
-def rule_recency(q: RouterInput) -> RuleResult:
+def rule_recency_words(q: RouterInput) -> RuleResult:
     hits = tuple(f"recency_signal:{w}" for w in RECENCY_WORDS if w in q.lowered)
     return (SurfacingStrategy.FAST_RECENCY, 0.8, hits) if hits else None
 
@@ -114,14 +121,44 @@ def rule_question(q: RouterInput) -> RuleResult:
     return None
 
 
-ROUTER_RULES: dict[str, Callable[[RouterInput], RuleResult]] = {
+#: rule names of one release ago, deprecated: old name -> its new name
+ROUTER_RULE_ALIASES = {"recency": "recency_words"}
+
+
+def deprecated_rule_name(name: str, *, stacklevel: int = 2) -> str:
+    """The current name of a deprecated router rule name (with a DeprecationWarning), or
+    ``name`` itself.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     deprecated_rule_name("recency")
+    'recency_words'
+    """
+    new = ROUTER_RULE_ALIASES.get(name)
+    if new is None:
+        return name
+    warnings.warn(f"the router rule {name!r} is now called {new!r} ({name!r} is also the name "
+                  f"of a signal); the old name goes in the next release", MemlabDeprecationWarning,
+                  stacklevel=stacklevel + 1)
+    return new
+
+
+ROUTER_RULES: dict[str, Callable[[RouterInput], RuleResult]] = RenamedEntries({
     "multi_hop": rule_multi_hop,
     "question": rule_question,
-    "recency": rule_recency,
+    "recency_words": rule_recency_words,
     "point_query": rule_point_query,
     "procedural": rule_procedural,
     "temporal": rule_temporal,
-}
+}, ROUTER_RULE_ALIASES, lambda old: deprecated_rule_name(old, stacklevel=4))
+
+
+def rule_recency(q: RouterInput) -> RuleResult:
+    """Deprecated alias of :func:`rule_recency_words` (goes in the next release)."""
+    warnings.warn("rule_recency is now called rule_recency_words; the old name goes in the next "
+                  "release", MemlabDeprecationWarning, stacklevel=2)
+    return rule_recency_words(q)
 
 class NoEntityDetector:
     """Finds no entities: the seed's router, which never computed ``entity_count``.
@@ -158,7 +195,7 @@ def route(query: str, rules: tuple[str, ...], *, now: datetime, detector: Entity
     Examples
     --------
     >>> from datetime import timezone
-    >>> d = route("Why did we pick JWT?", ("multi_hop", "recency", "point_query"),
+    >>> d = route("Why did we pick JWT?", ("multi_hop", "recency_words", "point_query"),
     ...           now=datetime(2024, 1, 1, tzinfo=timezone.utc), detector=CapitalisedSpanDetector())
     >>> d.strategy.value, d.confidence, d.reasons, d.signals["entity_count"]
     ('deep:multi-hop', 0.75, ('keyword:why',), 1)

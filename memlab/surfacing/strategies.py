@@ -22,12 +22,30 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
-from memlab.errors import MemlabDeprecationWarning
+from memlab._deprecation import RenamedEntries
 from memlab._registry import register
-from memlab.surfacing.stages import (Pipeline, Stage, bm25, budget, composite, dense,
-                                     exact_match, fuse, mandatory, ppr, procedural,
-                                     procedural_boost, recency_cue, recent, signals, spread,
-                                     title_match, window, window_boost)
+from memlab.errors import MemlabDeprecationWarning
+from memlab.surfacing.stages import (
+    Pipeline,
+    Stage,
+    bm25,
+    budget,
+    composite,
+    dense,
+    exact_match,
+    fuse,
+    mandatory,
+    ppr,
+    procedural,
+    procedural_boost,
+    recency_cue,
+    recent,
+    signals,
+    spread,
+    title_match,
+    window,
+    window_boost,
+)
 from memlab.surfacing.stages.base import CandidateTable, QueryRun
 from memlab.surfacing.stages.retrieval import bm25_of, normalised_relevance
 
@@ -57,25 +75,6 @@ def strategy_pipeline(name: str, expand: tuple[Stage, ...] = (),
 #: old name -> its new name. ``STRATEGIES[old]`` and a recipe naming one still work, with a
 #: DeprecationWarning.
 STRATEGY_ALIASES = {"relevance": "plain", "recency": "recent_items"}
-
-
-class _Strategies(dict):
-    """The strategy registry: a dict whose deprecated names (:data:`STRATEGY_ALIASES`) still
-    look up their renamed entry, with a DeprecationWarning."""
-
-    def __missing__(self, name: str) -> Pipeline:
-        new = STRATEGY_ALIASES.get(name) if isinstance(name, str) else None
-        if new is None:
-            raise KeyError(name)
-        deprecated_strategy_name(name, stacklevel=3)
-        return self[new]
-
-    def __contains__(self, name: object) -> bool:
-        return dict.__contains__(self, name) or (
-            isinstance(name, str) and dict.__contains__(self, STRATEGY_ALIASES.get(name)))
-
-    def get(self, name: Any, default: Any = None) -> Any:
-        return self[name] if name in self else default
 
 
 def deprecated_strategy_name(name: str, *, stacklevel: int = 2) -> str:
@@ -108,8 +107,10 @@ _BUILT_IN: dict[str, tuple[tuple[Stage, ...], tuple[Stage, ...]]] = {
     # boosted (or restricted to) inside the multi-hop pipeline instead of replacing it
     "temporal_multi_hop": ((window(), spread()), (window_boost(), ppr())),
 }
-STRATEGIES: dict[str, Pipeline] = _Strategies(
-    {name: strategy_pipeline(name, expand, adjust) for name, (expand, adjust) in _BUILT_IN.items()})
+# the registry: its deprecated names (STRATEGY_ALIASES) still look up the renamed entry, warned
+STRATEGIES: dict[str, Pipeline] = RenamedEntries(
+    {name: strategy_pipeline(name, expand, adjust) for name, (expand, adjust) in _BUILT_IN.items()},
+    STRATEGY_ALIASES, lambda old: deprecated_strategy_name(old, stacklevel=4))
 
 
 def register_strategy(name: str, strategy: Pipeline | Callable[[], Any]) -> None:

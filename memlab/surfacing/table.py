@@ -304,6 +304,38 @@ def _blank(like: np.ndarray, m: int) -> np.ndarray:
     return text_column(m)
 
 
+_CONSTANT_COLUMNS: dict[tuple[str, int], np.ndarray] = {}
+
+
+def constant_column(kind: str, m: int) -> np.ndarray:
+    """A read-only column of ``m`` zeros (``"zeros"``), ones (``"ones"``), False (``"false"``)
+    or None (``"none"``), shared: columns are immutable, so every table that starts a column at
+    a neutral value can hold the same array (one allocation less per column per query).
+
+    >>> constant_column("ones", 3).tolist(), constant_column("ones", 3) is constant_column("ones", 3)
+    ([1.0, 1.0, 1.0], True)
+    """
+    key = (kind, m)
+    out = _CONSTANT_COLUMNS.get(key)
+    if out is None:
+        if kind == "zeros":
+            out = np.zeros(m)
+        elif kind == "ones":
+            out = np.ones(m)
+        elif kind == "false":
+            out = np.zeros(m, dtype=bool)
+        elif kind == "none":
+            out = np.empty(m, dtype=object)
+        else:
+            raise ValueError(f"kind must be 'zeros', 'ones', 'false' or 'none', got {kind!r}")
+        out.setflags(write=False)
+        if m <= 4096:  # candidate pools; a larger table gets its own array
+            if len(_CONSTANT_COLUMNS) >= 1024:
+                _CONSTANT_COLUMNS.clear()
+            _CONSTANT_COLUMNS[key] = out
+    return out
+
+
 def text_column(m: int, value: str | None = None) -> np.ndarray:
     """An object column of ``m`` copies of ``value`` (None: blank).
 

@@ -105,21 +105,25 @@ class ExactMatch(RecipeStage):
         _nonneg("exact_match", "recency_exponent", self.recency_exponent)
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
-        boost = self.setting(run, "boost")
         exponent = self.setting(run, "recency_exponent")
         q = normalise_title(run.query)
-        multiplier, exact = table.multiplier.copy(), table.exact_match.copy()
+        matched = []
         if q:
-            ws = run.ws
+            item_of = run.ws.item
             for pos, i in enumerate(table.idx.tolist()):
-                item = ws.item(i)
-                if any(isinstance(item.metadata.get(key), str)
-                       and normalise_title(item.metadata[key]) == q for key in TITLE_KEYS) or \
+                item = item_of(i)
+                meta = item.metadata
+                if any(isinstance(meta.get(key), str) and normalise_title(meta[key]) == q
+                       for key in TITLE_KEYS) or \
                         normalise_title(leading_segment(item.content)) == q:
-                    multiplier[pos] *= 1.0 + boost
-                    exact[pos] = True
-        return table.with_columns(multiplier=multiplier, exact_match=exact,
-                                  recency_term=table.recency_term ** exponent)
+                    matched.append(pos)
+        columns = {"recency_term": table.recency_term ** exponent}
+        if matched:  # most queries match nothing: the columns stay as they are
+            multiplier, exact = table.multiplier.copy(), table.exact_match.copy()
+            multiplier[matched] *= 1.0 + self.setting(run, "boost")
+            exact[matched] = True
+            columns.update(multiplier=multiplier, exact_match=exact)
+        return table._with(columns)
 
 
 @register_stage

@@ -17,7 +17,7 @@ from memlab.surfacing.composite import (TERM_COLUMNS, CompositeWeights, composit
 from memlab.surfacing.stages.base import (CandidateTable, QueryRun, Stage, per_config,
                                           register_stage)
 from memlab.surfacing.stages.retrieval import bm25_of, normalised_relevance
-from memlab.surfacing.table import text_column
+from memlab.surfacing.table import constant_column
 from memlab._arrays import find_sorted
 
 __all__ = ["Mandatory", "Signals", "Composite", "Budget", "mandatory", "signals", "composite",
@@ -43,7 +43,7 @@ class Mandatory(Stage):
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
         n = len(table)
         if not run.anchors and not run.pins:  # the common case: the rows stay as they are
-            no = np.zeros(n, dtype=bool)  # one immutable array serves both columns
+            no = constant_column("false", n)  # one immutable array serves both columns
             return table._with({"mandatory": no, "anchor_forced": no,
                                 "pin_weight": np.full(n, np.nan)})
         anchors = list(dict.fromkeys(run.anchors))
@@ -93,12 +93,16 @@ class Signals(Stage):
         idx = table.idx
         n = len(idx)
         now_ts = run.now_ts
-        pinned_only = table.source == "pin"
+        # only the mandatory stage adds "pin" rows, and only when the session has pins
+        pinned_only = table.source == "pin" if run.pins else None
         bm25 = bm25_of(table, idx)
-        relevance = np.where(pinned_only, 0.0, normalised_relevance(table, idx, bm25))  # SPEC §3
+        relevance = normalised_relevance(table, idx, bm25)  # a new array
+        if pinned_only is not None:
+            relevance = np.where(pinned_only, 0.0, relevance)  # SPEC §3
         override = table.relevance_override
-        has = ~np.isnan(override)
-        relevance[has] = override[has]  # e.g. spread-only items: relevance = spread score
+        unset = np.isnan(override)
+        if not unset.all():  # e.g. spread-only items: relevance = spread score
+            relevance = np.where(unset, relevance, override)
         lift_nodes, lift_values = attrs.get("relevance_lift", (None, None))
         if lift_nodes is not None and len(lift_nodes):
             pos, found = find_sorted(lift_nodes, idx)
@@ -109,17 +113,15 @@ class Signals(Stage):
         rec = recency(ws.recency_reference_ts(idx), now_ts, config.recency_tau_h)
         floor = config.recency_floor
         created = ws.created_column()[idx]
-        # columns are immutable, so one array serves every column that starts at 0 (or False),
-        # and relevance_term starts as relevance itself: a stage that adjusts one copies it
-        zeros, no = np.zeros(n), np.zeros(n, dtype=bool)
-        zeros.setflags(False)
-        no.setflags(False)
+        # columns are immutable, so one (shared) array serves every column that starts at 0 (or
+        # False), and relevance_term starts as relevance itself: a stage that adjusts one copies it
+        zeros, no = constant_column("zeros", n), constant_column("false", n)
         return table._with(dict(  # every array here is new: frozen unchecked
             item_id=np.array(ws.ids_of(idx), dtype=object),
             tokens=ws.token_estimates()[idx],
             bm25=bm25,
-            dense=zeros if dense_sims is None else
-            np.where(pinned_only, 0.0, np.maximum(dense_sims[idx], 0.0)),
+            dense=zeros if dense_sims is None else np.maximum(dense_sims[idx], 0.0)
+            if pinned_only is None else np.where(pinned_only, 0.0, np.maximum(dense_sims[idx], 0.0)),
             relevance=relevance,
             relevance_term=relevance,
             recency=rec,
@@ -135,9 +137,9 @@ class Signals(Stage):
             freshness_boost=zeros, session_pin_boost=zeros,
             exact_match=no,
             title_match=np.isin(idx, named) if named is not None and len(named) else no,
-            multiplier=np.ones(n),
+            multiplier=constant_column("ones", n),
             filtered=no,
-            filter_reason=text_column(n),
+            filter_reason=constant_column("none", n),
         ))
 
 
