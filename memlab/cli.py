@@ -1240,7 +1240,7 @@ def _tune_nested(args) -> int:
     if not args.name or Path(args.name).name != args.name:
         raise _Fail(f"--name must be a plain file name, got {args.name!r}")
     try:
-        from memlab.tuning.nested import (Candidate, grid_configs, nested_choose,
+        from memlab.learn.nested import (Candidate, grid_configs, nested_choose,
                                           parse_ranker_spec)
         if args.rankers and any(r.lower() != "none" for r in args.rankers):
             import sklearn  # noqa: F401
@@ -1298,7 +1298,7 @@ def _tune_nested(args) -> int:
         if len(sys.argv) > 1 and sys.argv[1] == "tune" else None
     recipe = {"format": "memlab-recipe/1", "name": args.name, "config": shipped.to_dict(),
               "provenance": {
-                  "procedure": "nested grouped CV choice (memlab.tuning.nested_choose)",
+                  "procedure": "nested grouped CV choice (memlab.learn.nested_choose)",
                   "command": command, "base_recipe": args.config, **out.manifest,
                   "chosen": {"label": chosen.label, "point": point, "ranker": chosen.ranker,
                              "params": dict(chosen.params)},

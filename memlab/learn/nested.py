@@ -35,6 +35,7 @@ import pandas as pd
 from memlab.harness.measures import parse_measure
 from memlab.harness.replay import ReplayResult, replay, resolve_config
 from memlab.harness.trace import Trace
+from memlab.learn.ranker import fit_ranker, frame_features
 from memlab.surfacing.config import SurfacingConfig
 from memlab.tuning.evaluate import rank_frame
 from memlab.tuning.search import (BOUNDS, _check_categories, _check_common, _groups,
@@ -150,7 +151,6 @@ class _Scorer:
 
     def __init__(self, candidates: Sequence[Candidate], replays: Mapping[str, ReplayResult],
                  keys: Mapping[str, str], measures: Sequence[str], seed: int) -> None:
-        from memlab.learn.ranker import frame_features
         self.candidates, self.replays, self.keys = candidates, replays, keys
         self.measures, self.seed = list(measures), seed
         self.features: dict[str, tuple[pd.DataFrame, np.ndarray]] = {}
@@ -166,7 +166,6 @@ class _Scorer:
         self.trained: list[frozenset[str]] = []
 
     def fit(self, cand: Candidate, train: Sequence[str], seed: int):
-        from memlab.learn.ranker import fit_ranker
         key = self.keys[cand.label]
         model = fit_ranker(self.replays[key], list(train), kind=cand.ranker, seed=seed,
                            params=dict(cand.params), _features=self.features[key])
