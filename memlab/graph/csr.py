@@ -64,6 +64,7 @@ class PairIndex:
     Examples
     --------
     >>> index = PairIndex()
+    >>> index.add_type()  # edge type code 0
     >>> index.find(0, 7) is None
     True
     >>> index.insert(0, 7, 3); index.find(0, 7)
