@@ -274,14 +274,24 @@ class ItemView(MemoryItem):
     __slots__ = ("_cols", "_i")
 
     def __init__(self, cols: ItemColumns, i: int) -> None:  # not MemoryItem's __init__
-        self._cols, self._i = cols, i
+        put = object.__setattr__  # every later assignment is refused (__setattr__)
+        put(self, "_cols", cols)
+        put(self, "_i", i)
         # MemoryItem's own slots (these fields are not overridden below)
-        self.item_id = cols.ids[i]
-        self.content = cols.contents[i]
-        self.memory_type = cols.type_names[cols.type_code.data[i]]
-        self.metadata = cols.metadata.get(i) or {}
-        self.workspace_id = cols.workspace_id
+        put(self, "item_id", cols.ids[i])
+        put(self, "content", cols.contents[i])
+        put(self, "memory_type", cols.type_names[cols.type_code.data[i]])
+        put(self, "workspace_id", cols.workspace_id)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"an item read from the store is read-only (setting {name!r}): "
+                             f"write through the store (MemoryStore.update_item, set_salience, archive)")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"an item read from the store is read-only (deleting {name!r})")
+
+    # a copy on every read: a caller's change to it can never reach the store's own metadata
+    metadata = property(lambda self: copy_json(self._cols.metadata.get(self._i)))
     created_at = property(lambda self: self._cols.created_at(self._i))
     updated_at = property(lambda self: self._cols.updated_at(self._i))
     salience = property(lambda self: float(self._cols.salience.data[self._i]))
@@ -298,7 +308,7 @@ class ItemView(MemoryItem):
         created, updated = cols.iso_times(i)
         return {
             "item_id": self.item_id, "content": self.content, "memory_type": self.memory_type,
-            "metadata": copy_json(self.metadata), "workspace_id": self.workspace_id,
+            "metadata": self.metadata, "workspace_id": self.workspace_id,
             "created_at": created, "updated_at": updated,
             "salience": float(cols.salience.data[i]), "archived": bool(cols.archived.data[i]),
             "history": [dict(event) for event in cols.history_of(i)],
