@@ -62,6 +62,9 @@ def test_good_ranker_settings_pass():
     check_ranker_params("lambdarank", {"num_leaves": 7, "n_estimators": 100})
     check_ranker_params("lambdarank", {"feature_fraction": 0.5})  # a LightGBM parameter
     check_ranker_params("logistic", None)
+    check_ranker_params("logistic", {"class_weight": {0: 1.0, 1: 5.0}})  # unhashable value
+    with pytest.raises(ValueError, match="class_weight"):
+        check_ranker_params("logistic", {"class_weight": {0: -1.0, 1: "x"}})
 
 
 def test_lightgbm_refusal_prints_nothing(capfd):

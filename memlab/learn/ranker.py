@@ -92,7 +92,12 @@ def check_ranker_params(kind: str, params: Mapping[str, Any] | None) -> None:
         return
     if not isinstance(params, Mapping):
         raise ValueError(f"{kind} params must be a mapping, got {params!r}")
-    _check_params_cached(kind, tuple(sorted((str(k), v) for k, v in params.items())))
+    items = tuple(sorted((str(k), v) for k, v in params.items()))
+    try:
+        hash(items)
+    except TypeError:  # a dict or list value (class_weight={...}): checked, not cached
+        return _check_params_cached.__wrapped__(kind, items)
+    _check_params_cached(kind, items)
 
 
 @functools.lru_cache(maxsize=256)
