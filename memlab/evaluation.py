@@ -42,7 +42,8 @@ from memlab.harness.stats import (SmallSampleWarning, compare_paired, format_tab
                                   interval_text, query_metadata, select_queries)
 from memlab.surfacing.config import BM25_ONLY, DEFAULT
 
-__all__ = ["EVAL_MEASURES", "eval_configs", "run_eval", "check_data_root", "DATASET_FILES",
+__all__ = ["EVAL_MEASURES", "eval_configs", "eval_notes", "run_eval", "check_data_root",
+           "DATASET_FILES",
            "to_markdown", "to_latex", "interval_markdown", "fit_width", "EVAL_REFERENCE"]
 
 EVAL_MEASURES = ["R@2", "R@5", "R@10", "MRR"]
@@ -120,6 +121,33 @@ def check_data_root(data_root: str | Path, datasets: tuple[str, ...] = ("musique
     return root
 
 
+def eval_notes(configs: Mapping[str, tuple[Any, str]]) -> list[str]:
+    """The lines every ``memlab eval`` table carries under it: which embedder the dense rows
+    (if any) used, and that the table is in-sample.
+
+    Examples
+    --------
+    >>> eval_notes(eval_configs(embedder="hashing"))[0]
+    "Dense rows ('memlab DEFAULT + dense [hashing]', and its no-graph row): the dense recipe (memlab/recipes/dense.json) with embedder hashing (the recipe's own: minilm-onnx-int8)."
+    """
+    lines = []
+    dense = [(label, config) for label, (config, _) in configs.items()
+             if getattr(config, "dense", None) is not None and not label.endswith("no graph")]
+    if dense:
+        from memlab.surfacing.config import get_recipe
+        own = get_recipe(DENSE_RECIPE).dense.embedder
+        for label, config in dense:
+            used = config.dense.embedder
+            lines.append(f"Dense rows ({label!r}, and its no-graph row): the dense recipe "
+                         f"(memlab/recipes/{DENSE_RECIPE}.json) with embedder {used}"
+                         + (" (the recipe's own)." if used == own else
+                            f" (the recipe's own: {own})."))
+    lines.append("In-sample: memlab's recipes (DEFAULT" + (", the dense recipe" if dense else "")
+                 + ") had their settings chosen on these same questions, so these numbers are "
+                 "not estimates for new data (memlab tune prints grouped-CV ones).")
+    return lines
+
+
 def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 20,
              dense: bool = False, datasets: tuple[str, ...] = ("musique", "locomo"),
              progress: bool = False, measure_on: str = "retrieved",
@@ -171,7 +199,7 @@ def run_eval(data_root: str | Path, *, out: str | Path | None = None, k: int = 2
     with dask_address(executor, address, n_workers) as shared_address:
         rows, frames = _eval_runs(configs, traces, metadata, k, measure_on, where, by, bar,
                                   n_boot, seed, executor, shared_address, n_workers)
-    return _eval_table(rows, frames, out, n_boot, seed)
+    return _eval_table(rows, frames, out, n_boot, seed, eval_notes(configs))
 
 
 def _eval_runs(configs, traces, metadata, k, measure_on, where, by, bar, n_boot, seed,
@@ -225,8 +253,9 @@ def _eval_runs(configs, traces, metadata, k, measure_on, where, by, bar, n_boot,
     return rows, frames
 
 
-def _eval_table(rows, frames, out, n_boot, seed) -> pd.DataFrame:
+def _eval_table(rows, frames, out, n_boot, seed, notes=()) -> pd.DataFrame:
     table = _with_marks(pd.DataFrame(rows), frames, n_boot, seed)
+    table.attrs["notes"] = list(notes)  # under every rendering of the table (eval_notes)
     if out is not None:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
@@ -266,6 +295,8 @@ def to_markdown(table: pd.DataFrame) -> str:
     if used:
         lines += ["", f"Measures (trec_eval semantics) read the {' and '.join(used)} ranking"
                   + (" (anchors and pins left out)." if used == ["retrieved"] else ".")]
+    if table.attrs.get("notes"):
+        lines += ["", *table.attrs["notes"]]
     return "\n".join(lines) + "\n"
 
 
@@ -342,7 +373,9 @@ def interval_markdown(table: pd.DataFrame, width: int | None = None) -> str:
         head = f"{dataset}, {subset} ({int(group['queries'].iloc[0])} queries)"
         blocks.append(head + "\n\n" + "\n".join(
             format_table_markdown(part) for part in fit_width(cells, ["config"], width)))
-    note = EVAL_NOTE if width is None else textwrap.fill(EVAL_NOTE, width, break_on_hyphens=False)
+    notes = [EVAL_NOTE, *table.attrs.get("notes", [])]
+    note = "\n".join(n if width is None else textwrap.fill(n, width, break_on_hyphens=False)
+                     for n in notes)
     return "\n".join(blocks) + "\n" + note + "\n"
 
 

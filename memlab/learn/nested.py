@@ -35,7 +35,7 @@ import pandas as pd
 from memlab.harness.measures import parse_measure
 from memlab.harness.replay import ReplayResult, replay, resolve_config
 from memlab.harness.trace import Trace
-from memlab.learn.ranker import fit_ranker, frame_features
+from memlab.learn.ranker import check_ranker_params, fit_ranker, frame_features
 from memlab.surfacing.config import SurfacingConfig
 from memlab.tuning.evaluate import rank_frame
 from memlab.tuning.search import (BOUNDS, _check_categories, _check_common, _groups,
@@ -73,6 +73,11 @@ class Candidate:
             raise ValueError(f"params must be a mapping, got {self.params!r}")
         if self.ranker is None and self.params:
             raise ValueError(f"params {dict(self.params)!r} need a ranker")
+        if self.ranker is not None:
+            try:
+                check_ranker_params(self.ranker, self.params)
+            except ImportError:  # no learn extra: fitting says so
+                pass
 
 
 def parse_ranker_spec(spec: str) -> tuple[str | None, dict[str, Any]]:
@@ -107,6 +112,7 @@ def parse_ranker_spec(spec: str) -> tuple[str | None, dict[str, Any]]:
         except ValueError:
             raise ValueError(f"ranker parameter {name!r} must be a number, got {value!r} in "
                              f"{spec!r}") from None
+    check_ranker_params(kind, params)
     return kind, params
 
 

@@ -18,7 +18,11 @@ it. Needs the ``learn`` extra.
 
 from __future__ import annotations
 
+import functools
+import os
 import platform
+import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -34,7 +38,8 @@ from memlab.tuning.evaluate import rank_frame
 from memlab.tuning.search import (BOUNDS, GROUP_BY, _check_categories, _question_frame,
                                   _t_interval, grouped_folds)
 
-__all__ = ["frame_features", "fit_ranker", "cv_ranker", "RankerCV", "KINDS"]
+__all__ = ["frame_features", "fit_ranker", "cv_ranker", "check_ranker_params", "RankerCV",
+           "KINDS"]
 
 KINDS = ("logistic", "lambdarank")
 _LGBM_DEFAULTS = {"n_estimators": 200, "learning_rate": 0.05, "num_leaves": 15,
@@ -58,6 +63,110 @@ def _check_kind(kind: str) -> None:
         raise ValueError(f"kind must be one of {list(KINDS)}, got {kind!r}")
 
 
+# settings memlab itself passes to the estimator (from ``seed`` or for determinism)
+_FIXED = {"logistic": ("random_state",),
+          "lambdarank": ("objective", "random_state", "n_jobs", "deterministic",
+                         "force_row_wise", "verbose")}
+
+
+def check_ranker_params(kind: str, params: Mapping[str, Any] | None) -> None:
+    """Check a ranker's settings before any work: every key must be a setting of the estimator
+    (``LogisticRegression`` or ``LGBMRanker``, or a LightGBM parameter) that memlab does not set
+    itself, and the estimator must accept the values (a tiny fit on synthetic rows).
+
+    Raises
+    ------
+    ValueError
+        One line naming the setting and its value.
+
+    Examples
+    --------
+    >>> check_ranker_params("logistic", {"C": 0.5})
+    >>> check_ranker_params("logistic", {"nosuch": 1})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: logistic setting nosuch=1 is not a LogisticRegression parameter (known: C, ...)
+    """
+    _check_kind(kind)
+    if params is None:
+        return
+    if not isinstance(params, Mapping):
+        raise ValueError(f"{kind} params must be a mapping, got {params!r}")
+    items = tuple(sorted((str(k), v) for k, v in params.items()))
+    try:
+        hash(items)
+    except TypeError:  # a dict or list value (class_weight={...}): checked, not cached
+        return _check_params_cached.__wrapped__(kind, items)
+    _check_params_cached(kind, items)
+
+
+@functools.lru_cache(maxsize=256)
+def _check_params_cached(kind: str, items: tuple) -> None:
+    params = dict(items)
+    x = np.tile(np.array([[0.0, 1.0], [1.0, 0.0], [0.5, 0.2], [0.1, 0.9]]), (2, 1))
+    y = np.array([0, 1, 0, 1, 1, 0, 1, 0])
+    if kind == "logistic":
+        from sklearn.linear_model import LogisticRegression
+        settings = {"C": 1.0, "max_iter": 2000, **params}
+        known = sorted(LogisticRegression().get_params())
+        name = "LogisticRegression"
+    else:
+        import lightgbm
+        settings = {**_LGBM_DEFAULTS, **params}
+        known = sorted(lightgbm.LGBMRanker().get_params())
+        name = "LGBMRanker"
+        try:
+            from lightgbm.basic import _ConfigAliases
+            native = _ConfigAliases._get_all_param_aliases()
+            known_all = set(known) | set(native) | {a for al in native.values() for a in al}
+        except Exception:  # pragma: no cover - a LightGBM without the alias table
+            known_all = set(known)
+    for key, value in params.items():
+        if key in _FIXED[kind]:
+            raise ValueError(f"{kind} setting {key}={value!r} is set by memlab (from the seed, "
+                             f"or for deterministic training): leave it out")
+        if key not in (known if kind == "logistic" else known_all):
+            shown = [k for k in known if k not in _FIXED[kind]]
+            raise ValueError(f"{kind} setting {key}={value!r} is not a {name} parameter "
+                             f"(known: {', '.join(shown[:11])}, ...)")
+    try:
+        if kind == "logistic":
+            from sklearn.linear_model import LogisticRegression
+            LogisticRegression(random_state=0, **settings).fit(x, y)
+        else:
+            import lightgbm
+            import lightgbm.basic as basic
+            if isinstance(settings.get("n_estimators"), int) and settings["n_estimators"] > 2:
+                settings["n_estimators"] = 2  # the values are checked, not the model
+            saved = (basic._LOGGER, basic._INFO_METHOD_NAME, basic._WARNING_METHOD_NAME)
+
+            class _Quiet:
+                def info(self, msg: str) -> None: pass
+
+                def warning(self, msg: str) -> None: pass
+
+            lightgbm.register_logger(_Quiet())
+            sys.stderr.flush()
+            err = os.dup(2)  # LightGBM's native library writes a refusal to stderr itself
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 2)
+            try:
+                lightgbm.LGBMRanker(objective="lambdarank", random_state=0, n_jobs=1,
+                                    deterministic=True, force_row_wise=True, verbose=-1,
+                                    **settings).fit(x, y, group=[4, 4])
+            finally:
+                os.dup2(err, 2)
+                os.close(err)
+                os.close(null)
+                basic._log_native("")  # flush a half-sent native message while quiet
+                basic._LOGGER, basic._INFO_METHOD_NAME, basic._WARNING_METHOD_NAME = saved
+    except Exception as exc:  # noqa: BLE001 - any refusal of the estimator is the user's value
+        given = ", ".join(f"{k}={v!r}" for k, v in params.items())
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        text = re.sub(r" at \S+, line \d+ ?\.?$", "", text)  # LightGBM's source location
+        raise ValueError(f"{kind} settings {given} rejected by {name}: {text}") from None
+
+
 def fit_ranker(live: ReplayResult, qids: Iterable[str] | None = None, *,
                kind: str = "logistic", seed: int = 0, params: Mapping[str, Any] | None = None,
                features: Sequence[str] = FEATURES,
@@ -75,7 +184,7 @@ def fit_ranker(live: ReplayResult, qids: Iterable[str] | None = None, *,
     >>> model.kind, len(model.manifest["train_qids"]) > 0
     ('logistic', True)
     """
-    _check_kind(kind)
+    check_ranker_params(kind, params)
     if not isinstance(live, ReplayResult):
         raise ValueError(f"live must be a ReplayResult, got {type(live).__name__}")
     unknown = sorted(set(features) - set(FEATURES))
@@ -174,7 +283,7 @@ def cv_ranker(trace: Trace, *, base: Any = None, live: ReplayResult | None = Non
     >>> out.table[["measure", "folds"]].values.tolist()
     [['MRR', 2]]
     """
-    _check_kind(kind)
+    check_ranker_params(kind, params)
     if not isinstance(trace, Trace):
         raise ValueError(f"trace must be a Trace, got {type(trace).__name__}")
     if group_by not in GROUP_BY:
