@@ -223,3 +223,14 @@ def test_review4_ppr_method_result_is_checked(returned):
         memlab.personalized_pagerank(mem, ["a"], method=bad_method)
     good = memlab.personalized_pagerank(mem, ["a"], method=lambda s, seeds, c, d: ([0], [1.0], {}))
     assert good == {"a": 1.0}
+
+
+@pytest.mark.parametrize("command", [["eval"], ["tune", "fixture:apollo_demo"],
+                                     ["sweep", "fixture:apollo_demo", "--grid",
+                                      "centrality_weight=0,1"]])
+def test_review4_every_dask_command_checks_address_and_workers(capsys, tmp_path, command):
+    out = ["--out", str(tmp_path / "out")]
+    code, lines = cli(capsys, *command, "--executor", "dask", "--address", "", *out)
+    assert_one_line_error(code, lines, command[0], "--address", "got ''")
+    code, lines = cli(capsys, *command, "--executor", "dask", "--workers", str(LIMIT + 1), *out)
+    assert_one_line_error(code, lines, command[0], f"--workers {LIMIT + 1}", str(LIMIT))
