@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -152,8 +153,10 @@ def _load_config(spec: str, option: str = "--config"):
         pass
     except ValueError as exc:  # the file exists but is bad: show why
         raise _Fail(f"{option} {spec!r}: {exc}") from None
-    raise _Fail(f"{option} {spec!r} is neither a recipe ({', '.join(sorted(RECIPES))}, or a "
-                f"recipe file's name in $MEMLAB_RECIPE_PATH) nor a JSON file")
+    from memlab.surfacing.config import shipped_recipes
+    raise _Fail(f"{option} {spec!r} is neither a recipe ({', '.join(sorted(RECIPES))}; shipped "
+                f"recipe files: {', '.join(shipped_recipes())}; or a recipe file's name in "
+                f"$MEMLAB_RECIPE_PATH) nor a JSON file")
 
 
 def _named(exc: Exception, **options: Any) -> _Fail:
@@ -165,8 +168,9 @@ def _named(exc: Exception, **options: Any) -> _Fail:
         if value is None:
             continue
         flag = "--" + name[len("dash_"):] if name.startswith("dash_") else name
-        for word in ("path", "out"):
-            message = message.replace(f"{word} {str(value)!r}", f"{flag} {str(value)!r}")
+        for word in ("path", "out"):  # not inside a flag already named (no "----out")
+            message = re.sub(rf"(?<![\w-]){word} {re.escape(repr(str(value)))}",
+                             lambda _: f"{flag} {str(value)!r}", message)
     return _Fail(message)
 
 
@@ -301,6 +305,19 @@ def _scheduler_reached(args: argparse.Namespace):
                     f"({' '.join(str(exc).split())})") from None
 
 
+@contextlib.contextmanager
+def _config_needs(config: Any):
+    """A configuration whose parts need a missing extra (the dense recipe's ONNX embedder), as
+    one line naming --config; the Dask extra's own message is left as it is."""
+    try:
+        yield
+    except ImportError as exc:
+        if "executor=" in str(exc):
+            raise
+        shown = config if isinstance(config, str) else " ".join(config)
+        raise _Fail(f"--config {shown!r}: {exc}") from None
+
+
 def _replay_options(parser: argparse.ArgumentParser) -> None:
     """-k and --measures, shared by the subcommands that replay traces."""
     parser.add_argument("-k", type=int, default=20, help="items per context when a query does "
@@ -405,6 +422,9 @@ def _print_warnings(caught) -> None:
             if line not in said:
                 said.add(line)
                 print(line, file=sys.stderr)
+            continue
+        if item.category.__name__ == "InSampleWarning":  # the honest label: whole, one line
+            print("warning: " + " ".join(str(item.message).split()), file=sys.stderr)
             continue
         print(textwrap.shorten(f"warning: {item.message}", 100), file=sys.stderr)
 
@@ -672,9 +692,13 @@ def _check_executor(args) -> None:
     """Refuse ``--workers`` and ``--address`` where the executor would ignore them (naming
     both flags), then give ``--workers`` its default (2). ``--workers`` sizes a process pool
     (``local``) or the Dask ``LocalCluster`` started when no ``--address`` is given."""
+    from memlab.harness.replay import check_address, max_workers
     if args.workers is not None:
         if args.workers < 1:
             raise _Fail(f"--workers must be at least 1, got {args.workers}")
+        if args.workers > max_workers():
+            raise _Fail(f"--workers {args.workers} is more than the limit {max_workers()} "
+                        f"(max(2, 4 x the CPUs))")
         if args.executor == "serial":
             raise _Fail(f"--workers {args.workers} has no effect with --executor serial (it "
                         f"replays in this process); use --executor "
@@ -687,6 +711,10 @@ def _check_executor(args) -> None:
     if args.address is not None and args.executor != "dask":
         raise _Fail(f"--address {args.address!r} needs --executor dask, got "
                     f"--executor {args.executor}")
+    try:
+        check_address(args.address, "--address")
+    except ValueError as exc:
+        raise _Fail(str(exc)) from None
     args.workers = 2 if args.workers is None else args.workers
 
 
@@ -745,7 +773,8 @@ def _run(args: argparse.Namespace) -> int:
         config, measures = _load_config(args.config), _measures(args.measures)
         _writable_folder("--out", args.out)
         import warnings
-        with warnings.catch_warnings(record=True) as caught, _scheduler_reached(args):
+        with warnings.catch_warnings(record=True) as caught, _scheduler_reached(args), \
+                _config_needs(args.config):
             warnings.simplefilter("always")
             result = replay(_load_traces(args.trace), config, mode=args.mode,
                             k=args.k, measures=measures, seed=args.seed,
@@ -753,6 +782,8 @@ def _run(args: argparse.Namespace) -> int:
                             address=args.address, n_workers=n_workers)
         _print_warnings([c for c in caught if c.category.__name__ in _SHOWN_WARNINGS])
         print(result.summary().to_string(float_format=lambda v: f"{v:.4f}"))
+        if result.manifest.get("in_sample"):  # the table's scores are in-sample: say so there
+            print(textwrap.fill(f"note: {result.manifest['in_sample']}", 100))
         print(_measure_on_line(args.measure_on))
         result.save(args.out)
         print(f"wrote {args.out} ({len(result.decisions)} queries, "
@@ -775,7 +806,8 @@ def _run(args: argparse.Namespace) -> int:
         measures = _measures(args.measures)
         where = _where(args.where)
         _writable_folder("--out", args.out)
-        with warnings.catch_warnings(record=True) as caught, _scheduler_reached(args):
+        with warnings.catch_warnings(record=True) as caught, _scheduler_reached(args), \
+                _config_needs(args.config):
             warnings.simplefilter("always")
             try:
                 out = Experiment(_load_trace(args.trace), configs, measures, args.baseline,
@@ -817,7 +849,9 @@ def _run(args: argparse.Namespace) -> int:
             written = written.replace(" and ", ", ") + " and subsets.csv"
         (Path(args.out) / "experiment.md").write_text(out.to_markdown())
         (Path(args.out) / "experiment.tex").write_text(out.to_latex())
-        print(f"wrote {args.out}/{written} (and experiment.md, experiment.tex)")
+        ran = sorted({r.manifest.get("executor", "serial") for r in out.results.values()})
+        print(f"wrote {args.out}/{written} (and experiment.md, experiment.tex"
+              + ("" if args.executor == "serial" else f"; ran {', '.join(ran)}") + ")")
         return 0
     if args.command == "sweep":
         import warnings
@@ -995,6 +1029,8 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "recover":
         from memlab.journal_repair import recover_journal
+        if not args.out.strip():
+            raise _Fail(f"--out must name a new file, got {args.out!r} (empty)")
         if Path(args.out).exists():
             raise _Fail(f"--out {args.out!r} already exists; recover never overwrites a file")
         try:

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import pickle
 import platform
+import re
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -645,8 +647,39 @@ def _warm_worker() -> None:
     replay(trace, progress=False)
 
 
+def max_workers() -> int:
+    """The most workers (``n_workers`` / ``--workers``) a LocalCluster or a process pool may
+    have: max(2, 4 x the CPUs), so a typo cannot start a cluster that exhausts the memory."""
+    return max(2, 4 * (os.cpu_count() or 1))
+
+
+def check_n_workers(n_workers: Any, name: str = "n_workers") -> None:
+    """ValueError naming ``name`` unless ``n_workers`` is an integer in 1..:func:`max_workers`."""
+    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {n_workers!r}")
+    if n_workers > (limit := max_workers()):
+        raise ValueError(f"{name} {n_workers} is more than the limit {limit} "
+                         f"(max(2, 4 x {os.cpu_count() or 1} CPUs))")
+
+
+_ADDRESS = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://)?(?:\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+)"
+                      r":[0-9]{1,5}$")
+
+
+def check_address(address: Any, name: str = "address") -> None:
+    """ValueError naming ``name`` unless ``address`` is None or a scheduler address of the form
+    ``scheme://host:port`` or ``host:port`` (numeric port), checked before any connection."""
+    if address is None:
+        return
+    if not isinstance(address, str) or not _ADDRESS.match(address) or \
+            not 0 < int(address.rsplit(":", 1)[1]) < 65536:
+        raise ValueError(f"{name} must be a Dask scheduler address 'host:port' or "
+                         f"'scheme://host:port' (numeric port 1..65535), got {address!r}")
+
+
 def _local_cluster(n_workers: int):
     """A LocalCluster of ``n_workers`` single-threaded processes, each warmed up."""
+    check_n_workers(n_workers)
     client_class, cluster_class = _distributed()
     cluster = cluster_class(n_workers=n_workers, threads_per_worker=1, processes=True,
                             dashboard_address=None)
@@ -680,6 +713,7 @@ def dask_client(address: str | None, n_workers: int):
     """A Dask client of the scheduler at ``address`` (this process's default client when it
     has one there, left open), or of a ``LocalCluster`` of ``n_workers`` single-threaded
     processes started (and warmed up) for the block; closed (with its cluster) at the end."""
+    check_address(address)
     reused = _current_client(address)
     if reused is not None:
         yield reused
@@ -715,6 +749,7 @@ def dask_address(executor: str, address: str | None, n_workers: int):
     if executor != "dask":
         yield address
         return
+    check_address(address)
     client_class, _ = _distributed()
     if address is not None:
         if _current_client(address) is not None:
@@ -873,11 +908,11 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
     check_measure_on(measure_on)
     if executor not in ("serial", "dask"):
         raise ValueError(f"executor must be 'serial' or 'dask', got {executor!r}")
-    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
-        raise ValueError(f"n_workers must be an integer >= 1, got {n_workers!r}")
+    check_n_workers(n_workers)
     if address is not None and (executor != "dask" or not isinstance(address, str)):
         raise ValueError(f"address must be None or a scheduler address with executor='dask', "
                          f"got {address!r}")
+    check_address(address)
     ran = "serial"
     settings = (config, mode, k, seed, measures, record_candidates, force_strategy, analyzer,
                 measure_on)

@@ -31,7 +31,8 @@ import pandas as pd
 from memlab.harness.counterfactual import RESCORABLE, rescore
 from memlab.harness.experiment import bootstrap_ci, judged_n, progress_bar
 from memlab.harness.measures import DEFAULT_MEASURES, Measure, check_measure_on, parse_measures
-from memlab.harness.replay import dask_client, replay, resolve_config
+from memlab.harness.replay import (check_address, check_n_workers, dask_client, replay,
+                                   resolve_config)
 from memlab.harness.stats import (ComparisonTable, compare_paired, format_table_latex,
                                   format_table_markdown, query_metadata, select_queries,
                                   subset_order,
@@ -197,8 +198,8 @@ def sweep(trace: Trace, grid: Mapping[str, Sequence[Any]], *, base: Any = None,
     """
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {list(EXECUTORS)}, got {executor!r}")
-    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
-        raise ValueError(f"n_workers must be an integer >= 1, got {n_workers!r}")
+    check_n_workers(n_workers)
+    check_address(address)
     check_measure_on(measure_on)
     base = resolve_config(base)
     measures = [str(m) for m in (DEFAULT_MEASURES if measures is None

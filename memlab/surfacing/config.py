@@ -47,7 +47,7 @@ from memlab.surfacing.strategies import STRATEGIES, STRATEGY_ALIASES, deprecated
 from memlab.text import ANALYZERS
 
 __all__ = ["SurfacingConfig", "SEED_COMPAT", "DEFAULT", "BM25_ONLY", "RECIPES", "get_recipe",
-           "load_recipe_file", "recipe_search_path", "RECIPE_FORMAT"]
+           "shipped_recipes", "load_recipe_file", "recipe_search_path", "RECIPE_FORMAT"]
 
 _STRATEGY_NAMES = ("fast:recency", "deep:multi-hop", "factual:point-query", "procedural:lookup",
                    "temporal:windowed")
@@ -541,6 +541,13 @@ def _recipe_in(folder: Path, name: str) -> Path | None:
     return matches[0] if matches else None
 
 
+def shipped_recipes() -> list[str]:
+    """The names of the recipe files shipped in memlab/recipes (``multihop``, ...), sorted: the
+    one list that :func:`get_recipe`'s error and the CLI's ``--config`` error show."""
+    return sorted(p.stem for p in _RECIPE_DIR.glob("*.json")
+                  if not p.name.endswith(".ranker.json"))
+
+
 def get_recipe(name: str) -> SurfacingConfig:
     """A recipe by name or by path, else ValueError.
 
@@ -571,8 +578,7 @@ def get_recipe(name: str) -> SurfacingConfig:
                 if candidate is not None:
                     return load_recipe_file(candidate)
     from memlab.errors import UnknownRecipeError
-    shipped = sorted(p.stem for p in _RECIPE_DIR.glob("*.json")
-                     if not p.name.endswith(".ranker.json"))
+    shipped = shipped_recipes()
     raise UnknownRecipeError(f"recipe must be one of {sorted(RECIPES)}, a recipe file (*.json) or the "
                      f"name of one in {[str(p) for p in recipe_search_path()]} (shipped: "
                      f"{shipped}), got {name!r}")

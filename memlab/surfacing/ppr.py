@@ -93,9 +93,17 @@ def _run(ws: Any, seeds: np.ndarray, config: PPRConfig, *, lock: Any, cache: Any
             fn = config.method if callable(config.method) else PPR_METHODS[config.method]
             # 5. the time budget, as the method's deadline
             deadline = math.inf if config.budget_ms is None else started + config.budget_ms / 1e3
-            nodes, mass, info = fn(snapshot, seeds, config, deadline)  # 6. may raise
-            info = {"method": result.requested, **info}
-            nodes, mass = np.asarray(nodes, np.int64), np.asarray(mass, np.float64)
+            out = fn(snapshot, seeds, config, deadline)  # 6. may raise
+            try:
+                nodes, mass, info = out
+                info = {"method": result.requested, **info}
+                nodes, mass = np.asarray(nodes, np.int64), np.asarray(mass, np.float64)
+                if nodes.shape != mass.shape or nodes.ndim != 1:
+                    raise ValueError
+            except (TypeError, ValueError):
+                raise ValueError(f"method {result.requested!r} must return (item_numbers, mass, "
+                                 f"info_dict) with 1-d arrays of one length, got "
+                                 f"{type(out).__name__} {str(out)[:80]}") from None
             # an answer the time budget cut depends on machine load: never serve it again
             cut_by_time = bool(info.get("budget_exhausted")) and (
                 config.budget_rounds is None
@@ -242,6 +250,9 @@ def ppr_result(memory, seed_item_ids, *, alpha: float = 0.85, top_k: int | None 
     (['a', 'b'], ['ghost'], None)
     """
     config = PPRConfig(method=method, alpha=alpha, top_k=top_k, budget_ms=budget_ms, **options)
+    if not (hasattr(memory, "store") and hasattr(memory, "workspace_id")):
+        raise ValueError(f"memory must be a Memory, got {type(memory).__name__} "
+                         f"{str(memory)[:60]!r}")
     if workspace_id is not None and workspace_id != memory.workspace_id:
         raise ValueError(f"workspace_id must be the memory's workspace "
                          f"{memory.workspace_id!r} (or None), got {workspace_id!r}")

@@ -30,7 +30,7 @@ import pandas as pd
 
 from memlab.harness.counterfactual import RESCORABLE, rescore
 from memlab.harness.measures import Measure, parse_measure
-from memlab.harness.replay import ReplayResult, replay
+from memlab.harness.replay import ReplayResult, check_address, check_n_workers, replay
 from memlab.harness.trace import Trace
 from memlab.surfacing.composite import CompositeWeights, composite
 from memlab.surfacing.config import SurfacingConfig
@@ -243,8 +243,8 @@ class ReplayEvaluator:
             raise ValueError(f"measure must be a relevance measure, got {str(self.measure)!r}")
         if executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {list(EXECUTORS)}, got {executor!r}")
-        if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
-            raise ValueError(f"n_workers must be an integer >= 1, got {n_workers!r}")
+        check_n_workers(n_workers)
+        check_address(address)
         self.trace, self.mode, self.k, self.seed = trace, mode, k, seed
         self.measure_on, self.analyzer = measure_on, analyzer
         self.executor, self.n_workers, self.address = executor, n_workers, address
