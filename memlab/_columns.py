@@ -290,8 +290,18 @@ class ItemView(MemoryItem):
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"an item read from the store is read-only (deleting {name!r})")
 
-    # a copy on every read: a caller's change to it can never reach the store's own metadata
-    metadata = property(lambda self: copy_json(self._cols.metadata.get(self._i)))
+    @property
+    def metadata(self) -> dict:
+        """A copy at every read, so a caller's change never reaches the store's own metadata:
+        a flat dict (the common case: titles, speakers) is copied shallowly, which is all it
+        needs and costs ~0.3 us where a JSON round trip costs ~4 us on every candidate a stage
+        reads; nested values take the deep copy."""
+        stored = self._cols.metadata.get(self._i)
+        if not stored:
+            return {}
+        if all(type(value) in _SCALARS for value in stored.values()):
+            return dict(stored)
+        return copy_json(stored)
     created_at = property(lambda self: self._cols.created_at(self._i))
     updated_at = property(lambda self: self._cols.updated_at(self._i))
     salience = property(lambda self: float(self._cols.salience.data[self._i]))
@@ -337,6 +347,7 @@ class ItemView(MemoryItem):
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(MemoryItem))
+_SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
 def _created_ts(event: Any) -> float | None:

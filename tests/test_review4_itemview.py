@@ -52,3 +52,14 @@ def test_a_view_still_copies_and_pickles_as_a_plain_item(mem):
         assert type(twin) is MemoryItem and twin == view
         twin.content = "changed"  # a plain copy is the caller's own
     assert mem.get("a")["content"] == "alpha beta"
+
+
+def test_a_flat_metadata_is_copied_too(tmp_path):
+    mem = Memory()
+    mem.add("gamma", item_id="c", metadata={"title": "Gamma", "n": 3})
+    view = mem.store.workspace("default").item(0)
+    got = view.metadata
+    got["title"] = "changed"
+    got["injected"] = True
+    assert mem.store.workspace("default").item(0).metadata == {"title": "Gamma", "n": 3}
+    assert view.metadata is not view.metadata
