@@ -141,24 +141,24 @@ class ItemColumns:
             self.updated_ts.extend(created)
             self.salience.extend(np.ones(n))
             self.archived.extend(np.zeros(n, bool))
-        exact: dict[tuple, bool] = {}  # equal instants in other zones are other keys
+        known: dict[tuple, bool] = {}  # equal instants in other zones are other keys
+
+        def exact(when: datetime) -> bool:  # exact_ts, once per distinct time of a bulk write
+            key = (when, when.tzinfo, type(when))
+            ok = known.get(key)
+            if ok is None:
+                ok = known[key] = exact_ts(when)
+            return ok
+
         for offset, (meta, made, added, memory_type) in enumerate(
                 zip(metadata, created_at, added_at, memory_types)):
             i = first + offset
             if meta:
                 self.metadata[i] = meta
-            key = (made, made.tzinfo, type(made))
-            ok = exact.get(key)
-            if ok is None:
-                ok = exact[key] = exact_ts(made)
-            if not ok:
+            if not exact(made):
                 self.created_exact[i] = made
                 self.updated_exact[i] = made
-            key = (added, added.tzinfo, type(added))
-            ok = exact.get(key)
-            if ok is None:
-                ok = exact[key] = exact_ts(added)
-            if not ok:
+            if not exact(added):
                 stamp = iso[added] if iso is not None and added in iso else added.isoformat()
                 self.history[i] = [{"ts": stamp, "kind": "created",
                                     "detail": {"memory_type": memory_type}}]

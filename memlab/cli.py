@@ -664,7 +664,8 @@ def build_parser() -> argparse.ArgumentParser:
         "rows left out. A damaged snapshot is salvaged part by part, and where items have "
         "their own checksums (snapshot format 3, rows adding several items) item by item: "
         "an item whose own bytes are damaged is dropped with its edges, each listed. The "
-        "damaged file is only read. Exit 0 when nothing was lost, 1 otherwise."))
+        "damaged file is only read. Exit 0 when it met no damage, 1 otherwise (also when the "
+        "damage cost nothing, e.g. a snapshot header rebuilt from its copy)."))
     recover.add_argument("db", help="the damaged SQLite file")
     recover.add_argument("--out", required=True, help="the new file (must not exist)")
 
