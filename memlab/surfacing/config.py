@@ -159,7 +159,9 @@ def _check_strategies(cfg: "SurfacingConfig", name: str, value: Any) -> None:
                                  f"({exc})") from None
         if isinstance(impl, str) and impl in STRATEGY_ALIASES:
             impl = strategies[strategy] = deprecated_strategy_name(impl, stacklevel=5)
-        if impl is not None and not isinstance(impl, Pipeline):
+        if isinstance(impl, Pipeline):
+            impl.check_strategy(f"strategies: the pipeline for {strategy!r}")
+        elif impl is not None:
             _registered("strategies", impl, STRATEGIES, f" (for {strategy!r})")
     if strategies.get("fast:recency") is None:
         raise ValueError("strategies must implement 'fast:recency' (the soft-degrade target), "

@@ -127,6 +127,7 @@ def register_strategy(name: str, strategy: Pipeline | Callable[[], Any]) -> None
     'fresh_first'
     """
     if isinstance(strategy, Pipeline):
+        strategy.check_strategy(f"strategy {name!r}")
         pipeline = strategy.named(name)
     elif callable(strategy) and not isinstance(strategy, Stage):
         warnings.warn("registering an expand/adjust strategy object is deprecated; register a "

@@ -289,6 +289,34 @@ class Pipeline:
     def __repr__(self) -> str:
         return " >> ".join(repr(s) for s in self.stages) or "Pipeline(())"
 
+    #: the phases a strategy's pipeline must hold (a surfacing from query to selection)
+    STRATEGY_PHASES: ClassVar[tuple[str, ...]] = ("mandatory", "signals", "score", "select")
+
+    def check_strategy(self, what: str) -> None:
+        """Refuse, with a ValueError naming ``what``, a pipeline that cannot serve as a
+        strategy: one missing a stage of any of :attr:`STRATEGY_PHASES` (the mandatory rows,
+        the signals, the composite and the budgeted selection later stages read), or whose
+        stages are out of :data:`PHASES` order (nothing may run after the selection).
+
+        Examples
+        --------
+        >>> from memlab.surfacing.stages import bm25, signals, composite
+        >>> (bm25() >> signals() >> composite()).check_strategy("strategy 'x'")
+        Traceback (most recent call last):
+        ...
+        ValueError: strategy 'x' lacks a stage of phase 'mandatory', 'select' (bm25() >> signals() >> composite())
+        """
+        phases = [s.phase for s in self.stages]
+        missing = [p for p in self.STRATEGY_PHASES if p not in phases]
+        if missing:
+            raise ValueError(f"{what} lacks a stage of phase {', '.join(map(repr, missing))} "
+                             f"({self!r})")
+        order = [PHASES.index(p) for p in phases]
+        for before, after, stage in zip(order, order[1:], self.stages[1:]):
+            if after < before:
+                raise ValueError(f"{what} runs {stage!r} (phase {stage.phase!r}) after a later "
+                                 f"phase; stages run in the order {PHASES} ({self!r})")
+
     def tail(self, phase: str) -> "Pipeline":
         """The stages from the first of ``phase`` (or a later phase) on."""
         if phase not in PHASES:

@@ -15,7 +15,7 @@ from memlab.graph.spreading import SpreadConfig, run_spread
 from memlab.signals.bm25 import lookup_scores
 from memlab.surfacing.ppr import surfacing_ppr
 from memlab.surfacing.stages.base import CandidateTable, QueryRun, RecipeStage, register_stage
-from memlab.surfacing.stages.retrieval import _check_count, normalised_relevance
+from memlab.surfacing.stages.retrieval import _check_count, _check_instance, normalised_relevance
 
 __all__ = ["Spread", "PPR", "spread", "ppr"]
 
@@ -65,6 +65,7 @@ class Spread(RecipeStage):
             raise ValueError(f"spread: relevance must be None, 'seed' or 'propagated', "
                              f"got {self.relevance!r}")
         _check_count("spread", "seeds", self.seeds)
+        _check_instance("spread", "config", self.config, SpreadConfig)
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
         seeds = _seeds(run, table, self)
@@ -124,6 +125,7 @@ class PPR(RecipeStage):
 
     def __post_init__(self) -> None:
         _check_count("ppr", "seeds", self.seeds)
+        _check_instance("ppr", "config", self.config, PPRConfig)
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
         config = self.setting(run, "config")

@@ -146,6 +146,11 @@ def _check_count(stage: str, name: str, value, minimum: int = 0) -> None:
                          f"got {value!r}")
 
 
+def _check_instance(stage: str, name: str, value, kind: type) -> None:
+    if value is not None and not isinstance(value, kind):
+        raise ValueError(f"{stage}: {name} must be None or a {kind.__name__}, got {value!r}")
+
+
 def bm25(n: int | None = None, analyzer: str | None = None) -> BM25:
     """The BM25 relevance over-fetch stage (``n`` candidates; None: ``overfetch * k``)."""
     return BM25(n, analyzer)

@@ -16,7 +16,7 @@ from memlab.surfacing.composite import (TERM_COLUMNS, CompositeWeights, composit
                                         order_candidates, select)
 from memlab.surfacing.stages.base import (CandidateTable, QueryRun, Stage, per_config,
                                           register_stage)
-from memlab.surfacing.stages.retrieval import bm25_of, normalised_relevance
+from memlab.surfacing.stages.retrieval import _check_instance, bm25_of, normalised_relevance
 from memlab.surfacing.table import constant_column
 from memlab._arrays import find_sorted
 
@@ -152,6 +152,9 @@ class Composite(Stage):
     name: ClassVar[str] = "composite"
     phase: ClassVar[str] = "score"
     weights: CompositeWeights | None = None
+
+    def __post_init__(self) -> None:
+        _check_instance("composite", "weights", self.weights, CompositeWeights)
 
     @classmethod
     def from_params(cls, params: dict) -> "Composite":
