@@ -17,7 +17,9 @@
     else every turn of the answer sessions. The question is asked at ``question_date``.
 
 Every loader builds edges with :mod:`memlab.datasets.graphs` (``graph=`` picks builders by
-name, or None for none) and records what it did in ``trace.metadata``.
+name, or None for none) and records what it did in ``trace.metadata``. The metadata names a
+source by its file name, never its directory, so a trace's hash (what manifests and recipe
+provenance record) is the same wherever the data lies.
 """
 
 from __future__ import annotations
@@ -138,7 +140,7 @@ def load_locomo(path: str | Path, *, graph: Iterable[str] | None = ("turn_adjace
                               "gold": list(dict.fromkeys(gold)), "category": qa.get("category"),
                               "session_id": sample, "workspace_id": sample}))
     return _timeline_trace("locomo", timeline, {
-        "source": str(path), "conversations": sorted({e[3]["workspace_id"] for e in timeline}),
+        "source": Path(path).name, "conversations": sorted({e[3]["workspace_id"] for e in timeline}),
         "turns": turns_total, "skipped_evidence": len(skipped), "skipped": skipped,
         "graph": list(graph) if graph is not None else [], "categories": LOCOMO_CATEGORIES})
 
@@ -197,7 +199,7 @@ def load_hipporag(questions_path: str | Path, corpus_path: str | Path, *,
                 gold.append(found)
         builder.query(str(q.get("id", q.get("_id", f"q{n}"))), q["question"],
                       gold=list(dict.fromkeys(gold)))
-    builder.metadata.update({"source": str(questions_path), "corpus": str(corpus_path),
+    builder.metadata.update({"source": Path(questions_path).name, "corpus": Path(corpus_path).name,
                              "passages": len(rows), "unmatched_gold": unmatched,
                              "graph": list(graph) if graph is not None else []})
     return builder.build()
@@ -252,7 +254,7 @@ def load_longmemeval(path: str | Path, *, graph: Iterable[str] | None = ("turn_a
                           "category": record.get("question_type"), "session_id": qid,
                           "workspace_id": qid}))
     return _timeline_trace("longmemeval", timeline, {
-        "source": str(path), "graph": list(graph) if graph is not None else []})
+        "source": Path(path).name, "graph": list(graph) if graph is not None else []})
 
 
 def _timeline_trace(name: str, timeline: list[tuple[datetime, int, str, dict]],
