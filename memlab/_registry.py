@@ -1,11 +1,20 @@
 """The one helper every ``register_*`` function uses: check the name and the entry, store it.
 
+A name already in the registry is refused (ValueError naming the registry and the name) unless
+``replace=True``: registering twice by accident (a notebook cell run again, two plugins picking
+the same name) no longer silently swaps a built-in or another plugin's entry.
+
 Examples
 --------
 >>> table = {}
->>> register(table, "double", lambda x: 2 * x)
+>>> register(table, "double", lambda x: 2 * x, what="transform")
 >>> table["double"](3)
 6
+>>> register(table, "double", lambda x: x + x, what="transform")
+Traceback (most recent call last):
+...
+ValueError: the transform registry already holds 'double'; pass replace=True to replace it
+>>> register(table, "double", lambda x: x + x, what="transform", replace=True)
 >>> register(table, "", len)
 Traceback (most recent call last):
 ...
@@ -21,13 +30,17 @@ __all__ = ["register"]
 
 def register(registry: MutableMapping[str, Any], name: str, entry: Any, *,
              what: str = "entry", check_callable: bool = True,
-             requires: str | None = None) -> None:
-    """Store ``entry`` under ``name`` in ``registry`` (replacing one of that name).
+             requires: str | None = None, replace: bool = False) -> None:
+    """Store ``entry`` under ``name`` in ``registry``.
 
     Raises ValueError naming the argument when ``name`` is not a non-empty string, when
     ``check_callable`` and ``entry`` is not callable, or when ``entry`` lacks the attribute
-    ``requires``.
+    ``requires``; and ValueError naming the registry (``what``) and ``name`` when ``name`` is
+    already registered (a deprecated alias of a renamed entry included) and ``replace`` is
+    not True.
     """
+    if not isinstance(replace, bool):
+        raise ValueError(f"replace must be True or False, got {replace!r}")
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
     if check_callable and not callable(entry):
@@ -35,4 +48,8 @@ def register(registry: MutableMapping[str, Any], name: str, entry: Any, *,
     if requires is not None and not hasattr(entry, requires):
         raise ValueError(f"the {what} registered as {name!r} must have .{requires}, "
                          f"got {entry!r}")
+    if not replace and name in registry:
+        raise ValueError(f"the {what} registry already holds {name!r}; pass replace=True to "
+                         f"replace it")
     registry[name] = entry
+

@@ -131,9 +131,11 @@ GRAPH_BUILDERS: dict[str, Callable[[Sequence[dict]], list[Edge]]] = {
 }
 
 
-def register_graph_builder(name: str, fn: Callable[[Sequence[dict]], list[Edge]]) -> None:
-    """Make ``fn`` selectable by ``name`` in the loaders' ``graph=`` argument."""
-    register(GRAPH_BUILDERS, name, fn, what="graph builder")
+def register_graph_builder(name: str, fn: Callable[[Sequence[dict]], list[Edge]], *,
+                           replace: bool = False) -> None:
+    """Make ``fn`` selectable by ``name`` in the loaders' ``graph=`` argument; a name already
+    registered is refused (ValueError) unless ``replace=True``."""
+    register(GRAPH_BUILDERS, name, fn, what="graph builder", replace=replace)
 
 
 def build_edges(records: Sequence[dict], graph: Iterable[str | Callable] | None) -> list[Edge]:

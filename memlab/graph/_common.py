@@ -56,9 +56,10 @@ def method_name(method: str | Callable, registry: Mapping[str, Callable]) -> str
     return f"{getattr(method, '__module__', '?')}.{getattr(method, '__qualname__', repr(method))}"
 
 
-def register(registry: dict[str, Callable], name: str, fn: Callable) -> None:
+def register(registry: dict[str, Callable], name: str, fn: Callable, *, what: str = "method",
+             replace: bool = False) -> None:
     """The graph methods' registration: :func:`memlab._registry.register`."""
-    _register(registry, name, fn, what="method")
+    _register(registry, name, fn, what=what, replace=replace)
 
 
 def from_dict(cls, data: Mapping[str, Any], tuple_fields: tuple[str, ...] = ()):

@@ -662,14 +662,15 @@ PPR_METHODS: dict[str, Callable] = {"exact": exact_ppr, "push": push_ppr,
                                     "networkx": networkx_ppr, "auto": auto_ppr}
 
 
-def register_ppr_method(name: str, fn: Callable) -> None:
-    """Make ``fn`` usable as ``PPRConfig(method=name)``.
+def register_ppr_method(name: str, fn: Callable, *, replace: bool = False) -> None:
+    """Make ``fn`` usable as ``PPRConfig(method=name)``; a name already registered is refused
+    (ValueError) unless ``replace=True``.
 
     ``fn(snapshot, seeds, config, deadline)`` gets a :class:`~memlab.graph.csr.GraphSnapshot`,
     the seed item numbers, the :class:`PPRConfig` and a ``time.perf_counter()`` deadline
     (``math.inf`` without a time budget), and returns ``(item_numbers, mass, info_dict)``.
     """
-    register(PPR_METHODS, name, fn)
+    register(PPR_METHODS, name, fn, what="PPR method", replace=replace)
 
 
 # ------------------------------------------------- moved entry points (deprecated aliases)

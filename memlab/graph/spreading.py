@@ -235,9 +235,10 @@ def reference_spread(snapshot: GraphSnapshot, seeds: np.ndarray, config: SpreadC
 SPREAD_METHODS: dict[str, Callable] = {"bfs": bfs_spread, "reference": reference_spread}
 
 
-def register_spread_method(name: str, fn: Callable) -> None:
-    """Make ``fn`` usable as ``SpreadConfig(method=name)``; same signature as :func:`bfs_spread`."""
-    register(SPREAD_METHODS, name, fn)
+def register_spread_method(name: str, fn: Callable, *, replace: bool = False) -> None:
+    """Make ``fn`` usable as ``SpreadConfig(method=name)``; same signature as :func:`bfs_spread`.
+    A name already registered is refused (ValueError) unless ``replace=True``."""
+    register(SPREAD_METHODS, name, fn, what="spread method", replace=replace)
 
 
 # ---------------------------------------------------------------------------- entry points

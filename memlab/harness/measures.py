@@ -90,8 +90,9 @@ MEASURES: dict[str, MeasureDef] = {}
 
 
 def register_measure(name: str, fn: Callable[..., float], *, cutoff: str = "required",
-                     needs_gold: bool = True) -> None:
-    """Make ``name`` (and ``name@k``) parse as a measure computed by ``fn``.
+                     needs_gold: bool = True, replace: bool = False) -> None:
+    """Make ``name`` (and ``name@k``) parse as a measure computed by ``fn``; a name already
+    registered is refused (ValueError) unless ``replace=True``.
 
     Examples
     --------
@@ -105,11 +106,10 @@ def register_measure(name: str, fn: Callable[..., float], *, cutoff: str = "requ
         raise ValueError(f"name must be a word (letters, digits, _), got {name!r}")
     if cutoff not in ("required", "optional", "none"):
         raise ValueError(f"cutoff must be 'required', 'optional' or 'none', got {cutoff!r}")
-    register(MEASURES, name, MeasureDef(name, fn, cutoff, bool(needs_gold)), what="measure",
-             check_callable=False)
     if not callable(fn):
-        del MEASURES[name]
         raise ValueError(f"fn must be callable, got {fn!r}")
+    register(MEASURES, name, MeasureDef(name, fn, cutoff, bool(needs_gold)), what="measure",
+             check_callable=False, replace=replace)
 
 
 def _recall(top, relevant, cutoff):

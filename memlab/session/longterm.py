@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from memlab._deprecation import RenamedKeys
+from memlab._registry import register
 from memlab.errors import MemlabDeprecationWarning
 from memlab.graph.spreading import SpreadConfig, run_spread
 from memlab.model import (
@@ -47,11 +48,14 @@ NODE_TYPES: dict[str, str] = {
 NEIGHBOUR_DAMPING = 0.5
 
 
-def register_node_type(node_type: str, memory_type: str = "concept") -> None:
-    """Accept ``node_type`` in :func:`upsert_node`, stored as items of ``memory_type``."""
+def register_node_type(node_type: str, memory_type: str = "concept", *,
+                       replace: bool = False) -> None:
+    """Accept ``node_type`` in :func:`upsert_node`, stored as items of ``memory_type``; a node
+    type already registered is refused (ValueError) unless ``replace=True``."""
     validate_id(node_type, "node_type")
     validate_id(memory_type, "memory_type")
-    NODE_TYPES[node_type] = memory_type
+    register(NODE_TYPES, node_type, memory_type, what="node type", check_callable=False,
+             replace=replace)
 
 
 def _check_node_type(node_type: Any) -> str:

@@ -134,6 +134,8 @@ ACTIVATION_MODELS: dict[str, Callable[..., ActivationModel]] = {
 }
 
 
-def register_activation_model(name: str, factory: Callable[..., ActivationModel]) -> None:
-    """Register ``factory(config) -> ActivationModel`` under ``name`` for ``activation_model=name``."""
-    register(ACTIVATION_MODELS, name, factory, what="activation model")
+def register_activation_model(name: str, factory: Callable[..., ActivationModel], *,
+                              replace: bool = False) -> None:
+    """Register ``factory(config) -> ActivationModel`` under ``name`` for ``activation_model=name``;
+    a name already registered is refused (ValueError) unless ``replace=True``."""
+    register(ACTIVATION_MODELS, name, factory, what="activation model", replace=replace)

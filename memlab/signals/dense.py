@@ -32,6 +32,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 import numpy as np
 
 from memlab._arrays import Growable
+from memlab._registry import register
 from memlab.signals.embedders._assets import default_cache_dir
 from memlab.signals.fusion import FUSIONS, NORMALISERS
 from memlab.text import TITLE_KEYS
@@ -362,10 +363,13 @@ _INSTANCES: dict[tuple[str, str], CachedEmbedder] = {}
 _INSTANCES_LOCK = threading.Lock()
 
 
-def register_embedder(name: str, factory: Callable[[], Embedder]) -> None:
+def register_embedder(name: str, factory: Callable[[], Embedder], *,
+                      replace: bool = False) -> None:
     """Make ``factory()`` available as ``DenseConfig(embedder=name)``.
 
-    The name keys the embedding cache (``<cache_dir>/<name>.sqlite``): one name, one model.
+    The name keys the embedding cache (``<cache_dir>/<name>.sqlite``): one name, one model. A
+    name already registered is refused (ValueError) unless ``replace=True``, which also drops
+    the instances made by the old factory (the cached vectors stay: same name, same model).
 
     Examples
     --------
@@ -380,7 +384,7 @@ def register_embedder(name: str, factory: Callable[[], Embedder]) -> None:
     if not isinstance(name, str) or not _SAFE_NAME.fullmatch(name) or not callable(factory):
         raise ValueError(f"name must be a non-empty name of letters, digits, '.', '_' or '-' and "
                          f"factory callable, got {name!r}")
-    EMBEDDERS[name] = factory
+    register(EMBEDDERS, name, factory, what="embedder", replace=replace)
     with _INSTANCES_LOCK:
         for key in [k for k in _INSTANCES if k[0] == name]:
             del _INSTANCES[key]

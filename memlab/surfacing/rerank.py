@@ -29,6 +29,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from memlab._registry import register
+
 __all__ = ["FEATURES", "SOURCES", "STRATEGY_NAMES", "RANKED_SIGNALS", "RANKER_FORMAT",
            "candidate_features", "RankerModel", "load_ranker", "register_reranker",
            "RERANKERS", "rerank_scores"]
@@ -186,17 +188,18 @@ def load_ranker(path: str | Path) -> RankerModel:
 RERANKERS: dict[str, Callable[[pd.DataFrame], np.ndarray]] = {}
 
 
-def register_reranker(name: str, score: Callable[[pd.DataFrame], np.ndarray] | RankerModel
-                      ) -> None:
+def register_reranker(name: str, score: Callable[[pd.DataFrame], np.ndarray] | RankerModel,
+                      *, replace: bool = False) -> None:
     """Make ``score`` (a :class:`RankerModel` or a function of the feature frame) available as
-    ``SurfacingConfig(reranker=name)``."""
+    ``SurfacingConfig(reranker=name)``; a name already registered is refused (ValueError)
+    unless ``replace=True``."""
     if not isinstance(name, str) or not name or name.endswith(".json"):
         raise ValueError(f"name must be a non-empty string not ending in .json, got {name!r}")
     if isinstance(score, RankerModel):
         score = score.predict
     if not callable(score):
         raise ValueError(f"score must be a RankerModel or callable, got {score!r}")
-    RERANKERS[name] = score
+    register(RERANKERS, name, score, what="reranker", replace=replace)
 
 
 def resolve_reranker(spec: str) -> Callable[[pd.DataFrame], np.ndarray]:

@@ -177,15 +177,19 @@ ENTITY_DETECTORS: dict[str, EntityDetector] = {"capitalised": CapitalisedSpanDet
                                                "none": NoEntityDetector()}
 
 
-def register_router_rule(name: str, rule: Callable[[RouterInput], RuleResult]) -> None:
-    """Make ``rule`` available to configurations as ``router_rules=(…, name, …)``."""
-    register(ROUTER_RULES, name, rule, what="router rule")
+def register_router_rule(name: str, rule: Callable[[RouterInput], RuleResult], *,
+                         replace: bool = False) -> None:
+    """Make ``rule`` available to configurations as ``router_rules=(…, name, …)``; a name
+    already registered is refused (ValueError) unless ``replace=True``."""
+    register(ROUTER_RULES, name, rule, what="router rule", replace=replace)
 
 
-def register_entity_detector(name: str, detector: EntityDetector) -> None:
-    """Make ``detector`` available as ``entity_detector=name``."""
+def register_entity_detector(name: str, detector: EntityDetector, *,
+                             replace: bool = False) -> None:
+    """Make ``detector`` available as ``entity_detector=name``; a name already registered is
+    refused (ValueError) unless ``replace=True``."""
     register(ENTITY_DETECTORS, name, detector, what="entity detector", check_callable=False,
-             requires="detect")
+             requires="detect", replace=replace)
 
 
 def route(query: str, rules: tuple[str, ...], *, now: datetime, detector: EntityDetector,

@@ -113,8 +113,12 @@ STRATEGIES: dict[str, Pipeline] = RenamedEntries(
     STRATEGY_ALIASES, lambda old: deprecated_strategy_name(old, stacklevel=4))
 
 
-def register_strategy(name: str, strategy: Pipeline | Callable[[], Any]) -> None:
+def register_strategy(name: str, strategy: Pipeline | Callable[[], Any], *,
+                      replace: bool = False) -> None:
     """Make ``strategy`` available as an implementation name in ``SurfacingConfig.strategies``.
+
+    A name already registered (a built-in, or a deprecated alias of one, included) is refused
+    with a ValueError unless ``replace=True``.
 
     ``strategy`` is a :class:`~memlab.surfacing.stages.Pipeline` (stored under ``name``). A
     factory of an old-style strategy object (``expand(run)``/``adjust(run, table)``) is still
@@ -123,6 +127,12 @@ def register_strategy(name: str, strategy: Pipeline | Callable[[], Any]) -> None
     Examples
     --------
     >>> register_strategy("fresh_first", strategy_pipeline("x", expand=(recent(20),)))
+    >>> register_strategy("fresh_first", strategy_pipeline("x", expand=(recent(5),)))
+    Traceback (most recent call last):
+    ...
+    ValueError: the strategy registry already holds 'fresh_first'; pass replace=True to replace it
+    >>> register_strategy("fresh_first", strategy_pipeline("x", expand=(recent(5),)),
+    ...                   replace=True)
     >>> STRATEGIES.pop("fresh_first").name
     'fresh_first'
     """
@@ -136,7 +146,7 @@ def register_strategy(name: str, strategy: Pipeline | Callable[[], Any]) -> None
     else:
         raise ValueError(f"strategy must be a Pipeline (compose stages with >>) or a strategy "
                          f"factory, got {strategy!r}")
-    register(STRATEGIES, name, pipeline, what="strategy", check_callable=False)
+    register(STRATEGIES, name, pipeline, what="strategy", check_callable=False, replace=replace)
 
 
 # -- the deprecated expand/adjust protocol ---------------------------------------------------

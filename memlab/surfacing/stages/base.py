@@ -39,8 +39,11 @@ PHASE_TIMINGS = {"expand": "strategy_expand", "adjust": "strategy_adjust"}
 STAGES: dict[str, type["Stage"]] = {}
 
 
-def register_stage(cls: type["Stage"]) -> type["Stage"]:
+def register_stage(cls: type["Stage"] | None = None, *, replace: bool = False):
     """Make a :class:`Stage` subclass loadable by its ``name`` (a class decorator).
+
+    A stage name already registered is refused with a ValueError; ``@register_stage(
+    replace=True)`` replaces it on purpose (a notebook cell defining the stage run again).
 
     Examples
     --------
@@ -51,14 +54,24 @@ def register_stage(cls: type["Stage"]) -> type["Stage"]:
     ...     phase: ClassVar[str] = "adjust"
     ...     def __call__(self, run, table):
     ...         return table.with_columns(multiplier=table.multiplier * 0.5)
+    >>> register_stage(Halve)
+    Traceback (most recent call last):
+    ...
+    ValueError: the stage registry already holds 'halve_doc'; pass replace=True to replace it
+    >>> register_stage(replace=True)(Halve).__name__
+    'Halve'
     >>> STAGES.pop("halve_doc").__name__
     'Halve'
     """
+    if cls is None:
+        if not isinstance(replace, bool):
+            raise ValueError(f"replace must be True or False, got {replace!r}")
+        return lambda stage_class: register_stage(stage_class, replace=replace)
     if not (isinstance(cls, type) and issubclass(cls, Stage)):
         raise ValueError(f"register_stage takes a Stage subclass, got {cls!r}")
     if cls.phase not in PHASES:
         raise ValueError(f"{cls.__name__}.phase must be one of {PHASES}, got {cls.phase!r}")
-    register(STAGES, cls.name, cls, what="stage")
+    register(STAGES, cls.name, cls, what="stage", replace=replace)
     return cls
 
 
