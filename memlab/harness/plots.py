@@ -23,7 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from memlab.harness.display import point_label
-from memlab.harness.replay import ReplayResult
+from memlab.harness.replay import DEPRECATED_COLUMNS, TIMING_COLUMNS, ReplayResult
 from memlab.harness.sweep import SweepResult
 from memlab.surfacing.composite import TERM_COLUMNS
 from memlab.surfacing.context import TIMING_ALIASES
@@ -250,11 +250,16 @@ def plot_score_breakdown(result: ReplayResult, qid: str, top: int = 10, *, trace
     return fig
 
 
-def _stage_columns(decisions: pd.DataFrame) -> list[str]:
-    # stage timings: "<stage>_ms", including the graph stages' own "spread_ms" and "ppr_ms",
-    # but not the graph stages' budget/elapsed/overrun details ("spread_budget_ms", …)
-    return [c for c in decisions.columns if c in ("spread_ms", "ppr_ms") or (
-        c.endswith("_ms") and not c.startswith(("spread_", "ppr_")) and c != "total_ms")]
+def _stage_columns(decisions: pd.DataFrame) -> dict[str, str]:
+    # stage timings (stage name -> column): "<stage>_ms" (replay.TIMING_COLUMNS for a few),
+    # including the graph stages' own "spread_ms" and "ppr_ms", but not the graph stages'
+    # budget/elapsed/overrun details ("spread_budget_ms", …) nor deprecated alias columns
+    named = {column: stage for stage, column in TIMING_COLUMNS.items()}
+    return {named.get(c, c.removesuffix("_ms")): c for c in decisions.columns
+            if c in named or c in ("spread_ms", "ppr_ms") or (
+                c.endswith("_ms") and not c.startswith(("spread_", "ppr_"))
+                and c != "total_ms"
+                and DEPRECATED_COLUMNS.get(c) not in decisions.columns)}
 
 
 @_styled
@@ -284,8 +289,8 @@ def plot_stage_latency(result: ReplayResult, percentiles: Iterable[float] = (50,
     stages = _stage_columns(decisions)
     if decisions.empty or not stages:
         raise ValueError("result has no decisions with stage timings")
-    ran = {s: decisions[s].dropna() for s in stages}
-    names = [s.removesuffix("_ms") for s in stages if len(ran[s])]
+    ran = {n: decisions[c].dropna() for n, c in stages.items()}
+    names = [n for n in stages if len(ran[n])]
     # deprecated timing keys repeat a stage's own (context.TIMING_ALIASES): drawn once
     names = [n for n in names if TIMING_ALIASES.get(n) not in names]
     # pipeline order, each nested stage right under its parent (siblings in pipeline order)
@@ -300,7 +305,7 @@ def plot_stage_latency(result: ReplayResult, percentiles: Iterable[float] = (50,
             order.append(n)
         elif parent is not None and parent not in order:
             order += [parent] + [c for c in names if parent_of.get(c) == parent]
-    table = {n: [float(np.percentile(ran[f"{n}_ms"], p)) for p in percentiles] for n in names}
+    table = {n: [float(np.percentile(ran[n], p)) for p in percentiles] for n in names}
     fig = _figure(figsize=(9.5, 0.42 * len(order) + 1.4))
     ax = fig.add_subplot()
     height = 0.8 / len(percentiles)
@@ -316,8 +321,8 @@ def plot_stage_latency(result: ReplayResult, percentiles: Iterable[float] = (50,
         handles.append(Patch(color=colour, label=f"p{p:g}"))
     labels = []
     for n in order:
-        labels.append(f"└ {n} (in {parent_of[n]}, n={len(ran[n + '_ms'])})"
-                      if n in parent_of else f"{n} (n={len(ran[n + '_ms'])})")
+        labels.append(f"└ {n} (in {parent_of[n]}, n={len(ran[n])})"
+                      if n in parent_of else f"{n} (n={len(ran[n])})")
     ax.set_yticks(y, labels)
     for tick, n in zip(ax.get_yticklabels(), order):
         if n in parent_of:

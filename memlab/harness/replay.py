@@ -10,9 +10,12 @@ Frames (every frame has ``qid`` where it concerns a query):
     One row per query: ``qid``, ``session_id``, ``query``, ``category``, ``strategy_used``,
     ``requested_strategy``, ``confidence``, ``reasons`` and ``signals`` (JSON text), ``k``,
     ``max_tokens``, ``tokens_used``, ``n_candidates``, ``n_surfaced``, ``n_gold``, one
-    ``<stage>_ms`` column per pipeline stage and ``total_ms``, the graph stages' budget and flags
-    (``spread_budget_ms``, ``spread_over_budget``, ``ppr_method``, ``ppr_cache_hit``,
-    ``ppr_saturated``, ``ppr_over_budget``, …).
+    ``<stage>_ms`` column per pipeline stage (the time it took; the ``budget`` stage's is
+    ``budget_stage_ms``, see :data:`TIMING_COLUMNS`) and ``total_ms``, the graph stages'
+    configured time budgets and flags (``spread_budget_ms``, ``spread_over_budget``,
+    ``ppr_budget_ms``, ``ppr_method``, ``ppr_cache_hit``, ``ppr_saturated``,
+    ``ppr_over_budget``, …). ``budget_ms`` is a deprecated alias of ``budget_stage_ms`` for one
+    release (:data:`DEPRECATED_COLUMNS`): a ``*budget_ms`` column is otherwise a time budget.
 ``candidates``
     One row per query × candidate, surfaced or not: ``item_id``, ``rank``, ``source``, every
     signal raw and normalised, the composite terms (``term_*``), ``score``, ``surfaced``,
@@ -54,7 +57,26 @@ from memlab.model import SurfacingStrategy
 from memlab.surfacing.config import DEFAULT, SurfacingConfig, get_recipe
 
 __all__ = ["ReplayResult", "ReplayError", "replay", "build_manifest", "resolve_config",
-           "in_sample_note", "measured_judgements", "DEFAULT_START"]
+           "in_sample_note", "measured_judgements", "DEFAULT_START", "TIMING_COLUMNS",
+           "DEPRECATED_COLUMNS", "timing_column"]
+
+# the decisions frame's timing column of a stage whose "<stage>_ms" would read as something
+# else: the budget stage's time is "budget_stage_ms", since "budget_ms" everywhere else (the
+# graph configurations, the notes, the frame's "ppr_budget_ms"/"spread_budget_ms") is a budget
+TIMING_COLUMNS = {"budget": "budget_stage_ms"}
+# the decisions frame's deprecated columns (for one release): old name -> the column it repeats
+DEPRECATED_COLUMNS = {"budget_ms": "budget_stage_ms"}
+
+
+def timing_column(stage: str) -> str:
+    """The decisions frame's column holding the time (ms) of the stage or timing key ``stage``.
+
+    Examples
+    --------
+    >>> timing_column("ppr"), timing_column("budget")
+    ('ppr_ms', 'budget_stage_ms')
+    """
+    return TIMING_COLUMNS.get(stage, f"{stage}_ms")
 
 DEFAULT_START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 _FRAMES = ("decisions", "candidates", "metrics", "log")
@@ -192,8 +214,11 @@ def _flatten_stage(prefix: str, info: Any) -> dict[str, Any]:
         out[f"{prefix}_{key}"] = value
     budget, elapsed = info.get("budget_ms"), info.get("elapsed_ms")
     if "budget_ms" in info and elapsed is not None:
-        # no time budget (``budget_ms=None``) can never be overrun
-        out[f"{prefix}_over_budget"] = budget is not None and bool(elapsed > budget)
+        # no time budget (``budget_ms=None``) can never be overrun; a stage of several runs,
+        # each with its own budget (spreading per seed), overran when one of them did
+        overrun = info.get("overrun_ms")
+        out[f"{prefix}_over_budget"] = budget is not None and bool(
+            overrun > 0 if overrun is not None else elapsed > budget)
     return out
 
 
@@ -358,7 +383,10 @@ class _Runner:
             "decision_id": record.decision_id, "now": record.now,
         }
         for stage, ms in record.timings_ms.items():
-            row[f"{stage}_ms"] = ms
+            row[timing_column(stage)] = ms
+        for old, new in DEPRECATED_COLUMNS.items():
+            if new in row:
+                row[old] = row[new]
         for prefix, key in (("spread", "spreading"), ("ppr", "ppr")):
             if key in record.notes:
                 row.update(_flatten_stage(prefix, record.notes[key]))
