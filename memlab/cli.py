@@ -649,7 +649,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "e.g. 'team-a-*,shared' (default: $MEMLAB_MCP_WORKSPACES; all when unset)")
 
     check = sub.add_parser("check", help="verify a durable store's file", description=(
-        "Verify a memlab database without changing it: SQLite's integrity check, each journal "
+        "Verify a memlab database without changing it (read-only; the -wal/-shm files SQLite "
+        "needs to read a WAL-mode file are removed again when they were not there before): "
+        "SQLite's integrity check, each journal "
         "row's checksum, the numbering of rows (a deleted row, rows missing at the end), each "
         "payload, and a replay into memory. Exit 0 when sound; else exit 1, one line per "
         "problem naming where it is (the row, the snapshot part, the item; never its content), "

@@ -104,10 +104,41 @@ class _Scan:
 
 
 def _scan(path: Path, what: str) -> _Scan:
-    """Read every row of ``path`` without changing the file; sort intact rows from damaged."""
+    """Read every row of ``path`` without changing the file; sort intact rows from damaged.
+    The folder is left as it was found: the ``-wal``/``-shm`` files SQLite makes to read a
+    WAL-mode file are removed again when they were not there before (:func:`_drop_sidecars`)."""
     if not path.is_file():
         raise ValueError(f"{what} {str(path)!r} is not a file")
+    sidecars = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+    had_sidecars = any(p.exists() for p in sidecars)
+    try:
+        return _scan_file(path, what)
+    finally:
+        if not had_sidecars:
+            _drop_sidecars(path, sidecars)
 
+
+def _drop_sidecars(path: Path, sidecars: list[Path]) -> None:
+    """Remove the ``-wal`` and ``-shm`` files a read-only connection to the WAL-mode file
+    ``path`` left behind (it may not delete them itself), the way SQLite does: the last
+    connection to close deletes them. This one writes nothing: it runs only while the write-ahead
+    log is empty (so its checkpoint has nothing to copy), and SQLite leaves the files in place
+    while any other connection has the file open. Best effort: a file SQLite may not write
+    keeps them."""
+    wal = sidecars[0]
+    if not any(p.exists() for p in sidecars) or (wal.exists() and wal.stat().st_size):
+        return
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True)
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        pass
+
+
+def _scan_file(path: Path, what: str) -> _Scan:
     problems: list[tuple[int | None, str]] = []
     try:
         _preflight(path)
