@@ -19,13 +19,44 @@ Examples
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from memlab.errors import MemlabDeprecationWarning
 
-__all__ = ["RenamedEntries", "RenamedKeys"]
+__all__ = ["RenamedEntries", "RenamedKeys", "caller_stacklevel"]
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel``, for a ``warnings.warn`` made in the function calling this, that
+    points at the first frame outside memlab: the user's line, however many of memlab's frames
+    (``get_recipe`` → ``load_recipe_file`` → ``SurfacingConfig.from_dict`` → the dataclass's
+    ``__init__`` → a field check …) lie between. A fixed stacklevel is right for one entry
+    point only; one that lands inside memlab hides the warning from Python's default filters
+    (which show a DeprecationWarning only when it is attributed to ``__main__``).
+
+    Examples
+    --------
+    >>> def inner():  # a frame of memlab's (this module's) calling the helper
+    ...     return caller_stacklevel()
+    >>> inner() >= 2
+    True
+    """
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and _is_memlab(frame.f_globals.get("__name__")):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def _is_memlab(module: Any) -> bool:
+    # a dataclass's generated __init__ runs with its module's globals: it counts as memlab's;
+    # so does dataclasses.replace, which SurfacingConfig.replace calls
+    return isinstance(module, str) and (module in ("memlab", "dataclasses")
+                                        or module.startswith("memlab."))
 
 
 class RenamedKeys(dict):

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from memlab._deprecation import caller_stacklevel
 from memlab.graph.ppr import PPRConfig
 from memlab.graph.spreading import SpreadConfig
 from memlab.signals.activation import ACTIVATION_MODELS
@@ -132,7 +133,8 @@ def _check_router_rules(cfg: "SurfacingConfig", name: str, value: Any) -> None:
         _registered("router_rules", rule, ROUTER_RULES)
     # a deprecated rule name (warned) is stored under its new name, so the recipe serialises it
     object.__setattr__(cfg, "router_rules", tuple(
-        deprecated_rule_name(rule, stacklevel=5) if rule in ROUTER_RULE_ALIASES else rule
+        deprecated_rule_name(rule, stacklevel=caller_stacklevel())
+        if rule in ROUTER_RULE_ALIASES else rule
         for rule in value))
 
 
@@ -158,7 +160,8 @@ def _check_strategies(cfg: "SurfacingConfig", name: str, value: Any) -> None:
                 raise ValueError(f"strategies: the pipeline for {strategy!r} is invalid "
                                  f"({exc})") from None
         if isinstance(impl, str) and impl in STRATEGY_ALIASES:
-            impl = strategies[strategy] = deprecated_strategy_name(impl, stacklevel=5)
+            impl = strategies[strategy] = deprecated_strategy_name(
+                impl, stacklevel=caller_stacklevel())
         if isinstance(impl, Pipeline):
             impl.check_strategy(f"strategies: the pipeline for {strategy!r}")
         elif impl is not None:

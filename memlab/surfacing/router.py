@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable
 
-from memlab._deprecation import RenamedEntries
+from memlab._deprecation import RenamedEntries, caller_stacklevel
 from memlab._registry import register
 from memlab.errors import MemlabDeprecationWarning
 from memlab.model import SurfacingDecision, SurfacingStrategy
@@ -151,7 +151,7 @@ ROUTER_RULES: dict[str, Callable[[RouterInput], RuleResult]] = RenamedEntries({
     "point_query": rule_point_query,
     "procedural": rule_procedural,
     "temporal": rule_temporal,
-}, ROUTER_RULE_ALIASES, lambda old: deprecated_rule_name(old, stacklevel=4))
+}, ROUTER_RULE_ALIASES, lambda old: deprecated_rule_name(old, stacklevel=caller_stacklevel()))
 
 
 def rule_recency(q: RouterInput) -> RuleResult:

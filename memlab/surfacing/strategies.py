@@ -22,7 +22,7 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
-from memlab._deprecation import RenamedEntries
+from memlab._deprecation import RenamedEntries, caller_stacklevel
 from memlab._registry import register
 from memlab.errors import MemlabDeprecationWarning
 from memlab.surfacing.stages import (
@@ -110,7 +110,7 @@ _BUILT_IN: dict[str, tuple[tuple[Stage, ...], tuple[Stage, ...]]] = {
 # the registry: its deprecated names (STRATEGY_ALIASES) still look up the renamed entry, warned
 STRATEGIES: dict[str, Pipeline] = RenamedEntries(
     {name: strategy_pipeline(name, expand, adjust) for name, (expand, adjust) in _BUILT_IN.items()},
-    STRATEGY_ALIASES, lambda old: deprecated_strategy_name(old, stacklevel=4))
+    STRATEGY_ALIASES, lambda old: deprecated_strategy_name(old, stacklevel=caller_stacklevel()))
 
 
 def register_strategy(name: str, strategy: Pipeline | Callable[[], Any], *,
