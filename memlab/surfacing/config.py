@@ -388,7 +388,10 @@ class SurfacingConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "SurfacingConfig":
-        """The configuration :meth:`to_dict` wrote; ValueError for anything else."""
+        """The configuration :meth:`to_dict` wrote; ValueError for anything else. A deprecated
+        strategy or router rule name loads under its new name with a
+        :class:`~memlab.errors.MemlabDeprecationWarning` attributed to the caller's line (as
+        from :func:`load_recipe_file` and :func:`get_recipe`)."""
         if not isinstance(data, Mapping):
             raise ValueError(f"data must be a mapping of configuration fields, got {data!r}")
         data = dict(data)
@@ -558,7 +561,9 @@ def get_recipe(name: str) -> SurfacingConfig:
 
     ``name`` is a built-in recipe (``"seed_compat"``, ``"default"``, ``"bm25"``), a path to a
     recipe file (``*.json``, see :func:`load_recipe_file`), or the name of a recipe file
-    ``<name>.json`` in one of :func:`recipe_search_path`'s folders.
+    ``<name>.json`` in one of :func:`recipe_search_path`'s folders. A recipe file naming a
+    deprecated strategy or router rule loads with a DeprecationWarning that points at the
+    line calling this function.
 
     Examples
     --------
