@@ -9,7 +9,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from memlab._registry import register as _register
 from memlab.model import validate_edge_type
 
 
@@ -54,12 +53,6 @@ def method_name(method: str | Callable, registry: Mapping[str, Callable]) -> str
         if fn is method:
             return name
     return f"{getattr(method, '__module__', '?')}.{getattr(method, '__qualname__', repr(method))}"
-
-
-def register(registry: dict[str, Callable], name: str, fn: Callable, *, what: str = "method",
-             replace: bool = False) -> None:
-    """The graph methods' registration: :func:`memlab._registry.register`."""
-    _register(registry, name, fn, what=what, replace=replace)
 
 
 def from_dict(cls, data: Mapping[str, Any], tuple_fields: tuple[str, ...] = ()):

@@ -75,13 +75,13 @@ import scipy.sparse as sp
 
 from memlab._arrays import group_sum, sorted_unique
 from memlab.errors import MemlabDeprecationWarning, PPRConvergenceError, PPRUnavailable
+from memlab._registry import register
 from memlab.graph._common import (
     LRUCache,
     check_method,
     from_dict,
     is_number,
     method_name,
-    register,
 )
 from memlab.graph.csr import GraphSnapshot
 

@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 
 from memlab._arrays import sorted_unique
+from memlab._registry import register
 from memlab.graph._common import (
     check_method,
     from_dict,
     is_number,
     method_name,
-    register,
     seed_list,
     type_tuple,
 )
