@@ -4,6 +4,7 @@ one's names), as ``__main__`` (so a block's ``if __name__ == "__main__":`` body 
 temporary folder; blocks that read the shared data run in the integration tier, from the
 repository root (their paths are relative to it)."""
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -27,8 +28,25 @@ def python_blocks(path: Path) -> list[tuple[int, str]]:
 
 def run(blocks, path):
     namespace = {"__name__": "__main__"}
-    for line, code in blocks:
-        exec(compile(code, f"{path.name}, block at line {line}", "exec"), namespace)
+    with restored_registries():
+        for line, code in blocks:
+            exec(compile(code, f"{path.name}, block at line {line}", "exec"), namespace)
+
+
+@contextlib.contextmanager
+def restored_registries():
+    """memlab's registries as they were: a README block registers a stage and a strategy (as a
+    user would, once), and a registry refuses a name already registered, so another test
+    registering the same example must not find it left over."""
+    from memlab.surfacing.stages import STAGES
+    from memlab.surfacing.strategies import STRATEGIES
+    saved = [(registry, dict(registry)) for registry in (STAGES, STRATEGIES)]
+    try:
+        yield
+    finally:
+        for registry, entries in saved:
+            registry.clear()
+            registry.update(entries)
 
 
 def test_the_readme_has_python_blocks():
