@@ -193,3 +193,15 @@ def test_issue14_an_unencodable_answer_is_still_answered_by_fastapi(monkeypatch)
     mem = state.memory("default")
     monkeypatch.setattr(type(mem), "get", lambda self, item_id, reinforce=True: {1: "a"})
     assert http.get("/v1/items/a").status_code == 500  # FastAPI's response validation
+
+
+def test_issue14_background_work_still_runs_after_an_encoded_answer():
+    state = ServiceState(clock=ManualClock(T0))
+    calls: list[tuple[str, str]] = []
+    state.after = lambda workspace_id, event: calls.append((workspace_id, event))
+    http = TestClient(create_app(state))
+    assert http.post("/v1/items", json={"content": "deploy notes"}).status_code == 200
+    assert http.post("/v1/query", json={"q": "deploy"}).status_code == 200
+    assert http.post("/v1/ingest", json={"placement": "new_topic", "title": "T"}).status_code \
+        == 200
+    assert calls == [("default", "query"), ("default", "ingest")]
