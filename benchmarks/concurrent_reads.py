@@ -15,7 +15,9 @@ items, then ``--clients`` threads send ``--ops`` requests each, either to a
 Trees alternate within each round (A B, then B A, ...) so that a change in the machine's load
 hits both. Each process reports every request's latency; the table gives, per tree, mode, mix and
 request kind, the median over rounds of p50 and p99 (ms), and the ratio of the last tree to the
-first.
+first. Each process also reports its CPU time per request (``time.process_time``), and in
+``http`` mode the server's part of it: the process's CPU minus the client threads' own
+(``time.thread_time`` at each client's end), i.e. uvicorn's thread and the route workers.
 
 Run::
 
@@ -76,6 +78,7 @@ def worker(mode: str, mix: str, clients: int, ops: int, items: int, seed: int) -
     errors: list[str] = []
     plan = MIXES[mix]
     start = threading.Barrier(clients)
+    client_cpu: list[float] = []  # CPU seconds of each client thread, at its end
 
     def queries(n: int):
         r = random.Random(seed * 1000 + n)
@@ -102,8 +105,11 @@ def worker(mode: str, mix: str, clients: int, ops: int, items: int, seed: int) -
                 else:
                     mem.add(f"client {n} note {i} {query()}")
                 latencies[kind].append((time.perf_counter() - t) * 1e3)
+            client_cpu.append(time.thread_time())
 
+        cpu = time.process_time()
         elapsed = _run(clients, client, errors)
+        cpu = time.process_time() - cpu
         store.close()
     else:
         import httpx
@@ -141,12 +147,20 @@ def worker(mode: str, mix: str, clients: int, ops: int, items: int, seed: int) -
                     latencies[kind].append((time.perf_counter() - t) * 1e3)
                     if r.status_code != 200:
                         errors.append(f"{kind} {r.status_code} {r.text[:80]}")
+            client_cpu.append(time.thread_time())  # this client's own CPU (httpx)
 
+        cpu = time.process_time()
         elapsed = _run(clients, client, errors)
+        cpu = time.process_time() - cpu
         server.should_exit = True
         thread.join(30)
         state.store.close()
-    return {"seconds": elapsed, "errors": errors[:5],
+    requests = sum(len(v) for v in latencies.values())
+    # CPU per request: the whole process, and the part outside the client threads (in http
+    # mode: the server, uvicorn's thread and its worker threads; in threads mode: ~0)
+    cpu_ms = {"process": cpu / requests * 1e3,
+              "server": (cpu - sum(client_cpu)) / requests * 1e3}
+    return {"seconds": elapsed, "errors": errors[:5], "cpu_ms": cpu_ms,
             "ms": {kind: {"p50": _percentile(v, 0.5), "p99": _percentile(v, 0.99), "n": len(v)}
                    for kind, v in latencies.items() if v}}
 
@@ -217,8 +231,11 @@ def main(argv: list[str] | None = None) -> None:
                     result = json.loads(out.stdout.strip().splitlines()[-1])
                     result.update(tree=tree, mode=mode, mix=mix, round=rnd)
                     runs.append(result)
+                    cpu = result["cpu_ms"]
                     print(f"round {rnd} {mode:7s} {mix:5s} {Path(tree).name:14s} "
-                          f"{result['seconds']:6.1f} s  " + "  ".join(
+                          f"{result['seconds']:6.1f} s  cpu/request {cpu['process']:.2f} ms"
+                          + (f" (server {cpu['server']:.2f})" if mode == "http" else "")
+                          + "  " + "  ".join(
                               f"{k} {v['p50']:.2f}/{v['p99']:.2f}"
                               for k, v in result["ms"].items())
                           + (f"  ERRORS {result['errors']}" if result["errors"] else ""),
@@ -250,6 +267,12 @@ def main(argv: list[str] | None = None) -> None:
                for tree in args.trees}
     print("median seconds per process run:", {Path(t).name: round(s, 1)
                                               for t, s in seconds.items()})
+    for mode in args.modes:
+        for part in (("process", "server") if mode == "http" else ("process",)):
+            cpu = {Path(t).name: round(statistics.median(
+                r["cpu_ms"][part] for r in runs if r["tree"] == t and r["mode"] == mode), 2)
+                for t in args.trees}
+            print(f"median CPU ms per request, {mode}, {part}:", cpu)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ that may write keeps reinforcing its reads); a request whose ``Host`` header is 
 
 
 import contextlib
+import functools
+import inspect
 import json
 from pathlib import Path
 from typing import Any, Iterable, Literal
@@ -187,8 +189,7 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
         dry_run: StrictBool = True  # only JSON true/false: "no", 0, "off" are 422
         passes: list[str] | None = None
 
-    def check_key(x_api_key: str | None = Header(None),
-                  authorization: str | None = Header(None)) -> ApiKey:
+    def authenticate(x_api_key: str | None, authorization: str | None) -> ApiKey:
         """The caller's key (every workspace on an open server); 401 when missing or wrong."""
         if ring.open:
             return OPEN
@@ -243,15 +244,23 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
         limits.check_args(request.query_params)
         raw = await request.body()
         if raw:
-            try:
-                body = json.loads(raw)
+            try:  # FastAPI has parsed a JSON body already: Request.json() keeps the result
+                body = await request.json()
             except (ValueError, RecursionError):
                 return  # not JSON: FastAPI's own 422 names the problem
             limits.check_args(body)
             if isinstance(body, dict):  # a NUL in an id is 400 here as in a bulk item
                 check_id_args(body)
 
-    secured = [Depends(check_key), Depends(check_limits)]
+    # One dependency per route, on the event loop (async: no worker thread): the key first
+    # (401), then the limits (413, a NUL in an id 400), before the body is validated (422).
+    async def caller(request: Request, x_api_key: str | None = Header(None),
+                     authorization: str | None = Header(None)) -> ApiKey:
+        """The caller's key, once the request is within the limits."""
+        key = authenticate(x_api_key, authorization)
+        await check_limits(request)
+        return key
+
     app.add_middleware(_Guard, max_body_bytes=limits.max_body_bytes, hosts=hosts)
     _document_errors(app)
 
@@ -288,11 +297,11 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
         return JSONResponse(status_code=403, content={"detail": str(exc)})
 
     @app.get("/health")
-    def health() -> dict[str, Any]:
+    async def health() -> dict[str, Any]:  # no worker thread
         return {"status": "ok"}
 
-    @app.get("/health/graph", dependencies=secured)
-    def health_graph(key: ApiKey = Depends(check_key)):
+    @app.get("/health/graph")
+    def health_graph(key: ApiKey = Depends(caller)):
         if not key.admin:
             raise ScopeError("the store-wide health report needs an admin key")
         try:
@@ -305,34 +314,39 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
                         "corrupted (sqlite3 <path> 'PRAGMA integrity_check'); restart with "
                         "MEMLAB_DB pointing at a good copy"})
 
-    @app.post("/v1/items", dependencies=secured)
-    def add_item(body: ItemIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+    @app.post("/v1/items")
+    @encoded
+    def add_item(body: ItemIn, key: ApiKey = Depends(caller)) -> dict[str, Any]:
         item_id = write(key, body.workspace_id).add(body.content, body.memory_type,
                                                       body.metadata, body.item_id)
         state.record("add", body.workspace_id, content=body.content, item_id=item_id,
                      memory_type=body.memory_type, metadata=body.metadata)
         return {"item_id": item_id}
 
-    @app.post("/v1/items/bulk", dependencies=secured)
-    def add_items(body: ItemsIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+    @app.post("/v1/items/bulk")
+    @encoded
+    def add_items(body: ItemsIn, key: ApiKey = Depends(caller)) -> dict[str, Any]:
         ids = state.add_many(key.check(body.workspace_id, "write"), body.items)  # chunk-atomic
         for item_id, item in zip(ids, body.items):
             state.record("add", body.workspace_id, content=item.get("content"), item_id=item_id,
                          memory_type=item.get("memory_type"), metadata=item.get("metadata"))
         return {"item_ids": ids}
 
-    @app.get("/v1/items/{item_id}", dependencies=secured)
+    @app.get("/v1/items/{item_id}")
+    @encoded
     def get_item(item_id: str, workspace_id: str = "default",
-                 key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+                 key: ApiKey = Depends(caller)) -> dict[str, Any]:
         return read(key, workspace_id).get(item_id, reinforce=reinforces(key, workspace_id))
 
-    @app.post("/v1/search", dependencies=secured)
-    def search(body: SearchIn, key: ApiKey = Depends(check_key)) -> list[dict[str, Any]]:
+    @app.post("/v1/search")
+    @encoded
+    def search(body: SearchIn, key: ApiKey = Depends(caller)) -> list[dict[str, Any]]:
         return read(key, body.workspace_id).search(
             body.query, top_k=body.top_k, reinforce=reinforces(key, body.workspace_id))
 
-    @app.post("/v1/context", dependencies=secured)
-    def context(body: ContextIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+    @app.post("/v1/context")
+    @encoded
+    def context(body: ContextIn, key: ApiKey = Depends(caller)) -> dict[str, Any]:
         response = read(key, body.workspace_id).get_working_context(
             session(body.workspace_id, body.session_id), body.query, k=body.k,
             max_tokens=body.max_tokens, strategy=body.strategy)
@@ -340,8 +354,9 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
                      k=body.k, max_tokens=body.max_tokens, strategy=body.strategy)
         return response
 
-    @app.post("/v1/edges", dependencies=secured)
-    def add_edge(body: EdgeIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+    @app.post("/v1/edges")
+    @encoded
+    def add_edge(body: EdgeIn, key: ApiKey = Depends(caller)) -> dict[str, Any]:
         # both items must exist, so must the workspace: an unknown one is not created
         write_existing(key, body.workspace_id).add_edge(body.src, body.dst, body.edge_type,
                                                         body.weight)
@@ -350,13 +365,15 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
         return {"src": body.src, "dst": body.dst, "edge_type": body.edge_type,
                 "weight": body.weight}
 
-    @app.get("/v1/edges", dependencies=secured)
+    @app.get("/v1/edges")
+    @encoded
     def edges(workspace_id: str = "default", item_id: str | None = None,
-              key: ApiKey = Depends(check_key)) -> list[dict]:
+              key: ApiKey = Depends(caller)) -> list[dict]:
         return read(key, workspace_id).get_edges(item_id)
 
-    @app.post("/v1/pins", dependencies=secured)
-    def pin(body: PinIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+    @app.post("/v1/pins")
+    @encoded
+    def pin(body: PinIn, key: ApiKey = Depends(caller)) -> dict[str, Any]:
         mem = write_existing(key, body.workspace_id)  # the item must exist, so must the workspace
         sid = session(body.workspace_id, body.session_id)
         mem.pin_item(sid, body.item_id, body.weight)
@@ -364,33 +381,37 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
                      item_id=body.item_id, weight=body.weight)
         return {"pins": mem.get_pins(sid)}
 
-    @app.delete("/v1/pins/{session_id}/{item_id}", dependencies=secured)
+    @app.delete("/v1/pins/{session_id}/{item_id}")
+    @encoded
     def unpin(session_id: str, item_id: str, workspace_id: str = "default",
-              key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+              key: ApiKey = Depends(caller)) -> dict[str, Any]:
         mem = write_existing(key, workspace_id)  # nothing is pinned in an unknown workspace
         sid = session(workspace_id, session_id)
         mem.unpin_item(sid, item_id)
         state.record("unpin", workspace_id, session_id=session_id, item_id=item_id)
         return {"pins": mem.get_pins(sid)}
 
-    @app.get("/v1/pins/{session_id}", dependencies=secured)
+    @app.get("/v1/pins/{session_id}")
+    @encoded
     def pins(session_id: str, workspace_id: str = "default",
-             key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+             key: ApiKey = Depends(caller)) -> dict[str, Any]:
         mem = read(key, workspace_id)
         return {"pins": mem.get_pins(session(workspace_id, session_id))}
 
-    @app.post("/v1/ingest", dependencies=secured)
+    @app.post("/v1/ingest")
+    @encoded
     def ingest_route(body: IngestIn, background: BackgroundTasks,
-                     key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+                     key: ApiKey = Depends(caller)) -> dict[str, Any]:
         fields = body.model_dump(exclude={"workspace_id", "placement"}, exclude_none=True)
         out = ingest(body.placement, memory=write(key, body.workspace_id), **fields)
         state.record("ingest", body.workspace_id, placement=body.placement, **fields)
         background.add_task(state.after, body.workspace_id, "ingest")
         return out
 
-    @app.post("/v1/query", dependencies=secured)
+    @app.post("/v1/query")
+    @encoded
     def query_route(body: QueryIn, background: BackgroundTasks,
-                    key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+                    key: ApiKey = Depends(caller)) -> dict[str, Any]:
         reinforce = reinforces(key, body.workspace_id)
         out = query(body.q, stages=list(body.stages), explain=body.explain, top_k=body.top_k,
                     memory=read(key, body.workspace_id), reinforce=reinforce)
@@ -398,8 +419,9 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
             background.add_task(state.after, body.workspace_id, "query")
         return out
 
-    @app.post("/v1/resolve", dependencies=secured)
-    def resolve(body: ResolveIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+    @app.post("/v1/resolve")
+    @encoded
+    def resolve(body: ResolveIn, key: ApiKey = Depends(caller)) -> dict[str, Any]:
         out = resolve_context(body.session_id, body.key,
                               cache_of(key, body.cache, body.workspace_id, "read"),
                               memory=read(key, body.workspace_id),
@@ -408,55 +430,62 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
                      cache=body.cache)
         return out
 
-    @app.post("/v1/promote", dependencies=secured)
-    def promote(body: PromoteIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+    @app.post("/v1/promote")
+    @encoded
+    def promote(body: PromoteIn, key: ApiKey = Depends(caller)) -> dict[str, Any]:
         out = promote_to_long_term(body.session_id, body.key, body.value, body.node_type,
                                    memory=write(key, body.workspace_id))
         state.record("promote", body.workspace_id, session_id=body.session_id, key=body.key,
                      value=body.value, node_type=body.node_type)
         return out
 
-    @app.get("/v1/status", dependencies=secured)
+    @app.get("/v1/status")
+    @encoded
     def status(session_id: str, workspace_id: str = "default", cache: str = "default",
-               key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+               key: ApiKey = Depends(caller)) -> dict[str, Any]:
         return get_memory_status(session_id, cache_of(key, cache, workspace_id, "read"),
                                  memory=read(key, workspace_id))
 
-    @app.post("/v1/cache/set", dependencies=secured)
-    def cache_set(body: CacheSetIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+    @app.post("/v1/cache/set")
+    @encoded
+    def cache_set(body: CacheSetIn, key: ApiKey = Depends(caller)) -> dict[str, Any]:
         index = cache_of(key, body.cache, body.workspace_id, "write").set(body.key, body.value)
         state.record("cache_set", body.workspace_id, key=body.key, value=body.value,
                      cache=body.cache)
         return {"index": index}
 
-    @app.post("/v1/cache/peek", dependencies=secured)
-    def cache_peek(body: CacheKeyIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+    @app.post("/v1/cache/peek")
+    @encoded
+    def cache_peek(body: CacheKeyIn, key: ApiKey = Depends(caller)) -> dict[str, Any]:
         hit, value, index = cache_of(key, body.cache, body.workspace_id, "read").peek(
             body.key, reinforce=reinforces(key, body.workspace_id))
         state.record("cache_peek", body.workspace_id, key=body.key, cache=body.cache)
         return {"hit": hit, "value": value, "index": index}
 
-    @app.post("/v1/cache/flush", dependencies=secured)
+    @app.post("/v1/cache/flush")
+    @encoded
     def cache_flush(cache: str = "default", workspace_id: str = "default",
-                    key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+                    key: ApiKey = Depends(caller)) -> dict[str, Any]:
         return {"flushed": cache_of(key, cache, workspace_id, "write").flush()}
 
-    @app.post("/v1/graph/nodes", dependencies=secured)
-    def graph_node(body: NodeIn, key: ApiKey = Depends(check_key)) -> dict[str, Any]:
+    @app.post("/v1/graph/nodes")
+    @encoded
+    def graph_node(body: NodeIn, key: ApiKey = Depends(caller)) -> dict[str, Any]:
         node_id = upsert_node(body.session_id, body.node_type, body.label, body.content,
                               body.metadata, memory=write(key, body.workspace_id))
         return {"node_id": node_id}
 
-    @app.post("/v1/graph/search", dependencies=secured)
-    def graph_search(body: GraphSearchIn, key: ApiKey = Depends(check_key)) -> list[dict[str, Any]]:
+    @app.post("/v1/graph/search")
+    @encoded
+    def graph_search(body: GraphSearchIn, key: ApiKey = Depends(caller)) -> list[dict[str, Any]]:
         return search_graph(body.session_id, body.query, body.max_depth, body.top_k,
                             memory=read(key, body.workspace_id),
                             reinforce=reinforces(key, body.workspace_id))
 
-    @app.post("/v1/maintenance", dependencies=secured, status_code=200, responses={
+    @app.post("/v1/maintenance", status_code=200, responses={
         202: {"description": "accepted: `dry_run: false` runs after the response"}})
     def maintenance(body: MaintenanceIn, background: BackgroundTasks,
-                    key: ApiKey = Depends(check_key)):
+                    key: ApiKey = Depends(caller)):
         key.check(body.workspace_id, "read" if body.dry_run else "write")
         passes = tuple(body.passes) if body.passes is not None else None
         if not state.exists(body.workspace_id):  # a workspace that does not exist has no work
@@ -492,6 +521,52 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
         return JSONResponse(status_code=202, content={"dry_run": False, "accepted": True})
 
     return app
+
+
+def encoded(endpoint):
+    """``endpoint`` (a sync route) answering with its JSON already encoded, in its own thread.
+
+    FastAPI runs a sync route in a worker thread, then validates its return value against the
+    return annotation in a second trip to the thread pool, and encodes it on the event loop.
+    This does the same work (a pydantic ``TypeAdapter`` of the same annotation: validated with
+    ``from_attributes``, dumped to JSON ``by_alias``, as FastAPI's response field does) in the
+    worker thread that computed the value, and returns the encoded
+    ``Response(media_type="application/json")``, which FastAPI passes through as it is (with
+    the route's background tasks). The answer's bytes and headers are unchanged; so is the
+    OpenAPI schema, which still comes from the annotation. A value that does not validate or
+    encode is returned unchanged, so FastAPI answers it exactly as before (a 500, or the 400
+    of a ``ValueError``); a route's own ``Response`` passes through.
+
+    Examples
+    --------
+    >>> from typing import Any
+    >>> @encoded
+    ... def answer() -> dict[str, Any]:
+    ...     return {"n": 1}
+    >>> answer().body
+    b'{"n":1}'
+    """
+    from pydantic import TypeAdapter
+    from starlette.responses import Response
+
+    annotation = inspect.signature(endpoint).return_annotation
+    if annotation is inspect.Signature.empty:
+        raise ValueError(f"endpoint must have a return annotation, got {endpoint!r:.80}")
+    adapter = TypeAdapter(annotation)
+
+    @functools.wraps(endpoint)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        out = endpoint(*args, **kwargs)
+        if isinstance(out, Response):
+            return out
+        try:
+            body = adapter.dump_json(adapter.validate_python(out, from_attributes=True),
+                                     by_alias=True)
+        except Exception:  # noqa: BLE001 - FastAPI checks it again and answers as before
+            return out
+        return Response(content=body, media_type="application/json")
+
+    return run
 
 
 class _Guard:
