@@ -81,7 +81,7 @@ def oracle(live: ReplayResult, qids) -> pd.DataFrame:
         weight = g["item_id"].map(lambda i: float(gold.get(i, 0.0))).to_numpy()
         row = {"qid": qid, "pool": weight.sum() / total, "pool_size": len(g)}
         for signal in ("bm25", "dense"):
-            if signal in g:
+            if signal in g and g[signal].notna().any():  # no dense column without dense
                 top = np.argsort(-np.nan_to_num(g[signal].to_numpy(dtype=float)),
                                  kind="stable")[:20]
                 row[f"{signal}_top20"] = weight[top].sum() / total
