@@ -9,6 +9,10 @@ fixture quantises the model into a temporary directory (~20 s of CPU).
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -107,6 +111,13 @@ def test_calibration_texts_are_fixed_and_validated():
     assert any(len(t) <= 60 for t in a) and any(len(t) > 200 for t in a)
     with pytest.raises(ValueError, match="limit must be an integer >= 1, got 0"):
         calibration_texts(0)
+    # what was imported before does not change the text (the quantised model is named by it)
+    code = ("import email.mime.text, http.server, logging.handlers, unittest.mock, json.tool\n"
+            "from memlab.signals.embedders.openvino_int8 import calibration_texts\n"
+            "print(repr(calibration_texts(50)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1]).stdout
+    assert out.strip() == repr(a)
 
 
 def test_quantize_minilm_refuses_empty_calibration():

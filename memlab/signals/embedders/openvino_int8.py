@@ -58,8 +58,9 @@ def calibration_texts(limit: int = 300) -> list[str]:
     (``CALIBRATION_MODULES``, in a fixed order, every n-th of them up to ``limit``) and the
     first 60 characters of a quarter of them (short texts, like queries).
 
-    Deterministic for a given Python version (the quantised model is named by the texts'
-    digest, so another Python's text gives another file, never a mixed one).
+    Deterministic for a given Python version, whatever was imported before (the quantised
+    model is named by the texts' digest, so another Python's text gives another file, never a
+    mixed one).
 
     Examples
     --------
@@ -72,10 +73,14 @@ def calibration_texts(limit: int = 300) -> list[str]:
     paragraphs: list[str] = []
     for module_name in CALIBRATION_MODULES:
         module = importlib.import_module(module_name)
-        objects = [module] + [getattr(module, n) for n in sorted(dir(module))
+        # the module and what it defines itself (not what it imported, nor submodules that
+        # other imports happened to load: those would make the text depend on import order)
+        objects = [module] + [getattr(module, n) for n in sorted(vars(module))
                               if not n.startswith("_")]
         for obj in objects:
-            if not (inspect.ismodule(obj) or inspect.isclass(obj) or inspect.isfunction(obj)):
+            if obj is not module and not (
+                    (inspect.isclass(obj) or inspect.isfunction(obj))
+                    and getattr(obj, "__module__", None) == module.__name__):
                 continue
             doc = inspect.getdoc(obj)
             for para in re.split(r"\n\s*\n", doc or ""):
