@@ -20,9 +20,12 @@ default inference precision for the CPU (bf16 where it has it, else f32).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import inspect
+import io
+import logging
 import os
 import re
 import threading
@@ -123,9 +126,19 @@ def quantize_minilm(model, texts: Sequence[str], tokenizer, *, batch_size: int =
             mask[r, :lengths[i]] = 1
         feeds.append({"input_ids": ids, "attention_mask": mask})
     kwargs = {"ignored_scope": nncf.IgnoredScope(names=list(float_nodes))} if float_nodes else {}
-    return nncf.quantize(model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER,
-                         preset=nncf.QuantizationPreset.MIXED, subset_size=len(feeds),
-                         **kwargs)
+    # NNCF logs its plan at INFO and prints progress bars and the ignored nodes to stdout: a
+    # one-time step that should not fill an evaluation's output
+    logger = logging.getLogger("nncf")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return nncf.quantize(model, nncf.Dataset(feeds),
+                                 model_type=nncf.ModelType.TRANSFORMER,
+                                 preset=nncf.QuantizationPreset.MIXED, subset_size=len(feeds),
+                                 **kwargs)
+    finally:
+        logger.setLevel(level)
 
 
 def quantized_minilm_path(directory: str | Path | None = None) -> Path:
