@@ -55,7 +55,8 @@ def test_openvino_int8_vectors_agree_with_the_torch_path(embedder):
     reference = dense_mod.MiniLMEmbedder().encode(texts)
     vectors = embedder.encode(texts)
     cosines = (vectors * reference).sum(axis=1)
-    # the int8 bound; measured min 0.990, mean 0.9991 on 769 texts (one-word included)
+    # the int8 bound on the test set; on 769 texts (one-word strings, MuSiQue passages)
+    # measured min 0.986, mean 0.9991
     assert cosines.min() >= 0.99, cosines
     assert cosines.mean() >= 0.998, cosines
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
