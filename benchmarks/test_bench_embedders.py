@@ -21,7 +21,8 @@ import pytest
 from benchmarks.conftest import Cycle
 from memlab.signals.dense import EMBEDDERS
 
-NAMES = ["minilm", "minilm-onnx", "minilm-onnx-int8", "minilm-openvino", "minilm-static"]
+NAMES = ["minilm", "minilm-onnx", "minilm-onnx-int8", "minilm-openvino", "minilm-openvino-int8",
+         "minilm-static"]
 _SUBJECTS = ["The river", "A committee", "The composer", "This species", "The railway station",
              "Her second album", "The treaty", "The observatory"]
 _VERBS = ["was founded in", "is located near", "was renamed after", "moved its offices to",

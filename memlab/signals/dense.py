@@ -14,7 +14,8 @@ re-computed for items whose content changed, and cached on disk by (embedder nam
 the text), one SQLite file per embedder.
 
 Embedders are registered by name (:data:`EMBEDDERS`): ``minilm`` (torch), ``minilm-onnx`` and
-``minilm-onnx-int8`` (ONNX Runtime), ``minilm-openvino`` (OpenVINO), ``minilm-static``
+``minilm-onnx-int8`` (ONNX Runtime), ``minilm-openvino`` (OpenVINO), ``minilm-openvino-int8``
+(OpenVINO, NNCF int8), ``minilm-static``
 (model2vec), ``hashing`` (no model); see :mod:`memlab.signals.embedders`.
 """
 
@@ -342,6 +343,11 @@ def _openvino() -> Embedder:
     return OpenVINOMiniLMEmbedder()
 
 
+def _openvino_int8() -> Embedder:
+    from memlab.signals.embedders.openvino_int8 import OpenVINOInt8MiniLMEmbedder
+    return OpenVINOInt8MiniLMEmbedder()
+
+
 def _static() -> Embedder:
     from memlab.signals.embedders.static import StaticEmbedder
     return StaticEmbedder()
@@ -349,12 +355,14 @@ def _static() -> Embedder:
 
 # name -> factory. "minilm": torch (extra `dense`); "minilm-onnx" / "minilm-onnx-int8": ONNX
 # Runtime, fp32 / dynamic int8 (extra `dense-onnx`); "minilm-openvino": OpenVINO, bf16 on AMX
-# where the CPU has it (extra `dense-openvino`); "minilm-static": model2vec static vectors
+# where the CPU has it (extra `dense-openvino`); "minilm-openvino-int8": OpenVINO, NNCF int8
+# (extra `dense-openvino-int8`); "minilm-static": model2vec static vectors
 # distilled from it (extra `dense-static`); "hashing": no model (tests, smoke runs)
 EMBEDDERS: dict[str, Callable[[], Embedder]] = {"minilm": MiniLMEmbedder,
                                                 "minilm-onnx": _onnx_fp32,
                                                 "minilm-onnx-int8": _onnx_int8,
                                                 "minilm-openvino": _openvino,
+                                                "minilm-openvino-int8": _openvino_int8,
                                                 "minilm-static": _static,
                                                 "hashing": HashingEmbedder}
 # where a registered embedder's vectors were cached before the one-file cache (imported once)
