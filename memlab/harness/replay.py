@@ -677,12 +677,29 @@ def check_address(address: Any, name: str = "address") -> None:
                          f"'scheme://host:port' (numeric port 1..65535), got {address!r}")
 
 
+# Dask's own periodic work, slowed or off in the clusters memlab starts: its event-loop tick
+# check (every 20 ms), system monitor (500 ms), worker memory monitor (100 ms), statistical
+# profiler (every 10 ms in each worker) and work stealing (1 s). A LocalCluster's scheduler runs
+# in the driver process, so this burned CPU there for as long as a replay took (measured on this
+# machine, idle cluster of 2: driver 33-59 ms of CPU per second of wall clock, each worker
+# 26-37 ms; with these settings 6 and 2.5 ms). One shard per worker needs none of it.
+_QUIET_DASK = {"distributed.admin.tick.interval": "1s",
+               "distributed.admin.system-monitor.interval": "5s",
+               "distributed.worker.memory.monitor-interval": "1s",
+               "distributed.worker.profile.enabled": False,
+               "distributed.scheduler.work-stealing": False}
+
+
 def _local_cluster(n_workers: int):
-    """A LocalCluster of ``n_workers`` single-threaded processes, each warmed up."""
+    """A LocalCluster of ``n_workers`` single-threaded processes, each warmed up, with Dask's
+    periodic housekeeping slowed (``_QUIET_DASK``; the workers inherit it from the driver)."""
     check_n_workers(n_workers)
     client_class, cluster_class = _distributed()
-    cluster = cluster_class(n_workers=n_workers, threads_per_worker=1, processes=True,
-                            dashboard_address=None)
+    import dask
+
+    with dask.config.set(_QUIET_DASK):
+        cluster = cluster_class(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                dashboard_address=None)
     try:
         with client_class(cluster) as client:
             client.run(_warm_worker)
