@@ -587,6 +587,71 @@ def _balance(work: Mapping[str, int], n: int) -> list[list[str]]:
     return [sorted(g) for g in groups]
 
 
+def _encode_frame(frame: pd.DataFrame | None) -> dict[str, Any] | None:
+    """``frame`` as compact columns for the trip from a worker to the driver (None stays None):
+    a string column as integer codes into its distinct values (missing: -1), and as runs of
+    equal codes when that halves it (a candidate row repeats its query's ``qid`` and
+    ``decision_id``); a numeric or boolean column as runs of bitwise-equal values when that
+    halves it, else as its array (one buffer); any other column as it is.
+    :func:`_decode_frame` gives back an equal frame (dtypes, missing values and column order
+    included); the driver's work is a few vectorized takes per column, none per row."""
+    if frame is None:
+        return None
+    columns = []
+    for name in frame.columns:
+        values = frame[name].array
+        if isinstance(values.dtype, pd.StringDtype) or (
+                values.dtype == object and len(values) and
+                pd.api.types.infer_dtype(values, skipna=False) == "string"):
+            codes, uniques = pd.factorize(values, use_na_sentinel=True)
+            codes = codes.astype(np.int32 if len(uniques) < 2 ** 31 else np.int64)
+            starts = np.flatnonzero(np.diff(codes, prepend=codes[:1] - 1))
+            if 2 * len(starts) <= len(codes):
+                lengths = np.diff(np.append(starts, len(codes)))
+                columns.append(("runs", codes[starts], lengths, uniques))
+            else:
+                columns.append(("codes", codes, uniques))
+        elif isinstance(values.dtype, np.dtype) and values.dtype.kind in "biuf":
+            # numbers and booleans: runs of bitwise-equal values (NaN and -0.0 kept as they
+            # are) when that halves the column (a score term that is 0 for most candidates)
+            numbers = np.ascontiguousarray(values.to_numpy())
+            bits = numbers.view(f"u{numbers.dtype.itemsize}")
+            starts = np.flatnonzero(np.diff(bits, prepend=bits[:1] ^ 1)) if len(bits) else bits
+            if 2 * len(starts) <= len(bits) and len(bits):
+                lengths = np.diff(np.append(starts, len(bits)))
+                columns.append(("number_runs", numbers[starts], lengths))
+            else:
+                columns.append(("raw", numbers))
+        else:
+            columns.append(("raw", values))
+    return {"columns": frame.columns, "rows": len(frame), "data": columns}
+
+
+def _decode_frame(encoded: dict[str, Any] | None) -> pd.DataFrame | None:
+    """The frame :func:`_encode_frame` encoded (None stays None)."""
+    if encoded is None:
+        return None
+    arrays = []
+    for column in encoded["data"]:
+        kind = column[0]
+        if kind == "raw":
+            arrays.append(column[1])
+            continue
+        if kind == "number_runs":
+            arrays.append(np.repeat(column[1], column[2]))
+            continue
+        codes = np.repeat(column[1], column[2]) if kind == "runs" else column[1]
+        uniques = column[-1]
+        if isinstance(uniques, np.ndarray):  # an object column of strings: no missing values
+            arrays.append(uniques[codes])
+        else:
+            arrays.append(uniques.take(codes, allow_fill=True))
+    names = encoded["columns"]
+    if not arrays:
+        return pd.DataFrame(index=pd.RangeIndex(encoded["rows"]), columns=names)
+    return pd.DataFrame(dict(zip(names, arrays)), columns=names)
+
+
 def _replay_shard(shard: _Shard, settings: tuple) -> dict[str, Any]:
     """One shard's replay on a worker: its frames' rows, the large ones as DataFrames built on
     the worker (column arrays travel at memory speed, where lists of millions of small objects
@@ -595,9 +660,10 @@ def _replay_shard(shard: _Shard, settings: tuple) -> dict[str, Any]:
     settings = settings[:4] + (parse_measures(settings[4]),) + settings[5:]
     runner = _run_events(shard, settings)
     return {"decisions": runner.decisions,
-            "candidates": pd.DataFrame(runner.candidate_columns)
-            if runner.candidate_columns else None,
-            "metrics": pd.DataFrame(runner.metrics, columns=["qid", "measure", "value"]),
+            "candidates": _encode_frame(pd.DataFrame(runner.candidate_columns)
+                                        if runner.candidate_columns else None),
+            "metrics": _encode_frame(pd.DataFrame(runner.metrics,
+                                                  columns=["qid", "measure", "value"])),
             "log": runner.log, "unjudged": runner.unjudged,
             "chunks": np.array(runner.query_chunks, dtype=np.int64).reshape(-1, 3)}
 
@@ -807,7 +873,10 @@ def _stitch(frames: list[pd.DataFrame], rows: np.ndarray) -> pd.DataFrame:
 
 def _merge_shards(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """The shards' rows back in event order, as one serial run would have collected them:
-    ``decisions`` and ``log`` as rows, ``candidates`` and ``metrics`` as frames."""
+    ``decisions`` and ``log`` as rows, ``candidates`` and ``metrics`` as frames (the workers
+    send them encoded: :func:`_encode_frame`)."""
+    parts = [{**p, "candidates": _decode_frame(p["candidates"]),
+              "metrics": _decode_frame(p["metrics"])} for p in parts]
     chunks = [p["chunks"] for p in parts]
     order = np.argsort(np.concatenate([c[:, 0] for c in chunks]), kind="stable")
     shard_of = np.concatenate([np.full(len(c), s) for s, c in enumerate(chunks)])[order]
