@@ -114,3 +114,12 @@ def test_the_cluster_memlab_starts_is_quiet_in_its_workers():
         assert len(got) == 2
         for values in got.values():
             assert values == _QUIET_DASK
+
+
+def test_a_shard_pickles_to_its_own_events_and_positions():
+    trace = synthetic_longmemeval(4, 3, seed=5)
+    for part in _split(trace, _shards(trace, 2)):
+        back = pickle.loads(pickle.dumps(part, protocol=5))
+        assert back.events == part.events and back.positions == part.positions
+        assert (back.start, back.workspace_id) == (part.start, part.workspace_id)
+        assert all(type(e) is type(part.events[0]) for e in back.events)
