@@ -482,6 +482,17 @@ class _Shard:
     def __len__(self) -> int:
         return len(self.events)
 
+    # pickled as plain tuples: a frozen dataclass instance pickles through its reduce protocol,
+    # measured on 500 x 50 LongMemEval-shaped shards: 1.23 s on the driver and 2.7 s in the
+    # workers, as tuples 1.01 s and 1.5 s (the Event objects rebuilt included)
+    def __getstate__(self) -> tuple:
+        return (self.start, self.workspace_id,
+                [(e.type, e.fields, e.ts) for e in self.events], self.positions)
+
+    def __setstate__(self, state: tuple) -> None:
+        self.start, self.workspace_id, events, self.positions = state
+        self.events = [Event(*e) for e in events]
+
 
 def _trace_start(trace: Trace) -> datetime:
     return trace.start or next((e.ts for e in trace.events if e.ts is not None), DEFAULT_START)
@@ -615,6 +626,71 @@ def _balance(work: Mapping[str, int], n: int) -> list[list[str]]:
     return [sorted(g) for g in groups]
 
 
+def _encode_frame(frame: pd.DataFrame | None) -> dict[str, Any] | None:
+    """``frame`` as compact columns for the trip from a worker to the driver (None stays None):
+    a string column as integer codes into its distinct values (missing: -1), and as runs of
+    equal codes when that halves it (a candidate row repeats its query's ``qid`` and
+    ``decision_id``); a numeric or boolean column as runs of bitwise-equal values when that
+    halves it, else as its array (one buffer); any other column as it is.
+    :func:`_decode_frame` gives back an equal frame (dtypes, missing values and column order
+    included); the driver's work is a few vectorized takes per column, none per row."""
+    if frame is None:
+        return None
+    columns = []
+    for name in frame.columns:
+        values = frame[name].array
+        if isinstance(values.dtype, pd.StringDtype) or (
+                values.dtype == object and len(values) and
+                pd.api.types.infer_dtype(values, skipna=False) == "string"):
+            codes, uniques = pd.factorize(values, use_na_sentinel=True)
+            codes = codes.astype(np.int32 if len(uniques) < 2 ** 31 else np.int64)
+            starts = np.flatnonzero(np.diff(codes, prepend=codes[:1] - 1))
+            if 2 * len(starts) <= len(codes):
+                lengths = np.diff(np.append(starts, len(codes)))
+                columns.append(("runs", codes[starts], lengths, uniques))
+            else:
+                columns.append(("codes", codes, uniques))
+        elif isinstance(values.dtype, np.dtype) and values.dtype.kind in "biuf":
+            # numbers and booleans: runs of bitwise-equal values (NaN and -0.0 kept as they
+            # are) when that halves the column (a score term that is 0 for most candidates)
+            numbers = np.ascontiguousarray(values.to_numpy())
+            bits = numbers.view(f"u{numbers.dtype.itemsize}")
+            starts = np.flatnonzero(np.diff(bits, prepend=bits[:1] ^ 1)) if len(bits) else bits
+            if 2 * len(starts) <= len(bits) and len(bits):
+                lengths = np.diff(np.append(starts, len(bits)))
+                columns.append(("number_runs", numbers[starts], lengths))
+            else:
+                columns.append(("raw", numbers))
+        else:
+            columns.append(("raw", values))
+    return {"columns": frame.columns, "rows": len(frame), "data": columns}
+
+
+def _decode_frame(encoded: dict[str, Any] | None) -> pd.DataFrame | None:
+    """The frame :func:`_encode_frame` encoded (None stays None)."""
+    if encoded is None:
+        return None
+    arrays = []
+    for column in encoded["data"]:
+        kind = column[0]
+        if kind == "raw":
+            arrays.append(column[1])
+            continue
+        if kind == "number_runs":
+            arrays.append(np.repeat(column[1], column[2]))
+            continue
+        codes = np.repeat(column[1], column[2]) if kind == "runs" else column[1]
+        uniques = column[-1]
+        if isinstance(uniques, np.ndarray):  # an object column of strings: no missing values
+            arrays.append(uniques[codes])
+        else:
+            arrays.append(uniques.take(codes, allow_fill=True))
+    names = encoded["columns"]
+    if not arrays:
+        return pd.DataFrame(index=pd.RangeIndex(encoded["rows"]), columns=names)
+    return pd.DataFrame(dict(zip(names, arrays)), columns=names)
+
+
 def _replay_shard(shard: _Shard, settings: tuple) -> dict[str, Any]:
     """One shard's replay on a worker: its frames' rows, the large ones as DataFrames built on
     the worker (column arrays travel at memory speed, where lists of millions of small objects
@@ -623,16 +699,19 @@ def _replay_shard(shard: _Shard, settings: tuple) -> dict[str, Any]:
     settings = settings[:4] + (parse_measures(settings[4]),) + settings[5:]
     runner = _run_events(shard, settings)
     return {"decisions": runner.decisions,
-            "candidates": pd.DataFrame(runner.candidate_columns)
-            if runner.candidate_columns else None,
-            "metrics": pd.DataFrame(runner.metrics, columns=["qid", "measure", "value"]),
+            "candidates": _encode_frame(pd.DataFrame(runner.candidate_columns)
+                                        if runner.candidate_columns else None),
+            "metrics": _encode_frame(pd.DataFrame(runner.metrics,
+                                                  columns=["qid", "measure", "value"])),
             "log": runner.log, "unjudged": runner.unjudged,
             "chunks": np.array(runner.query_chunks, dtype=np.int64).reshape(-1, 3)}
 
 
-def _replay_shard_pickled(shard: _Shard, settings: tuple) -> bytes:
-    """:func:`_replay_shard`'s result as one pickle (Dask's messages carry bytes as they are)."""
-    return pickle.dumps(_replay_shard(shard, settings), protocol=pickle.HIGHEST_PROTOCOL)
+def _replay_shard_pickled(shard: bytes, settings: tuple) -> bytes:
+    """:func:`_replay_shard` of a pickled shard, its result as one pickle (Dask's messages
+    carry bytes as they are)."""
+    return pickle.dumps(_replay_shard(pickle.loads(shard), settings),
+                        protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _run_shards_on_dask(trace: Trace, settings: tuple, shards: list[frozenset[str]],
@@ -643,11 +722,19 @@ def _run_shards_on_dask(trace: Trace, settings: tuple, shards: list[frozenset[st
         if address is not None and len(workers) not in (0, n_workers):
             shards = _shards(trace, len(workers)) or shards  # one group per worker it has
         parts = _split(trace, shards)
-        # one shard per worker, in order (Dask may still move one to an idle worker)
-        futures = [client.submit(_replay_shard_pickled, part, shipped, pure=False,
-                                 workers=[workers[i % len(workers)]] if workers else None,
-                                 allow_other_workers=True)
-                   for i, part in enumerate(parts)]
+        # one shard per worker, in order (Dask may still move one to an idle worker); its
+        # events go straight to that worker, as bytes: passed in the task, they went through
+        # the scheduler, which unpickles a task's arguments and pickles them again for the
+        # worker (measured at 500 x 100 LongMemEval-shaped: ~12 s of the driver's CPU, where
+        # the LocalCluster's scheduler runs)
+        futures = []
+        for i, part in enumerate(parts):
+            where = [workers[i % len(workers)]] if workers else None
+            data = pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
+            if where is not None:
+                [data] = client.scatter([data], workers=where, direct=True, hash=False)
+            futures.append(client.submit(_replay_shard_pickled, data, shipped, pure=False,
+                                         workers=where, allow_other_workers=True))
         # straight from the workers: through the scheduler (in this process for a LocalCluster)
         # every byte of the rows was handled twice on the driver's side (measured: ~90% of its
         # CPU during a sharded LoCoMo replay was outside its main thread)
@@ -705,12 +792,29 @@ def check_address(address: Any, name: str = "address") -> None:
                          f"'scheme://host:port' (numeric port 1..65535), got {address!r}")
 
 
+# Dask's own periodic work, slowed or off in the clusters memlab starts: its event-loop tick
+# check (every 20 ms), system monitor (500 ms), worker memory monitor (100 ms), statistical
+# profiler (every 10 ms in each worker) and work stealing (1 s). A LocalCluster's scheduler runs
+# in the driver process, so this burned CPU there for as long as a replay took (measured on this
+# machine, idle cluster of 2: driver 33-59 ms of CPU per second of wall clock, each worker
+# 26-37 ms; with these settings 6 and 2.5 ms). One shard per worker needs none of it.
+_QUIET_DASK = {"distributed.admin.tick.interval": "1s",
+               "distributed.admin.system-monitor.interval": "5s",
+               "distributed.worker.memory.monitor-interval": "1s",
+               "distributed.worker.profile.enabled": False,
+               "distributed.scheduler.work-stealing": False}
+
+
 def _local_cluster(n_workers: int):
-    """A LocalCluster of ``n_workers`` single-threaded processes, each warmed up."""
+    """A LocalCluster of ``n_workers`` single-threaded processes, each warmed up, with Dask's
+    periodic housekeeping slowed (``_QUIET_DASK``; the workers inherit it from the driver)."""
     check_n_workers(n_workers)
     client_class, cluster_class = _distributed()
-    cluster = cluster_class(n_workers=n_workers, threads_per_worker=1, processes=True,
-                            dashboard_address=None)
+    import dask
+
+    with dask.config.set(_QUIET_DASK):
+        cluster = cluster_class(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                dashboard_address=None)
     try:
         with client_class(cluster) as client:
             client.run(_warm_worker)
@@ -818,7 +922,10 @@ def _stitch(frames: list[pd.DataFrame], rows: np.ndarray) -> pd.DataFrame:
 
 def _merge_shards(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """The shards' rows back in event order, as one serial run would have collected them:
-    ``decisions`` and ``log`` as rows, ``candidates`` and ``metrics`` as frames."""
+    ``decisions`` and ``log`` as rows, ``candidates`` and ``metrics`` as frames (the workers
+    send them encoded: :func:`_encode_frame`)."""
+    parts = [{**p, "candidates": _decode_frame(p["candidates"]),
+              "metrics": _decode_frame(p["metrics"])} for p in parts]
     chunks = [p["chunks"] for p in parts]
     order = np.argsort(np.concatenate([c[:, 0] for c in chunks]), kind="stable")
     shard_of = np.concatenate([np.full(len(c), s) for s, c in enumerate(chunks)])[order]
