@@ -292,8 +292,12 @@ class _Runner:
                 mem.add_many(items, added_at=stamps)
                 self.clock.set(stamps[-1])
         elif kind == "add_edge":
-            mem.add_edges([(e.get("src"), e.get("dst"), e.get("edge_type", "RELATED"),
-                            e.get("weight", 1.0)) for e in batch])
+            # the bulk path: checked column by column (what one check per edge costs ~5 us of)
+            fields = [e.fields for e in batch]
+            mem.add_edges(pd.DataFrame({
+                "src": [f.get("src") for f in fields], "dst": [f.get("dst") for f in fields],
+                "edge_type": [f.get("edge_type", "RELATED") for f in fields],
+                "weight": [f.get("weight", 1.0) for f in fields]}))
         elif kind == "query":
             self.position = pos
             self.query(event)
