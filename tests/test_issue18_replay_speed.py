@@ -67,9 +67,9 @@ def deep_trace(n_items: int = 400, n_queries: int = 40, seed: int = 5, *, edge_t
 
 
 def frames(result) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    decisions = result.decisions
+    decisions = result.decisions  # latency aside, and the spreading method's name
     decisions = decisions.drop(columns=[c for c in decisions.columns if c.endswith("_ms")
-                                        or c.endswith("_over_budget")])
+                                        or c.endswith("_over_budget") or c == "spread_method"])
     return decisions, result.candidates, result.metrics
 
 
