@@ -257,7 +257,25 @@ def run_spreads(ws, groups: list[np.ndarray], config: SpreadConfig) -> list[Spre
     own hop count; the time budget is checked before each hop, for all groups at once, from
     one clock (each result's ``elapsed_ms`` is its share of the time, the budget applies to
     each group's search as to one run of it). Another method runs once per group.
+
+    Examples
+    --------
+    >>> from memlab import Memory
+    >>> mem = Memory()
+    >>> _ = mem.add_many([{"item_id": i, "content": i} for i in "abcd"])
+    >>> mem.add_edges([("a", "b"), ("b", "c"), ("d", "c")])
+    3
+    >>> ws = mem.store.workspace("default")
+    >>> [r.scores for r in run_spreads(ws, [np.array([0]), np.array([3])], SpreadConfig())]
+    [{'b': 0.5, 'c': 0.25}, {'c': 0.5, 'b': 0.25}]
+    >>> run_spreads(ws, [np.array([7])], SpreadConfig())
+    Traceback (most recent call last):
+    ...
+    ValueError: item numbers must be in 0..3, got [7]
     """
+    if not isinstance(groups, (list, tuple)):
+        raise ValueError(f"groups must be a list of item-number arrays, got "
+                         f"{type(groups).__name__}")
     started = time.perf_counter()
     deadline = math.inf if config.budget_ms is None else started + config.budget_ms / 1e3
     table = ws.graph_view().table
@@ -268,7 +286,7 @@ def run_spreads(ws, groups: list[np.ndarray], config: SpreadConfig) -> list[Spre
     n_groups = len(groups)
     sizes = np.array([len(g) for g in groups], dtype=np.int64)
     owner = np.repeat(np.arange(n_groups, dtype=np.int64), sizes)
-    seeds = np.concatenate(groups) if n_groups else np.empty(0, np.int64)
+    seeds = ws.check_rows(np.concatenate(groups)) if n_groups else np.empty(0, np.int64)
     completed = np.zeros(n_groups, np.int64)
     exhausted = np.zeros(n_groups, bool)
     if len(seeds) and len(codes):
