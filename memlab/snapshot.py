@@ -1056,7 +1056,9 @@ _NOT_STATE = frozenset([
     "_commit_cond", "_commit_queue", "_commit_issued", "_durable_upto", "_committing",
     "_commit_failure", "_commit_errors", "_owed", "_undoing",
     # BM25's read-side caches: the frozen postings, the query work since a write, kernel scratch
-    "_frozen", "_pending", "_scratch_pool", "_build_lock"])
+    "_frozen", "_pending", "_scratch_pool", "_build_lock",
+    # the workspace's item-id rank (Workspace.id_sort_keys), built on demand
+    "_id_rank", "_id_rank_spent"])
 
 
 def full_state(store: MemoryStore) -> Any:

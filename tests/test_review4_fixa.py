@@ -183,8 +183,8 @@ def test_review4_missing_extra_names_config(capsys, tmp_path):
 # ------------------------------------------------- 10: the benchmark warms the serial side
 def test_review4_longmemeval_benchmark_warms_the_serial_side():
     source = (ROOT / "benchmarks" / "replay_longmemeval_scale.py").read_text()
-    warm = source.index("replay(synthetic_longmemeval(2, 2, seed=1), progress=False)")
-    assert warm < source.index("serial = replay(trace, progress=False)")
+    warm = source.index("replay(synthetic_longmemeval(2, 2, seed=1), UNTIMED, progress=False)")
+    assert warm < source.index("serial = replay(trace, UNTIMED, progress=False)")
 
 
 # ------------------------------------------ 15: experiment says Dask; PPR argument errors

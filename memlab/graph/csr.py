@@ -871,22 +871,33 @@ class GraphSnapshot:
 
     # ------------------------------------------------------------------ undirected (spreading)
     def strongest_neighbours(self, nodes: np.ndarray, codes: np.ndarray,
-                             fan_out: int) -> np.ndarray:
+                             fan_out: int, *, owners: bool = False
+                             ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """For each of ``nodes``, its ``fan_out`` strongest neighbours over edge-type ``codes``
-        (undirected; ties by node number), concatenated."""
+        (undirected; ties by node number), concatenated. With ``owners``: ``(positions,
+        neighbours)``, each neighbour's position in ``nodes`` beside it (the same neighbours,
+        in the same order)."""
         nodes = np.asarray(nodes, dtype=np.int64)
         und = self.base.undirected[tuple(int(c) for c in codes)]
         touched = self._delta_touch if self.delta_size else {}
         plain = np.array([v not in touched for v in nodes.tolist()], dtype=bool) \
             if touched else np.ones(len(nodes), bool)
-        fast = nodes[plain & (nodes < self.base.n)]
+        at = plain & (nodes < self.base.n)
+        fast = nodes[at]
         starts = und.indptr[fast]
         counts = np.minimum(und.indptr[fast + 1] - starts, fan_out)
-        slots, _ = ragged_take(starts, counts)
+        slots, owner = ragged_take(starts, counts)
         parts = [und.nbr[slots].astype(np.int64)]
-        for v in nodes[~plain].tolist():
-            parts.append(self._merged_row(und, v, codes)[:fan_out])
-        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+        where = [np.flatnonzero(at)[owner]] if owners else []
+        for pos in np.flatnonzero(~plain).tolist():
+            row = self._merged_row(und, int(nodes[pos]), codes)[:fan_out]
+            parts.append(row)
+            if owners:
+                where.append(np.full(len(row), pos, np.int64))
+        found = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        if not owners:
+            return found
+        return (np.concatenate(where) if len(where) > 1 else where[0]), found
 
     def _merged_row(self, und: Undirected, v: int, codes: np.ndarray) -> np.ndarray:
         """Row ``v`` of the undirected adjacency with its delta entries applied, sorted."""

@@ -50,6 +50,7 @@ __all__ = [
     "SpreadResult",
     "register_spread_method",
     "run_spread",
+    "run_spreads",
     "spread",
     "spread_result",
 ]
@@ -244,40 +245,133 @@ def register_spread_method(name: str, fn: Callable, *, replace: bool = False) ->
 # ---------------------------------------------------------------------------- entry points
 def run_spread(ws, seeds: np.ndarray, config: SpreadConfig) -> SpreadResult:
     """Spread from item numbers ``seeds`` of workspace ``ws`` (the store's lock held)."""
+    return run_spreads(ws, [seeds], config)[0]
+
+
+def run_spreads(ws, groups: list[np.ndarray], config: SpreadConfig) -> list[SpreadResult]:
+    """One spread per seed group of ``groups`` (item numbers of workspace ``ws``; the store's
+    lock held): each result is :func:`run_spread`'s for that group alone.
+
+    With the ``"bfs"`` method the groups search together: one multi-source BFS over (group,
+    item) pairs, a handful of numpy calls per hop for all of them, and one ordering of every
+    group's results by hop and item id (:meth:`Workspace.id_sort_keys`). Each group keeps its
+    own hop count; the time budget is checked before each hop, for all groups at once, from
+    one clock (each result's ``elapsed_ms`` is its share of the time, the budget applies to
+    each group's search as to one run of it). Another method runs once per group.
+
+    Examples
+    --------
+    >>> from memlab import Memory
+    >>> mem = Memory()
+    >>> _ = mem.add_many([{"item_id": i, "content": i} for i in "abcd"])
+    >>> mem.add_edges([("a", "b"), ("b", "c"), ("d", "c")])
+    3
+    >>> ws = mem.store.workspace("default")
+    >>> [r.scores for r in run_spreads(ws, [np.array([0]), np.array([3])], SpreadConfig())]
+    [{'b': 0.5, 'c': 0.25}, {'c': 0.5, 'b': 0.25}]
+    >>> run_spreads(ws, [np.array([7])], SpreadConfig())
+    Traceback (most recent call last):
+    ...
+    ValueError: item numbers must be in 0..3, got [7]
+    """
+    if not isinstance(groups, (list, tuple)):
+        raise ValueError(f"groups must be a list of item-number arrays, got "
+                         f"{type(groups).__name__}")
     started = time.perf_counter()
     deadline = math.inf if config.budget_ms is None else started + config.budget_ms / 1e3
     table = ws.graph_view().table
     types = config.allowed(table.type_names)
     codes = table.codes_for(types)
     fn = config.method if callable(config.method) else SPREAD_METHODS[config.method]
-    seeds = np.asarray(seeds, dtype=np.int64)
+    groups = [np.asarray(g, dtype=np.int64).reshape(-1) for g in groups]
+    n_groups = len(groups)
+    sizes = np.array([len(g) for g in groups], dtype=np.int64)
+    owner = np.repeat(np.arange(n_groups, dtype=np.int64), sizes)
+    seeds = ws.check_rows(np.concatenate(groups)) if n_groups else np.empty(0, np.int64)
+    completed = np.zeros(n_groups, np.int64)
+    exhausted = np.zeros(n_groups, bool)
     if len(seeds) and len(codes):
         snapshot = ws.graph_view().snapshot(len(ws), undirected=[codes])
-        nodes, hops, completed, exhausted = fn(snapshot, seeds, config, codes, deadline)
+        if fn is bfs_spread:
+            f_owner, nodes, hops, completed, cut = _bfs_groups(snapshot, owner, seeds, n_groups,
+                                                               config, codes, deadline)
+            exhausted[:] = cut
+        else:
+            parts = []
+            for g, group in enumerate(groups):
+                if not len(group):
+                    continue
+                g_nodes, g_hops, completed[g], exhausted[g] = fn(snapshot, group, config, codes,
+                                                                 deadline)
+                g_nodes = np.asarray(g_nodes, dtype=np.int64)
+                g_hops = np.asarray(g_hops, dtype=np.int64)
+                if len(g_nodes):  # (np.isin costs ~10 us even on empty input)
+                    keep = ~np.isin(g_nodes, group)
+                    g_nodes, g_hops = g_nodes[keep], g_hops[keep]
+                parts.append((np.full(len(g_nodes), g, np.int64), g_nodes, g_hops))
+            f_owner, nodes, hops = (np.concatenate(c) for c in zip(*parts)) if parts else \
+                (np.empty(0, np.int64),) * 3
     else:
-        nodes, hops, completed, exhausted = np.empty(0, np.int64), np.empty(0, np.int64), 0, False
-    nodes = np.asarray(nodes, dtype=np.int64)
-    hops = np.asarray(hops, dtype=np.int64)
-    if len(nodes):  # (np.isin costs ~10 us even on empty input; most seeds reach nothing)
-        keep = ~np.isin(nodes, seeds)
-        nodes, hops = nodes[keep], hops[keep]
+        f_owner = nodes = hops = np.empty(0, np.int64)
+    # nearest first, then by item id; at most max_fan_out * depth per group
     cap = config.max_fan_out * config.depth
-    chosen_nodes, chosen_hops, chosen_ids = [], [], []
-    for hop in sorted(set(hops.tolist())):  # nearest first; ids are looked up only as needed
-        at_hop = nodes[hops == hop]
-        ranked = sorted(zip(ws.ids_of(at_hop), at_hop.tolist()))[:cap - len(chosen_ids)]
-        chosen_ids += [i for i, _ in ranked]
-        chosen_nodes += [v for _, v in ranked]
-        chosen_hops += [hop] * len(ranked)
-        if len(chosen_ids) >= cap:
+    reached = np.bincount(f_owner, minlength=n_groups)
+    if len(nodes):
+        order = np.lexsort((ws.id_sort_keys(nodes), hops, f_owner))
+        f_owner, nodes, hops = f_owner[order], nodes[order], hops[order]
+        first = np.searchsorted(f_owner, np.arange(n_groups))
+        keep = np.arange(len(nodes)) - first[f_owner] < cap
+        f_owner, nodes, hops = f_owner[keep], nodes[keep], hops[keep]
+    bounds = np.searchsorted(f_owner, np.arange(n_groups + 1))
+    elapsed = (time.perf_counter() - started) * 1e3
+    name = method_name(config.method, SPREAD_METHODS)
+    damping = config.damping
+    powers: dict[int, float] = {}
+    out = []
+    for g in range(n_groups):
+        a, b = bounds[g], bounds[g + 1]
+        g_nodes, g_hops = nodes[a:b], hops[a:b]
+        hop_list = g_hops.tolist()
+        for h in hop_list:
+            if h not in powers:
+                powers[h] = damping ** h
+        scores = dict(zip(ws.ids_of(g_nodes), [powers[h] for h in hop_list]))
+        out.append(SpreadResult(scores, g_nodes, g_hops, name,
+                                elapsed * (sizes[g] / len(seeds)) if len(seeds) else elapsed,
+                                config.budget_ms, bool(exhausted[g]), int(completed[g]),
+                                ws.ids_of(groups[g]), [], types, int(reached[g]) - (b - a)))
+    return out
+
+
+def _bfs_groups(snapshot: GraphSnapshot, owner: np.ndarray, seeds: np.ndarray, n_groups: int,
+                config: SpreadConfig, codes: np.ndarray, deadline: float
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """:func:`bfs_spread` for every group at once, over keys ``group * n + item``: (each
+    result's group, item and hops, hops completed per group, whether the budget cut it)."""
+    n = max(int(snapshot.n), int(seeds.max()) + 1)
+    visited = sorted_unique(owner * n + seeds)
+    frontier = visited
+    found, found_hops = [], []
+    completed = np.zeros(n_groups, np.int64)
+    exhausted = False
+    for hop in range(1, config.depth + 1):
+        if time.perf_counter() > deadline:
+            exhausted = True
             break
-    truncated = len(nodes) - len(chosen_ids)
-    nodes, hops = np.array(chosen_nodes, np.int64), np.array(chosen_hops, np.int64)
-    scores = {i: config.damping ** h for i, h in zip(chosen_ids, chosen_hops)}
-    return SpreadResult(scores, nodes, hops, method_name(config.method, SPREAD_METHODS),
-                        (time.perf_counter() - started) * 1e3, config.budget_ms, exhausted,
-                        completed, ws.ids_of(seeds), [], types,
-                        truncated)
+        if not len(frontier):
+            break
+        f_owner, f_node = np.divmod(frontier, n)
+        completed[f_owner] = hop
+        pos, nbr = snapshot.strongest_neighbours(f_node, codes, config.max_fan_out, owners=True)
+        reached = sorted_unique(f_owner[pos] * n + nbr)
+        new = reached[~np.isin(reached, visited, assume_unique=True, kind="sort")]
+        found.append(new)
+        found_hops.append(np.full(len(new), hop, dtype=np.int64))
+        visited = sorted_unique(np.concatenate([visited, new]))
+        frontier = new
+    keys = _concat(found)
+    g, nodes = np.divmod(keys, n)
+    return g, nodes, _concat(found_hops), completed, exhausted
 
 
 def spread_result(memory, seed_item_ids, *, depth: int = 2, max_fan_out: int = 20,

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 
 from memlab.errors import BudgetTooSmall
 from memlab.model import SurfacingDecision, SurfacingStrategy, copy_json
@@ -59,6 +60,15 @@ def _record_columns(table_columns, order) -> dict[str, list]:
     out = {"item_id": table_columns["item_id"][order].tolist(), "rank": list(range(len(order)))}
     for name in _RECORD_COLUMNS:
         out[name] = table_columns[name][order].tolist()
+    return out
+
+
+def _record_arrays(table_columns, order) -> dict[str, np.ndarray]:
+    """:func:`_record_columns` as numpy arrays (read-only columns, in rank order)."""
+    out = {"item_id": table_columns["item_id"][order],
+           "rank": np.arange(len(order), dtype=np.int64)}
+    for name in _RECORD_COLUMNS:
+        out[name] = table_columns[name][order]
     return out
 
 
@@ -140,6 +150,25 @@ class ContextRecord:
 
     def __repr__(self) -> str:
         from memlab.surfacing.display import context_record_repr; return context_record_repr(self)  # noqa: E702,E501
+
+    def candidate_arrays(self) -> dict[str, np.ndarray | list]:
+        """:attr:`candidates` column by column as numpy arrays, without building its lists
+        (what the replay harness records; a column set as a list stays one).
+
+        Examples
+        --------
+        >>> from memlab import Memory
+        >>> mem = Memory()
+        >>> _ = mem.add("deploys run on fridays", item_id="a")
+        >>> _ = mem.get_working_context("s", "when do deploys run")
+        >>> arrays = mem.last_context_record.candidate_arrays()
+        >>> arrays["item_id"].tolist(), arrays["rank"].tolist()
+        (['a'], [0])
+        """
+        value = self.__dict__["_candidates"]
+        if value.__class__ is _Deferred and value.build is _record_columns:
+            return _record_arrays(*value.args)
+        return dict(value)
 
     def candidates_frame(self):
         """The candidates as a pandas DataFrame (one row per candidate, rank order)."""

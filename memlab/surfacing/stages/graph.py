@@ -11,7 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from memlab.graph.ppr import PPRConfig
-from memlab.graph.spreading import SpreadConfig, run_spread
+from memlab.graph.spreading import SpreadConfig, SpreadResult, run_spread, run_spreads
 from memlab.signals.bm25 import lookup_scores
 from memlab.surfacing.ppr import surfacing_ppr
 from memlab.surfacing.stages.base import CandidateTable, QueryRun, RecipeStage, register_stage
@@ -38,6 +38,39 @@ def _merge_lift(table: CandidateTable, nodes: np.ndarray, values: np.ndarray) ->
     first[1:] = all_nodes[1:] != all_nodes[:-1]
     keep = first & (all_values > 0)
     return table.with_attrs(relevance_lift=(all_nodes[keep], all_values[keep]))
+
+
+def _propagate(results: list[SpreadResult], relevance: list[float], damping: float
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The items the per-seed ``results`` reached and the largest ``relevance[seed] * damping
+    ** hops`` each got, positive values only, in order of first reach (seeds in order, each
+    seed's results in its order): what updating ``{item: value}`` seed by seed keeps."""
+    powers: dict[int, float] = {}
+    parts_nodes, parts_values = [], []
+    for result, rel in zip(results, relevance):
+        if not len(result.indices):
+            continue
+        hops = result.hops.tolist()
+        for h in hops:
+            if h not in powers:
+                powers[h] = damping ** h
+        parts_nodes.append(result.indices)
+        # the same float product as ``rel * damping ** h`` per item
+        parts_values.append(np.array([rel * powers[h] for h in hops], dtype=np.float64))
+    if not parts_nodes:
+        return _NO_DOCS, np.empty(0)
+    nodes, values = np.concatenate(parts_nodes), np.concatenate(parts_values)
+    positive = values > 0
+    nodes, values, at = nodes[positive], values[positive], np.flatnonzero(positive)
+    if not len(nodes):
+        return _NO_DOCS, np.empty(0)
+    order = np.lexsort((at, nodes))  # by item, then first reach
+    nodes, values = nodes[order], values[order]
+    starts = np.flatnonzero(np.concatenate(([True], nodes[1:] != nodes[:-1])))
+    best = np.maximum.reduceat(values, starts)
+    first_reach = at[order][starts]
+    back = np.argsort(first_reach, kind="stable")
+    return nodes[starts][back], best[back]
 
 
 @register_stage
@@ -83,26 +116,20 @@ class Spread(RecipeStage):
                              relevance=config.damping ** result.hops.astype(float),
                              allowed=eligible)
         seed_relevance = normalised_relevance(table, seeds)
-        reached: dict[int, float] = {}
-        infos = []
+        results = run_spreads(run.ws, [seeds[i:i + 1] for i in range(len(seeds))], config)
+        infos = [result.info() for result in results]
         elapsed = 0.0
-        for seed, relevance in zip(seeds.tolist(), seed_relevance.tolist()):
-            result = run_spread(run.ws, np.array([seed]), config)
+        for result in results:
             elapsed += result.elapsed_ms
-            infos.append(result.info())
-            for node, hops in zip(result.indices.tolist(), result.hops.tolist()):
-                value = relevance * config.damping ** hops
-                if value > reached.get(node, 0.0):
-                    reached[node] = value
-        # each seed's run has its own budget (``budget_ms``, as configured): the overrun is
-        # theirs summed, not the runs' total time over one run's budget
+        nodes, values = _propagate(results, seed_relevance.tolist(), config.damping)
+        # the seeds' spreads search together under one deadline (run_spreads): the overrun is
+        # their total time over the one budget
         run.notes["spreading"] = {**infos[0], "elapsed_ms": elapsed,
-                                  "results": len(reached), "per_seed": len(infos),
+                                  "results": len(nodes), "per_seed": len(infos),
                                   "budget_exhausted": any(i["budget_exhausted"] for i in infos),
-                                  "overrun_ms": sum(i["overrun_ms"] for i in infos)} \
+                                  "overrun_ms": 0.0 if config.budget_ms is None
+                                  else max(0.0, elapsed - config.budget_ms)} \
             if infos else {"results": 0}
-        nodes = np.fromiter(reached.keys(), np.int64, len(reached))
-        values = np.fromiter(reached.values(), np.float64, len(reached))
         table = table.add(nodes, "spread", relevance=values, allowed=eligible)
         return _merge_lift(table, nodes, values)
 
