@@ -43,7 +43,8 @@ import numpy as np
 from benchmarks.embedder_variants import reference_texts
 from benchmarks.test_bench_embedders import texts as bench_texts
 from memlab.signals.embedders._assets import minilm_files
-from memlab.signals.embedders.onnx_minilm import export_minilm, length_batches
+from memlab.signals.embedders.onnx_minilm import export_minilm, length_batches, mean_pool, \
+    padded_batch
 
 WORK = Path(tempfile.mkdtemp(prefix="memlab-ovint8-"))
 
@@ -77,19 +78,11 @@ def async_encoder(compiled, tokenizer, batch_size: int = 64, max_tokens: int = 8
 
         def done(request, userdata):
             rows, mask = userdata
-            hidden = request.get_tensor(output).data
-            m = mask[:, :, None].astype(np.float32)
-            pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
-            out[rows] = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            out[rows] = mean_pool(request.get_tensor(output).data, mask)
 
         queue.set_callback(done)
         for rows in length_batches(lengths, batch_size, max_tokens):
-            width = max(lengths[i] for i in rows)
-            ids = np.zeros((len(rows), width), np.int64)
-            mask = np.zeros((len(rows), width), np.int64)
-            for r, i in enumerate(rows):
-                ids[r, :lengths[i]] = encodings[i].ids
-                mask[r, :lengths[i]] = 1
+            ids, mask = padded_batch(encodings, lengths, rows)
             queue.start_async({"input_ids": ids, "attention_mask": mask}, (rows, mask))
         queue.wait_all()
         return out

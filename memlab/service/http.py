@@ -28,7 +28,6 @@ that may write keeps reinforcing its reads); a request whose ``Host`` header is 
 import contextlib
 import functools
 import inspect
-import json
 from pathlib import Path
 from typing import Any, Iterable, Literal
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from memlab.signals.embedders._assets import minilm_files, models_dir, write_json
 
-__all__ = ["build_minilm_graph", "export_minilm", "OnnxMiniLMEmbedder", "length_batches",
+__all__ = ["build_minilm_graph", "export_minilm", "OnnxMiniLMEmbedder", "length_batches", "padded_batch", "mean_pool",
            "encode_by_length"]
 
 GRAPH_VERSION = 1  # bump when build_minilm_graph changes: exported files are named by it
@@ -269,6 +269,42 @@ class OnnxMiniLMEmbedder:
             self.batch_size, self.max_tokens)
 
 
+
+def padded_batch(encodings: Sequence, lengths: Sequence[int], rows: Sequence[int]
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The ``input_ids`` and ``attention_mask`` (int64, right-padded to the batch's longest)
+    of the tokenizer ``encodings`` at positions ``rows``.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as E
+    >>> ids, mask = padded_batch([E(ids=[5, 6]), E(ids=[7])], [2, 1], [0, 1])
+    >>> ids.tolist(), mask.tolist()
+    ([[5, 6], [7, 0]], [[1, 1], [1, 0]])
+    """
+    width = max(lengths[i] for i in rows)
+    ids = np.zeros((len(rows), width), np.int64)
+    mask = np.zeros((len(rows), width), np.int64)
+    for r, i in enumerate(rows):
+        ids[r, :lengths[i]] = encodings[i].ids
+        mask[r, :lengths[i]] = 1
+    return ids, mask
+
+
+def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Sentence vectors: the mean of ``hidden`` (batch, tokens, dim) over the tokens ``mask``
+    keeps, scaled to unit length (float32).
+
+    Examples
+    --------
+    >>> mean_pool(np.array([[[3.0, 0.0], [0.0, 4.0]]]), np.array([[1, 0]])).tolist()
+    [[1.0, 0.0]]
+    """
+    m = mask[:, :, None].astype(np.float32)
+    pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return (pooled / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+
 def encode_by_length(tokenizer, texts: Sequence[str], run, batch_size: int, max_tokens: int,
                      dim: int = 384) -> np.ndarray:
     """Tokenise ``texts``, run padding-light batches (:func:`length_batches`) through ``run(ids,
@@ -289,15 +325,6 @@ def encode_by_length(tokenizer, texts: Sequence[str], run, batch_size: int, max_
     encodings = tokenizer.encode_batch(texts)
     lengths = [len(e.ids) for e in encodings]
     for batch in length_batches(lengths, batch_size, max_tokens):
-        width = max(lengths[i] for i in batch)
-        ids = np.zeros((len(batch), width), np.int64)
-        mask = np.zeros((len(batch), width), np.int64)
-        for row, i in enumerate(batch):
-            ids[row, :lengths[i]] = encodings[i].ids
-            mask[row, :lengths[i]] = 1
-        hidden = run(ids, mask)
-        m = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        out[batch] = pooled / np.maximum(norms, 1e-12)
+        ids, mask = padded_batch(encodings, lengths, batch)
+        out[batch] = mean_pool(run(ids, mask), mask)
     return out

@@ -42,6 +42,8 @@ from memlab.signals.embedders.onnx_minilm import (
     encode_by_length,
     export_minilm,
     length_batches,
+    mean_pool,
+    padded_batch,
 )
 
 __all__ = ["OpenVINOInt8MiniLMEmbedder", "calibration_texts", "quantize_minilm",
@@ -120,12 +122,7 @@ def quantize_minilm(model, texts: Sequence[str], tokenizer, *, batch_size: int =
     lengths = [len(e.ids) for e in encodings]
     feeds = []
     for rows in length_batches(lengths, batch_size, 4096):
-        width = max(lengths[i] for i in rows)
-        ids = np.zeros((len(rows), width), np.int64)
-        mask = np.zeros((len(rows), width), np.int64)
-        for r, i in enumerate(rows):
-            ids[r, :lengths[i]] = encodings[i].ids
-            mask[r, :lengths[i]] = 1
+        ids, mask = padded_batch(encodings, lengths, rows)
         feeds.append({"input_ids": ids, "attention_mask": mask})
     kwargs = {"ignored_scope": nncf.IgnoredScope(names=list(float_nodes))} if float_nodes else {}
     # NNCF logs its plan at INFO and prints progress bars and the ignored nodes to stdout: a
@@ -267,19 +264,11 @@ class OpenVINOInt8MiniLMEmbedder:
 
         def done(request, userdata) -> None:
             rows, mask = userdata
-            hidden = request.get_tensor(output).data
-            m = mask[:, :, None].astype(np.float32)
-            pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
-            out[rows] = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            out[rows] = mean_pool(request.get_tensor(output).data, mask)
 
         self._queue.set_callback(done)
         for rows in length_batches(lengths, self.batch_size, self.max_tokens):
-            width = max(lengths[i] for i in rows)
-            ids = np.zeros((len(rows), width), np.int64)
-            mask = np.zeros((len(rows), width), np.int64)
-            for r, i in enumerate(rows):
-                ids[r, :lengths[i]] = encodings[i].ids
-                mask[r, :lengths[i]] = 1
+            ids, mask = padded_batch(encodings, lengths, rows)
             self._queue.start_async({"input_ids": ids, "attention_mask": mask}, (rows, mask))
         self._queue.wait_all()
         return out
