@@ -649,8 +649,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "e.g. 'team-a-*,shared' (default: $MEMLAB_MCP_WORKSPACES; all when unset)")
 
     check = sub.add_parser("check", help="verify a durable store's file", description=(
-        "Verify a memlab database without changing it (read-only; the -wal/-shm files SQLite "
-        "needs to read a WAL-mode file are removed again when they were not there before): "
+        "Verify a memlab database without changing it (read-only; a file with no -wal/-shm "
+        "beside it is read as immutable, so none are created, even in a read-only folder): "
         "SQLite's integrity check, each journal "
         "row's checksum, the numbering of rows (a deleted row, rows missing at the end), each "
         "payload, and a replay into memory. Exit 0 when sound; else exit 1, one line per "

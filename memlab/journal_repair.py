@@ -105,40 +105,22 @@ class _Scan:
 
 def _scan(path: Path, what: str) -> _Scan:
     """Read every row of ``path`` without changing the file; sort intact rows from damaged.
-    The folder is left as it was found: the ``-wal``/``-shm`` files SQLite makes to read a
-    WAL-mode file are removed again when they were not there before (:func:`_drop_sidecars`)."""
+
+    The folder is left as it was found. A WAL-mode file with no ``-wal``/``-shm`` beside it
+    (through a symbolic link: beside its target) has no open connection and nothing in a
+    write-ahead log, so it is read as immutable: SQLite then takes no lock and makes no files,
+    which also lets a sound file in a read-only folder be read. Otherwise the files are there
+    already (a store open elsewhere, or a log left by a crash) and SQLite reads through them,
+    changing nothing."""
     if not path.is_file():
         raise ValueError(f"{what} {str(path)!r} is not a file")
-    sidecars = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
-    had_sidecars = any(p.exists() for p in sidecars)
-    try:
-        return _scan_file(path, what)
-    finally:
-        if not had_sidecars:
-            _drop_sidecars(path, sidecars)
+    real = path.resolve()
+    immutable = not any(real.with_name(real.name + suffix).exists()
+                        for suffix in ("-wal", "-shm"))
+    return _scan_file(path, what, immutable)
 
 
-def _drop_sidecars(path: Path, sidecars: list[Path]) -> None:
-    """Remove the ``-wal`` and ``-shm`` files a read-only connection to the WAL-mode file
-    ``path`` left behind (it may not delete them itself), the way SQLite does: the last
-    connection to close deletes them. This one writes nothing: it runs only while the write-ahead
-    log is empty (so its checkpoint has nothing to copy), and SQLite leaves the files in place
-    while any other connection has the file open. Best effort: a file SQLite may not write
-    keeps them."""
-    wal = sidecars[0]
-    if not any(p.exists() for p in sidecars) or (wal.exists() and wal.stat().st_size):
-        return
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True)
-        try:
-            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        pass
-
-
-def _scan_file(path: Path, what: str) -> _Scan:
+def _scan_file(path: Path, what: str, immutable: bool) -> _Scan:
     problems: list[tuple[int | None, str]] = []
     try:
         _preflight(path)
@@ -151,7 +133,7 @@ def _scan_file(path: Path, what: str) -> _Scan:
         if whole == 0:
             problems.append((None, "SQLite cannot read its schema (not one whole page is left)"))
             return _Scan(0, 0, [], problems)
-        return _read(path, source, what, problems, whole)
+        return _read(path, source, what, problems, whole, immutable or whole is not None)
 
 
 def _readable_copy(path: Path, folder: Path) -> tuple[Path, int | None]:
@@ -193,10 +175,12 @@ def _past_end(line: str, whole: int) -> bool:
 
 
 def _read(path: Path, source: Path, what: str, problems: list[tuple[int | None, str]],
-          whole: int | None) -> _Scan:
-    """Read every row of ``source`` (``path``, or its readable copy of ``whole`` pages)."""
+          whole: int | None, immutable: bool) -> _Scan:
+    """Read every row of ``source`` (``path``, or its readable copy of ``whole`` pages);
+    ``immutable``: no write-ahead log to read (see :func:`_scan`)."""
+    flags = "mode=ro&immutable=1" if immutable else "mode=ro"
     try:
-        conn = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"{source.resolve().as_uri()}?{flags}", uri=True)
     except sqlite3.Error as exc:
         raise ValueError(f"{what} {str(path)!r} cannot be opened: {exc}") from None
     try:

@@ -15,3 +15,91 @@ def test_eval_embedder_help_names_every_built_in_embedder():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+# ------------------------------------ outside check A: check/recover on read-only and linked files
+import contextlib  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from memlab import Memory  # noqa: E402
+
+
+def _store(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "m.db"
+    mem = Memory(path=str(path))
+    mem.add_many([{"item_id": f"i{n}", "content": f"note {n} about the deploy"}
+                  for n in range(5)])
+    mem.store.close()
+    return path
+
+
+def _run(*argv: str) -> int:
+    from memlab.cli import main
+    with contextlib.redirect_stdout(open(os.devnull, "w")):
+        return main(list(argv))
+
+
+def _listing(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@contextlib.contextmanager
+def _read_only(path: Path):
+    """Make ``path`` read-only even for root (chattr +i), or skip saying why."""
+    import subprocess
+    if shutil.which("chattr") is None or subprocess.run(
+            ["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+        if os.geteuid() == 0:
+            pytest.skip("chattr +i is not available here and root ignores file modes")
+        mode = path.stat().st_mode
+        path.chmod(0o555 if path.is_dir() else 0o444)
+        try:
+            yield
+        finally:
+            path.chmod(mode)
+        return
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_a_sound_store_in_a_read_only_folder_checks_ok_and_recovers_whole(tmp_path):
+    path = _store(tmp_path / "ro")
+    before = _listing(path.parent)
+    with _read_only(path.parent):
+        assert _run("check", str(path)) == 0
+        assert _run("recover", str(path), "--out", str(tmp_path / "saved.db")) == 0
+        assert _listing(path.parent) == before
+    saved = Memory(path=str(tmp_path / "saved.db"))
+    try:
+        assert saved.search("note 3", top_k=1)[0]["item_id"] == "i3"
+    finally:
+        saved.store.close()
+
+
+def test_a_read_only_file_in_a_writable_folder_leaves_no_wal_or_shm(tmp_path):
+    path = _store(tmp_path / "f")
+    before = _listing(path.parent)
+    with _read_only(path):
+        assert _run("check", str(path)) == 0
+        assert _run("recover", str(path), "--out", str(tmp_path / "saved.db")) == 0
+    assert _listing(path.parent) == before
+
+
+def test_checking_through_a_symbolic_link_leaves_the_target_folder_as_it_was(tmp_path):
+    path = _store(tmp_path / "target")
+    elsewhere = tmp_path / "links"
+    elsewhere.mkdir()
+    (elsewhere / "link.db").symlink_to(path)
+    (path.parent / "near.db").symlink_to(path)
+    before, before_links = _listing(path.parent), _listing(elsewhere)
+    for link in (elsewhere / "link.db", path.parent / "near.db"):
+        assert _run("check", str(link)) == 0
+        assert _run("recover", str(link), "--out", str(tmp_path / f"{link.stem}.db")) == 0
+    assert _listing(path.parent) == before and _listing(elsewhere) == before_links
