@@ -36,8 +36,9 @@ def register(registry: MutableMapping[str, Any], name: str, entry: Any, *,
     Raises ValueError naming the argument when ``name`` is not a non-empty string, when
     ``check_callable`` and ``entry`` is not callable, or when ``entry`` lacks the attribute
     ``requires``; and ValueError naming the registry (``what``) and ``name`` when ``name`` is
-    already registered (a deprecated alias of a renamed entry included) and ``replace`` is
-    not True.
+    already registered and ``replace`` is not True, or is the deprecated name of a renamed
+    entry (replacing it would change what the old name looks up but not what recipes, which
+    store the new name, run).
     """
     if not isinstance(replace, bool):
         raise ValueError(f"replace must be True or False, got {replace!r}")
@@ -48,6 +49,10 @@ def register(registry: MutableMapping[str, Any], name: str, entry: Any, *,
     if requires is not None and not hasattr(entry, requires):
         raise ValueError(f"the {what} registered as {name!r} must have .{requires}, "
                          f"got {entry!r}")
+    aliases = getattr(registry, "aliases", None)  # a RenamedEntries registry's old names
+    if aliases and name in aliases and not dict.__contains__(registry, name):
+        raise ValueError(f"{name!r} is the deprecated name of the {what} {aliases[name]!r}: "
+                         f"register under another name, or replace {aliases[name]!r}")
     if not replace and name in registry:
         raise ValueError(f"the {what} registry already holds {name!r}; pass replace=True to "
                          f"replace it")

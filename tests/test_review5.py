@@ -103,3 +103,38 @@ def test_checking_through_a_symbolic_link_leaves_the_target_folder_as_it_was(tmp
         assert _run("check", str(link)) == 0
         assert _run("recover", str(link), "--out", str(tmp_path / f"{link.stem}.db")) == 0
     assert _listing(path.parent) == before and _listing(elsewhere) == before_links
+
+
+# ------------------------------- outside check A, defect 4: replacing a deprecated name is refused
+def test_replacing_a_deprecated_name_is_refused_and_changes_nothing():
+    from memlab.surfacing.router import ROUTER_RULES, register_router_rule
+    from memlab.surfacing.strategies import STRATEGIES, register_strategy
+    before_rule = dict.__getitem__(ROUTER_RULES, "recency_words")
+    before_strategy = dict.__getitem__(STRATEGIES, "recent_items")
+    with pytest.raises(ValueError, match="'recency' is the deprecated name of the strategy "
+                                         "'recent_items'"):
+        register_strategy("recency", before_strategy, replace=True)
+    with pytest.raises(ValueError, match="'recency' is the deprecated name of the router rule "
+                                         "'recency_words'"):
+        register_router_rule("recency", lambda query, config: None, replace=True)
+    assert not dict.__contains__(STRATEGIES, "recency")
+    assert not dict.__contains__(ROUTER_RULES, "recency")
+    assert dict.__getitem__(ROUTER_RULES, "recency_words") is before_rule
+    assert dict.__getitem__(STRATEGIES, "recent_items") is before_strategy
+
+
+# ---------------- outside check A, defect 5: a result saved before the rename gets the new column
+def test_a_result_saved_before_the_rename_loads_with_budget_stage_ms(tmp_path):
+    pytest.importorskip("pyarrow")
+    import pandas as pd
+
+    from memlab.datasets import load_fixture_trace
+    from memlab.harness.replay import ReplayResult, replay
+    result = replay(load_fixture_trace("apollo_demo"), progress=False)
+    saved = result.save(tmp_path / "now")
+    frame = pd.read_parquet(saved / "decisions.parquet")
+    assert frame["budget_ms"].equals(frame["budget_stage_ms"])
+    frame.drop(columns=["budget_stage_ms"]).to_parquet(saved / "decisions.parquet", index=False)
+    loaded = ReplayResult.load(saved).decisions  # as last release wrote it: budget_ms only
+    assert set(loaded.columns) == set(result.decisions.columns)
+    assert loaded["budget_stage_ms"].equals(frame["budget_stage_ms"])

@@ -171,6 +171,10 @@ class ReplayResult:
                 if column in frame:
                     frame[column] = frame[column].map(json.loads)
             frames[name] = frame
+        decisions = frames["decisions"]
+        for old, new in DEPRECATED_COLUMNS.items():  # a result saved before a rename
+            if old in decisions and new not in decisions:
+                decisions[new] = decisions[old]
         return cls(**frames, manifest=json.loads((path / "manifest.json").read_text()))
 
 
