@@ -138,3 +138,31 @@ def test_a_result_saved_before_the_rename_loads_with_budget_stage_ms(tmp_path):
     loaded = ReplayResult.load(saved).decisions  # as last release wrote it: budget_ms only
     assert set(loaded.columns) == set(result.decisions.columns)
     assert loaded["budget_stage_ms"].equals(frame["budget_stage_ms"])
+
+
+# ------------------------- outside check A, defects 6 and 8: keys files that would open the server
+@pytest.mark.parametrize("data, message", [
+    ({"keys": []}, "'keys' is empty: give at least one key"),
+    ({"keys": 5}, "'keys' must be a list of key tables, got 5"),
+    ({"key": []}, "exactly one field, 'keys'"),
+])
+def test_a_keys_file_without_keys_is_refused(data, message):
+    from memlab.service.auth import KeyRing
+    with pytest.raises(ValueError, match=message):
+        KeyRing.from_mapping(data)
+
+
+def test_serve_refuses_an_empty_keys_file(tmp_path):
+    path = tmp_path / "keys.toml"
+    path.write_text("keys = []\n")
+    from memlab.cli import main
+    with contextlib.redirect_stderr(open(os.devnull, "w")):
+        assert main(["serve", "--keys-file", str(path), "--port", "0"]) != 0
+
+
+def test_register_embedder_blames_the_factory_when_it_is_not_callable():
+    from memlab.signals.dense import EMBEDDERS, register_embedder
+    with pytest.raises(ValueError, match="the embedder registered as 'mine' must be callable, "
+                                         "got 42"):
+        register_embedder("mine", 42)
+    assert "mine" not in EMBEDDERS

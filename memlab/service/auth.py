@@ -183,11 +183,17 @@ class KeyRing:
     @classmethod
     def from_mapping(cls, data: Any) -> KeyRing:
         """A ring from the parsed keys file (``{"keys": [ {...}, ... ]}``)."""
-        if not isinstance(data, Mapping) or set(data) != {"keys"} \
-                or not isinstance(data["keys"], list):
+        if not isinstance(data, Mapping) or set(data) != {"keys"}:
             got = sorted(data) if isinstance(data, Mapping) else data
             raise ValueError("a keys file must hold exactly one field, 'keys', a list of "
                              f"key tables; got {got!r:.80}")
+        if not isinstance(data["keys"], list):
+            raise ValueError(f"a keys file's 'keys' must be a list of key tables, got "
+                             f"{data['keys']!r:.80}")
+        if not data["keys"]:
+            # an empty ring would serve every route without a key: refused, not a silent open
+            raise ValueError("a keys file's 'keys' is empty: give at least one key (to serve "
+                             "without keys, pass no keys file)")
         keys = []
         for pos, entry in enumerate(data["keys"]):
             where = f"keys[{pos}]"

@@ -387,11 +387,11 @@ def register_embedder(name: str, factory: Callable[[], Embedder], *,
     >>> register_embedder("no/slash", HashingEmbedder)
     Traceback (most recent call last):
     ...
-    ValueError: name must be a non-empty name of letters, digits, '.', '_' or '-' and factory callable, got 'no/slash'
+    ValueError: name must be a non-empty name of letters, digits, '.', '_' or '-', got 'no/slash'
     """
-    if not isinstance(name, str) or not _SAFE_NAME.fullmatch(name) or not callable(factory):
-        raise ValueError(f"name must be a non-empty name of letters, digits, '.', '_' or '-' and "
-                         f"factory callable, got {name!r}")
+    if not isinstance(name, str) or not _SAFE_NAME.fullmatch(name):
+        raise ValueError(f"name must be a non-empty name of letters, digits, '.', '_' or '-', "
+                         f"got {name!r}")
     register(EMBEDDERS, name, factory, what="embedder", replace=replace)
     with _INSTANCES_LOCK:
         for key in [k for k in _INSTANCES if k[0] == name]:
