@@ -166,3 +166,12 @@ def test_register_embedder_blames_the_factory_when_it_is_not_callable():
                                          "got 42"):
         register_embedder("mine", 42)
     assert "mine" not in EMBEDDERS
+
+
+# --------------------------------- outside check A, defect 7: the schema documents 403 (scoped keys)
+def test_openapi_documents_403_on_every_keyed_route_and_not_on_health():
+    from memlab.service import ServiceState, create_app
+    paths = create_app(ServiceState()).openapi()["paths"]
+    assert "403" in paths["/v1/items"]["post"]["responses"]
+    assert "403" in paths["/health/graph"]["get"]["responses"]
+    assert "403" not in paths["/health"]["get"]["responses"]

@@ -651,6 +651,8 @@ _ERRORS = {
     "400": "Bad request: a value memlab rejects, or a Host header not in the allow-list; "
            "`detail` names the argument and the value.",
     "401": "Missing or wrong API key (when the server has one).",
+    "403": "The key's scope does not reach this workspace (read or write), or the route needs "
+           "an admin key.",
     "413": "Over a limit (body size, content length, items per bulk request, metadata size or "
            "depth); `detail` names it, `limit`, `allowed` and `got` give the numbers.",
     "503": "The memory store cannot be read; `detail`, `path` and `hint` say why.",
@@ -670,7 +672,7 @@ def _document_errors(app) -> None:
                 answers = operation.setdefault("responses", {})
                 codes = ["400"]
                 if path != "/health":
-                    codes.append("401")
+                    codes += ["401", "403"]
                 if "requestBody" in operation:
                     codes.append("413")
                 if path == "/health/graph":
