@@ -14,6 +14,7 @@ from memlab.model import (Edge, SurfacingDecision, SurfacingStrategy, check_text
                           validate_id, validate_metadata, validate_text)
 from memlab.signals.activation import ACTIVATION_MODELS
 from memlab.store import MemoryStore, NewItem, paused_gc
+from memlab.store.items import claim_item_ids
 from memlab.surfacing.config import DEFAULT, SEED_COMPAT, SurfacingConfig, get_recipe
 from memlab.surfacing.context import ContextRecord, assemble
 from memlab.surfacing.router import ENTITY_DETECTORS, ROUTER_RULES
@@ -280,16 +281,10 @@ class Memory:
         with itself."""
         from dataclasses import replace
 
-        from memlab.errors import DuplicateItemError
         with self.store.lock:
             ws = self._ws
-            taken: set[str] = set()
-            for pos, new in enumerate(prepared):
-                if new.item_id is not None:
-                    if ws.row_of(new.item_id) is not None or new.item_id in taken:
-                        raise DuplicateItemError(f"item_id {new.item_id!r} already exists in "
-                                                 f"workspace {self.workspace_id!r} (item {pos})")
-                    taken.add(new.item_id)
+            taken = claim_item_ids(prepared, lambda i: ws.row_of(i) is not None,
+                                   self.workspace_id)
             return [new if new.item_id is not None else replace(new, item_id=ws.generate_id(taken))
                     for new in prepared]
 

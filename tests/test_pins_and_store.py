@@ -106,7 +106,7 @@ def test_nothing_of_another_workspace_surfaces(pair):
     (lambda m: m.add_many(["ok", {"content": "y", "item_id": "a"}]), "item_id 'a' already exists"),
     (lambda m: m.add_many(["ok", {"content": "y", "colour": 1}]), r"items\[1\]: unknown keys"),
     (lambda m: m.add_many([{"content": "y", "item_id": "d"}, {"content": "z", "item_id": "d"}]),
-     "item_id 'd' already exists"),
+     r"item_id 'd' is given twice in this batch \(items 0 and 1\)"),
     (lambda m: m.add_edges([("a", "b"), ("a", "zz")]), r"edges\[1\]: dst 'zz' does not exist"),
     (lambda m: m.add_edges([Edge("a", "b"), ("a", "b", "X", -1)]), r"edges\[1\]: weight"),
     (lambda m: m.add_edges([("a",)]), r"edges\[0\]: must be an Edge"),

@@ -175,3 +175,18 @@ def test_openapi_documents_403_on_every_keyed_route_and_not_on_health():
     assert "403" in paths["/v1/items"]["post"]["responses"]
     assert "403" in paths["/health/graph"]["get"]["responses"]
     assert "403" not in paths["/health"]["get"]["responses"]
+
+
+# ------------------------- outside check A: an id repeated inside one batch is named as such
+def test_an_id_given_twice_in_one_batch_says_so_and_adds_nothing():
+    from memlab.errors import DuplicateItemError
+    mem = Memory()
+    mem.add("already here", item_id="old")
+    rows = [{"item_id": "zz", "content": "one"}, {"item_id": "zz", "content": "two"}]
+    with pytest.raises(DuplicateItemError, match=r"'zz' is given twice in this batch "
+                                                 r"\(items 0 and 1\)"):
+        mem.add_many(rows)
+    with pytest.raises(DuplicateItemError, match="'old' already exists in workspace"):
+        mem.add_many([{"item_id": "new", "content": "x"}, {"item_id": "old", "content": "y"}])
+    assert [h["item_id"] for h in mem.search("already one two", top_k=5)] == ["old"]
+    assert mem.store.workspace("default").ids_of(range(len(mem.store.workspace("default")))) == ["old"]

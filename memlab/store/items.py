@@ -19,7 +19,7 @@ from memlab.store.journal import journaled
 from memlab.store.workspace import NewItem, index_text, node_key_of
 from memlab.text import ANALYZERS, TITLE_KEYS, estimate_tokens
 
-__all__ = ["ItemsMixin", "paused_gc", "release_freed_memory"]
+__all__ = ["ItemsMixin", "claim_item_ids", "paused_gc", "release_freed_memory"]
 
 # Bulk writes at least this large hand the allocator's freed pages back (release_freed_memory)
 RELEASE_AFTER = 50_000
@@ -69,6 +69,36 @@ def paused_gc(size: int, threshold: int = 1000):
         gc.enable()
 
 
+def claim_item_ids(new_items: Sequence[NewItem], exists, workspace_id: str) -> set[str]:
+    """The ids ``new_items`` give (an item without one gets a generated id later); raises
+    DuplicateItemError when one is taken (``exists(item_id)``) or given twice in the batch.
+
+    Examples
+    --------
+    >>> def item(item_id):
+    ...     return NewItem(item_id, "text", "semantic", {}, None)
+    >>> claim_item_ids([item("x"), item(None)], lambda i: False, "w")
+    {'x'}
+    >>> claim_item_ids([item("x"), item("x")], lambda i: False, "w")
+    Traceback (most recent call last):
+    ...
+    memlab.errors.DuplicateItemError: item_id 'x' is given twice in this batch (items 0 and 1)
+    """
+    taken: dict[str, int] = {}
+    for pos, new in enumerate(new_items):
+        item_id = new.item_id
+        if item_id is None:
+            continue
+        if item_id in taken:
+            raise DuplicateItemError(f"item_id {item_id!r} is given twice in this batch "
+                                     f"(items {taken[item_id]} and {pos})")
+        if exists(item_id):
+            raise DuplicateItemError(f"item_id {item_id!r} already exists in workspace "
+                                     f"{workspace_id!r} (item {pos})")
+        taken[item_id] = pos
+    return set(taken)
+
+
 class ItemsMixin:
     """The item writes of :class:`~memlab.store.MemoryStore`: validate, compute, then apply."""
 
@@ -100,13 +130,7 @@ class ItemsMixin:
         """
         with self.lock, paused_gc(len(new_items)):
             ws = self._target(workspace_id)
-            taken: set[str] = set()
-            for pos, new in enumerate(new_items):
-                if new.item_id is not None:
-                    if new.item_id in ws.index_of or new.item_id in taken:
-                        raise DuplicateItemError(f"item_id {new.item_id!r} already exists in "
-                                                 f"workspace {workspace_id!r} (item {pos})")
-                    taken.add(new.item_id)
+            taken = claim_item_ids(new_items, ws.index_of.__contains__, workspace_id)
             ids, next_generated = ws.generate_ids(new_items, taken)
             stamps = [now] * len(new_items) if added_at is None else list(added_at)
             if len(stamps) != len(new_items):
