@@ -37,7 +37,6 @@ from memlab.session.longterm import NODE_TYPES, register_node_type
 from memlab.signals.activation import ACTIVATION_MODELS, register_activation_model
 from memlab.signals.dense import EMBEDDERS, DenseConfig, HashingEmbedder, get_embedder, \
     register_embedder
-from memlab.surfacing import rerank
 from memlab.surfacing.config import load_recipe_file
 from memlab.surfacing.ppr import surfacing_ppr
 from memlab.surfacing.rerank import RERANKERS, register_reranker
