@@ -26,8 +26,9 @@ _TRACE_HELP = ("a trace: a JSON Lines file (see memlab.harness.trace), or fixtur
                "repository fixture such as fixture:apollo_demo, or synthetic:<items>:<queries> "
                "for a seeded synthetic trace, or shared:locomo / shared:musique for the shared "
                "datasets (see memlab eval --data)")
-_CONFIG_HELP = ("a recipe name (default, seed_compat, bm25) or a JSON file holding "
-                "SurfacingConfig.to_dict() output")
+_CONFIG_HELP = ("a recipe name (default, seed_compat, bm25; the shipped recipe files "
+                "multihop, conversational, dense, dense-conversational; or NAME.json in "
+                "$MEMLAB_RECIPE_PATH) or a JSON file holding SurfacingConfig.to_dict() output")
 
 
 def _file_bytes(db: str) -> int:
@@ -784,7 +785,9 @@ def _run(args: argparse.Namespace) -> int:
                             measure_on=args.measure_on, executor=args.executor,
                             address=args.address, n_workers=n_workers)
         _print_warnings([c for c in caught if c.category.__name__ in _SHOWN_WARNINGS])
-        print(result.summary().to_string(float_format=lambda v: f"{v:.4f}"))
+        summary = result.summary()
+        print(summary.to_string(float_format=lambda v: f"{v:.4f}") if len(summary)
+              else "no judged queries: no measures to report")
         if result.manifest.get("in_sample"):  # the table's scores are in-sample: say so there
             print(textwrap.fill(f"note: {result.manifest['in_sample']}", 100))
         print(_measure_on_line(args.measure_on))

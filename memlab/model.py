@@ -14,6 +14,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Mapping
 
+import numpy as np
+
 __all__ = [
     "MEMORY_TYPES", "DEFAULT_SPREADING_EDGE_TYPES", "NON_PROPAGATING_EDGE_TYPES", "KNOWN_EDGE_TYPES",
     "MemoryItem", "Edge", "SurfacingStrategy", "SurfacingDecision",
@@ -48,8 +50,11 @@ def validate_edge_type(edge_type: Any) -> str:
 
 def validate_weight(value: Any, name: str = "weight", *, allow_zero: bool = True) -> float:
     """Return ``value`` as a float if finite and non-negative (positive when ``allow_zero`` is False)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
+                                                                      np.floating)):
         raise ValueError(f"{name} must be a number, got {value!r}")
+    if isinstance(value, np.generic):  # a column's value (a DataFrame of edges): as the Python one
+        value = value.item()
     try:
         value = float(value)
     except OverflowError:  # an int beyond the float range

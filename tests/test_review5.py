@@ -190,3 +190,71 @@ def test_an_id_given_twice_in_one_batch_says_so_and_adds_nothing():
         mem.add_many([{"item_id": "new", "content": "x"}, {"item_id": "old", "content": "y"}])
     assert [h["item_id"] for h in mem.search("already one two", top_k=5)] == ["old"]
     assert mem.store.workspace("default").ids_of(range(len(mem.store.workspace("default")))) == ["old"]
+
+
+# ------------------------ outside check B, defect 1: a numpy weight gets the real reason it is refused
+@pytest.mark.parametrize("weight", [-1, 0, -3])
+def test_a_zero_or_negative_integer_weight_in_a_frame_says_it_must_be_positive(weight):
+    import numpy as np
+    import pandas as pd
+    mem = Memory()
+    mem.add_many([{"item_id": "a", "content": "one"}, {"item_id": "b", "content": "two"}])
+    frame = pd.DataFrame({"src": ["a"], "dst": ["b"], "edge_type": ["RELATED"],
+                          "weight": [weight]})
+    with pytest.raises(ValueError, match=r"weight must be finite and > 0, got -?\d+\.0"):
+        mem.add_edges(frame)
+    with pytest.raises(ValueError, match=r"weight must be finite and > 0"):
+        mem.add_edges([("a", "b", "RELATED", np.int64(weight))])
+    assert mem.add_edges(pd.DataFrame({"src": ["a"], "dst": ["b"], "edge_type": ["RELATED"],
+                                       "weight": [np.int64(2)]})) == 1
+
+
+# ------------------ outside check B, defect 2: tuning composite weights under a ranker is refused first
+def test_tune_refuses_composite_weights_of_a_base_with_a_reranker_before_any_replay(capsys):
+    pytest.importorskip("optuna")
+    pytest.importorskip("sklearn")
+    from memlab.cli import main
+    code = main(["tune", "fixture:apollo_demo", "--config", "conversational", "--measure", "R@5",
+                 "--folds", "2", "--trials", "2", "--group-by", "question", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "ranks with a learned reranker" in err and "search fields that replay" in err
+
+
+# ---------------------- outside check B, defect 3: an embedder refuses one string and non-strings
+@pytest.mark.parametrize("name", ["hashing", "minilm-onnx", "minilm-openvino-int8",
+                                  "minilm-static"])
+@pytest.mark.parametrize("texts, message", [
+    ("hello", "texts must be a list of strings, got one string 'hello'"),
+    (["ok", 5], r"texts\[1\] must be a string, got 5"),
+    ([None], r"texts\[0\] must be a string, got None"),
+    ((t for t in ["a"]), "texts must be a list of strings, got generator"),
+])
+def test_every_embedder_refuses_what_is_not_a_list_of_strings(name, texts, message):
+    from memlab.signals.dense import EMBEDDERS, DenseConfig, get_embedder
+    try:
+        embedder = EMBEDDERS[name]()
+    except ImportError as exc:
+        pytest.skip(f"{name}: its extra is not installed ({exc})")
+    with pytest.raises(ValueError, match=message):
+        embedder.encode(texts)
+    if name == "hashing":  # and through the cache every caller uses
+        with pytest.raises(ValueError, match=message):
+            get_embedder(DenseConfig(embedder=name, cache_dir="")).encode(texts)
+
+
+# ------------------------------------- outside check B, defect 4: an empty trace's replay says so
+def test_replaying_a_trace_without_queries_says_there_is_nothing_to_measure(tmp_path, capsys):
+    from memlab.cli import main
+    from memlab.harness.trace import TraceBuilder
+    path = TraceBuilder("empty", start="2024-01-01T00:00:00+00:00").build().write_jsonl(
+        tmp_path / "empty.jsonl")
+    assert main(["replay", str(path), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "no judged queries: no measures to report" in out and "Series" not in out
+
+
+def test_the_config_help_names_every_shipped_recipe():
+    from memlab.cli import _CONFIG_HELP
+    from memlab.surfacing.config import shipped_recipes
+    assert shipped_recipes() and all(name in _CONFIG_HELP for name in shipped_recipes())

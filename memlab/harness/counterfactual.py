@@ -74,7 +74,8 @@ def rescore(result: ReplayResult, weights: Mapping[str, float] | SurfacingConfig
         raise ValueError("result has no recorded candidates (replay with record_candidates=True)")
     if result.manifest.get("config", {}).get("reranker") is not None:
         raise ValueError("result was replayed with a learned reranker, whose scores the "
-                         "composite's weights do not decide (replay instead)")
+                         "composite's weights do not decide: re-scoring cannot answer; replay "
+                         "the new weights instead (a sweep without counterfactual)")
     new_weights = weights_of(result, weights)
     measures = parse_measures(measures if measures is not None else result.manifest["measures"])
     measure_on = check_measure_on(result.manifest.get("measure_on", "surfaced")

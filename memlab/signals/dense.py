@@ -34,7 +34,7 @@ import numpy as np
 
 from memlab._arrays import Growable
 from memlab._registry import register
-from memlab.signals.embedders._assets import default_cache_dir
+from memlab.signals.embedders._assets import check_texts, default_cache_dir
 from memlab.signals.fusion import FUSIONS, NORMALISERS
 from memlab.text import TITLE_KEYS
 
@@ -261,7 +261,7 @@ class CachedEmbedder:
         self.computed = 0  # texts actually encoded (not served from the cache)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
+        texts = check_texts(texts)
         if self.cache is None:
             self.computed += len(texts)
             return np.asarray(self.embedder.encode(texts), np.float32)
@@ -294,6 +294,7 @@ class HashingEmbedder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         from memlab.text import tokenize
 
+        texts = check_texts(texts)
         out = np.zeros((len(texts), self.dim), np.float32)
         for row, text in enumerate(texts):
             for word in tokenize(text):
@@ -322,7 +323,7 @@ class MiniLMEmbedder:
         self.batch_size = batch_size
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        vectors = self.model.encode(list(texts), batch_size=self.batch_size,
+        vectors = self.model.encode(check_texts(texts), batch_size=self.batch_size,
                                     normalize_embeddings=True, show_progress_bar=False,
                                     convert_to_numpy=True)
         return np.asarray(vectors, np.float32)

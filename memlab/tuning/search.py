@@ -391,6 +391,12 @@ def tune(trace: Trace, space: Mapping[str, Any] | None = None, *, base: Any = No
         check_disjoint_holdout(trace, holdout)
     params = parse_space(DEFAULT_SPACE if space is None else space, base)
     counterfactual = all(p.name in RESCORABLE for p in params)
+    if counterfactual and base.reranker is not None:
+        raise ValueError(f"base {base.name!r} ranks with a learned reranker "
+                         f"({base.reranker!r}), so the composite weights searched "
+                         f"({', '.join(p.name for p in params)}) do not decide its ranking: "
+                         f"search fields that replay (ppr.*, spreading.*, dense.*, ...), or "
+                         f"tune a base without a reranker")
     categories = _check_categories(categories)
     if live is not None and (not isinstance(live, ReplayResult)
                              or live.manifest.get("trace", {}).get("hash") != trace.hash()):

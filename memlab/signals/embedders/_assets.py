@@ -14,7 +14,7 @@ import os
 import zipfile
 from pathlib import Path
 
-__all__ = ["MiniLMFiles", "minilm_files", "models_dir"]
+__all__ = ["MiniLMFiles", "check_texts", "minilm_files", "models_dir"]
 
 MAX_SEQ_LENGTH = 256  # sentence_bert_config.json of all-MiniLM-L6-v2: what the torch path truncates to
 
@@ -77,3 +77,40 @@ def write_json(path: Path, data: dict) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
     tmp.replace(path)
+
+
+def check_texts(texts) -> list[str]:
+    """``texts`` as a list of strings, for an embedder's ``encode``; ValueError naming the first
+    item that is not a string, or ``texts`` itself when it is one string (which would otherwise
+    be embedded character by character) or not a sequence (a generator is consumed once and
+    would be measured by ``len``).
+
+    Examples
+    --------
+    >>> check_texts(("a red apple", "a pear"))
+    ['a red apple', 'a pear']
+    >>> check_texts("hello")
+    Traceback (most recent call last):
+    ...
+    ValueError: texts must be a list of strings, got one string 'hello'
+    >>> check_texts(["ok", 5])
+    Traceback (most recent call last):
+    ...
+    ValueError: texts[1] must be a string, got 5
+    """
+    if isinstance(texts, (str, bytes)):
+        raise ValueError(f"texts must be a list of strings, got one string {texts!r:.60}")
+    if not isinstance(texts, (list, tuple)):
+        try:
+            import numpy as np
+            if isinstance(texts, np.ndarray) and texts.ndim == 1:
+                texts = texts.tolist()
+            else:
+                raise TypeError
+        except TypeError:
+            raise ValueError(f"texts must be a list of strings, got "
+                             f"{type(texts).__name__}") from None
+    for pos, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ValueError(f"texts[{pos}] must be a string, got {text!r:.60}")
+    return list(texts)

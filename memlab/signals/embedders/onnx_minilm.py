@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-from memlab.signals.embedders._assets import minilm_files, models_dir, write_json
+from memlab.signals.embedders._assets import check_texts, minilm_files, models_dir, write_json
 
 __all__ = ["build_minilm_graph", "export_minilm", "OnnxMiniLMEmbedder", "length_batches", "padded_batch", "mean_pool",
            "encode_by_length"]
@@ -261,7 +261,7 @@ class OnnxMiniLMEmbedder:
         >>> OnnxMiniLMEmbedder().encode(["a red apple", "a green pear"]).shape  # doctest: +SKIP
         (2, 384)
         """
-        texts = list(texts)
+        texts = check_texts(texts)
         session = self.single if len(texts) == 1 else self.session
         return encode_by_length(
             self.tokenizer, texts,

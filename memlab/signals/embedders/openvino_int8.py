@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memlab.signals.embedders._assets import minilm_files, models_dir, write_json
+from memlab.signals.embedders._assets import check_texts, minilm_files, models_dir, write_json
 from memlab.signals.embedders.onnx_minilm import (
     GRAPH_VERSION,
     encode_by_length,
@@ -243,7 +243,7 @@ class OpenVINOInt8MiniLMEmbedder:
         ... # doctest: +SKIP
         (2, 384)
         """
-        texts = list(texts)
+        texts = check_texts(texts)
         with self._lock:
             if len(texts) <= 1:
                 request = self._request

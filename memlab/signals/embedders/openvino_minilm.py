@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memlab.signals.embedders._assets import minilm_files
+from memlab.signals.embedders._assets import check_texts, minilm_files
 from memlab.signals.embedders.onnx_minilm import encode_by_length, export_minilm
 
 __all__ = ["OpenVINOMiniLMEmbedder"]
@@ -107,7 +107,7 @@ class OpenVINOMiniLMEmbedder:
         >>> OpenVINOMiniLMEmbedder().encode(["a red apple", "a pear"]).shape  # doctest: +SKIP
         (2, 384)
         """
-        texts = list(texts)
+        texts = check_texts(texts)
         request = self._requests[len(texts) == 1]
 
         def run(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 from scipy import sparse
 
-from memlab.signals.embedders._assets import minilm_files, models_dir, write_json
+from memlab.signals.embedders._assets import check_texts, minilm_files, models_dir, write_json
 
 __all__ = ["distill_minilm", "StaticEmbedder", "WordCachedTokenizer", "DISTILL_SETTINGS"]
 
@@ -228,7 +228,7 @@ class StaticEmbedder:
         1/length weights times the float32 table does the same sums in one C pass (about 2x the
         throughput, the tokenizer's own parallel batch encode then dominating).
         """
-        texts = list(texts)
+        texts = check_texts(texts)
         n = len(texts)
         if not n:
             return np.zeros((0, self.dim), np.float32)
