@@ -258,3 +258,19 @@ def test_the_config_help_names_every_shipped_recipe():
     from memlab.cli import _CONFIG_HELP
     from memlab.surfacing.config import shipped_recipes
     assert shipped_recipes() and all(name in _CONFIG_HELP for name in shipped_recipes())
+
+
+# ------------------------------ outside check A (left in round 4): counts are integers, not booleans
+@pytest.mark.parametrize("value", [True, "5", 5.0])
+def test_http_counts_refuse_booleans_strings_and_floats(value):
+    from fastapi.testclient import TestClient
+
+    from memlab.service import ServiceState, create_app
+    http = TestClient(create_app(ServiceState(maintenance=False)), base_url="http://localhost")
+    assert http.post("/v1/items", json={"content": "deploys run on fridays"}).status_code in \
+        (200, 201)
+    assert http.post("/v1/search", json={"query": "deploys", "top_k": 5}).status_code == 200
+    bad = http.post("/v1/search", json={"query": "deploys", "top_k": value})
+    assert bad.status_code == 422 and "top_k" in bad.text
+    bad = http.post("/v1/context", json={"session_id": "s", "query": "deploys", "k": value})
+    assert bad.status_code == 422 and "k" in bad.text

@@ -70,7 +70,7 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     try:
         from fastapi import BackgroundTasks, Depends, FastAPI, Header, Request
         from fastapi.responses import JSONResponse
-        from pydantic import BaseModel, ConfigDict, Field, StrictBool
+        from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
     except ImportError:  # pragma: no cover - depends on the install
         raise ImportError("the HTTP service needs the service extra: "
                           "pip install 'memlab[service]'") from None
@@ -112,13 +112,13 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
 
     class SearchIn(Body):
         query: str = Text
-        top_k: int = Field(10, ge=1, le=1000)
+        top_k: StrictInt = Field(10, ge=1, le=1000)
 
     class ContextIn(Body):
         session_id: str = Text
         query: str = Text
-        k: int = Field(20, ge=1, le=100)
-        max_tokens: int | None = Field(None, ge=1)
+        k: StrictInt = Field(20, ge=1, le=100)
+        max_tokens: StrictInt | None = Field(None, ge=1)
         strategy: str | None = None
 
     class EdgeIn(Body):
@@ -149,7 +149,7 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
         stages: list[Literal["semantic", "structural", "temporal"]] = ["semantic", "structural",
                                                                       "temporal"]
         explain: StrictBool = False
-        top_k: int = Field(8, ge=1, le=100)
+        top_k: StrictInt = Field(8, ge=1, le=100)
 
     class ResolveIn(Body):
         session_id: str = Text
@@ -181,8 +181,8 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     class GraphSearchIn(Body):
         session_id: str = Text
         query: str = Text
-        max_depth: int = 1
-        top_k: int = Field(5, ge=1, le=100)
+        max_depth: StrictInt = 1
+        top_k: StrictInt = Field(5, ge=1, le=100)
 
     class MaintenanceIn(Body):
         dry_run: StrictBool = True  # only JSON true/false: "no", 0, "off" are 422
