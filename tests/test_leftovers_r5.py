@@ -95,7 +95,6 @@ def test_a_second_registration_of_a_name_is_refused_unless_replace(registry, wha
 
 @pytest.mark.parametrize("registry, name, add", [
     (STRATEGIES, "plain", REGISTRIES[0][2]),
-    (STRATEGIES, "recency", REGISTRIES[0][2]),  # a deprecated alias of recent_items
     (PPR_METHODS, "exact", REGISTRIES[1][2]),
     (ROUTER_RULES, "question", REGISTRIES[3][2]),
     (MEASURES, "MRR", REGISTRIES[6][2]),

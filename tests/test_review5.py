@@ -274,3 +274,29 @@ def test_http_counts_refuse_booleans_strings_and_floats(value):
     assert bad.status_code == 422 and "top_k" in bad.text
     bad = http.post("/v1/context", json={"session_id": "s", "query": "deploys", "k": value})
     assert bad.status_code == 422 and "k" in bad.text
+
+
+# ---------------- code review: a deadline marks only the groups it cut (those with a frontier left)
+def test_a_shared_deadline_marks_only_the_groups_it_cut(monkeypatch):
+    import numpy as np
+
+    import memlab.graph.spreading as spreading
+    from memlab.graph.spreading import SpreadConfig, run_spreads
+    mem = Memory()
+    mem.add_many([{"item_id": i, "content": i} for i in ["z", "a", "b", "c", "d", "e"]])
+    mem.add_edges([("a", "b"), ("b", "c"), ("c", "d"), ("d", "e")])
+    ticks = iter(range(0, 10_000))  # a fake clock: 1 ms a reading
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            return next(ticks) / 1e3
+
+    monkeypatch.setattr(spreading, "time", Clock)
+    ws = mem.store.workspace("default")
+    z, a = ws.row_of("z"), ws.row_of("a")
+    config = SpreadConfig(depth=4, budget_ms=1.5)
+    alone, = run_spreads(ws, [np.array([z])], config)
+    both = run_spreads(ws, [np.array([z]), np.array([a])], config)
+    assert alone.budget_exhausted is False and both[0].budget_exhausted is False
+    assert both[1].budget_exhausted is True and both[1].hops_completed < 4

@@ -250,14 +250,17 @@ def run_spread(ws, seeds: np.ndarray, config: SpreadConfig) -> SpreadResult:
 
 def run_spreads(ws, groups: list[np.ndarray], config: SpreadConfig) -> list[SpreadResult]:
     """One spread per seed group of ``groups`` (item numbers of workspace ``ws``; the store's
-    lock held): each result is :func:`run_spread`'s for that group alone.
+    lock held).
 
     With the ``"bfs"`` method the groups search together: one multi-source BFS over (group,
     item) pairs, a handful of numpy calls per hop for all of them, and one ordering of every
     group's results by hop and item id (:meth:`Workspace.id_sort_keys`). Each group keeps its
-    own hop count; the time budget is checked before each hop, for all groups at once, from
-    one clock (each result's ``elapsed_ms`` is its share of the time, the budget applies to
-    each group's search as to one run of it). Another method runs once per group.
+    own hop count. Without a time budget each result equals :func:`run_spread`'s for that group
+    alone. With one, the groups share it: one deadline for the whole call (a query's per-seed
+    spreads cost at most one budget together), checked before each hop; a group is marked
+    ``budget_exhausted`` only when the deadline cut it with a frontier left, and each result's
+    ``elapsed_ms`` is its share of the time. Another method runs once per group, under the
+    same deadline.
 
     Examples
     --------
@@ -295,7 +298,7 @@ def run_spreads(ws, groups: list[np.ndarray], config: SpreadConfig) -> list[Spre
         if fn is bfs_spread:
             f_owner, nodes, hops, completed, cut = _bfs_groups(snapshot, owner, seeds, n_groups,
                                                                config, codes, deadline)
-            exhausted[:] = cut
+            exhausted = cut
         else:
             parts = []
             for g, group in enumerate(groups):
@@ -345,20 +348,21 @@ def run_spreads(ws, groups: list[np.ndarray], config: SpreadConfig) -> list[Spre
 
 def _bfs_groups(snapshot: GraphSnapshot, owner: np.ndarray, seeds: np.ndarray, n_groups: int,
                 config: SpreadConfig, codes: np.ndarray, deadline: float
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`bfs_spread` for every group at once, over keys ``group * n + item``: (each
-    result's group, item and hops, hops completed per group, whether the budget cut it)."""
+    result's group, item and hops, hops completed per group, whether the budget cut each
+    group: True only for a group with a frontier left when the deadline passed)."""
     n = max(int(snapshot.n), int(seeds.max()) + 1)
     visited = sorted_unique(owner * n + seeds)
     frontier = visited
     found, found_hops = [], []
     completed = np.zeros(n_groups, np.int64)
-    exhausted = False
+    exhausted = np.zeros(n_groups, bool)
     for hop in range(1, config.depth + 1):
-        if time.perf_counter() > deadline:
-            exhausted = True
-            break
         if not len(frontier):
+            break
+        if time.perf_counter() > deadline:  # cut: only the groups with a frontier left
+            exhausted[np.unique(frontier // n)] = True
             break
         f_owner, f_node = np.divmod(frontier, n)
         completed[f_owner] = hop
