@@ -106,18 +106,23 @@ class _Scan:
 def _scan(path: Path, what: str) -> _Scan:
     """Read every row of ``path`` without changing the file; sort intact rows from damaged.
 
-    The folder is left as it was found. A WAL-mode file with no ``-wal``/``-shm`` beside it
-    (through a symbolic link: beside its target) has no open connection and nothing in a
-    write-ahead log, so it is read as immutable: SQLite then takes no lock and makes no files,
-    which also lets a sound file in a read-only folder be read. Otherwise the files are there
-    already (a store open elsewhere, or a log left by a crash) and SQLite reads through them,
-    changing nothing."""
+    The folder is left as it was found. A file with no ``-wal``, ``-shm`` or ``-journal``
+    beside it (through a symbolic link: beside its target) has no open WAL connection and
+    nothing in a log, so it is read as immutable: SQLite then takes no lock and makes no files,
+    which also lets a sound file in a read-only folder be read. Should one of those files
+    appear while it is read (a writer opened the store), it is read again through SQLite's
+    locks. Otherwise the files are there already (a store open elsewhere, or a log left by a
+    crash) and SQLite reads through them, changing nothing."""
     if not path.is_file():
         raise ValueError(f"{what} {str(path)!r} is not a file")
     real = path.resolve()
-    immutable = not any(real.with_name(real.name + suffix).exists()
-                        for suffix in ("-wal", "-shm"))
-    return _scan_file(path, what, immutable)
+    sidecars = [real.with_name(real.name + suffix) for suffix in ("-wal", "-shm", "-journal")]
+    if any(p.exists() for p in sidecars):
+        return _scan_file(path, what, immutable=False)
+    scan = _scan_file(path, what, immutable=True)
+    if any(p.exists() for p in sidecars):  # a writer opened the file meanwhile: read it again,
+        return _scan_file(path, what, immutable=False)  # through SQLite's locks this time
+    return scan
 
 
 def _scan_file(path: Path, what: str, immutable: bool) -> _Scan:

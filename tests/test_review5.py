@@ -300,3 +300,23 @@ def test_a_shared_deadline_marks_only_the_groups_it_cut(monkeypatch):
     both = run_spreads(ws, [np.array([z]), np.array([a])], config)
     assert alone.budget_exhausted is False and both[0].budget_exhausted is False
     assert both[1].budget_exhausted is True and both[1].hops_completed < 4
+
+
+def test_a_writer_opening_the_file_during_an_immutable_read_makes_check_read_it_again(
+        tmp_path, monkeypatch):
+    import memlab.journal_repair as repair
+    path = _store(tmp_path / "w")
+    calls = []
+    real_scan = repair._scan_file
+
+    def scan(p, what, immutable):
+        calls.append(immutable)
+        out = real_scan(p, what, immutable)
+        if immutable:  # a writer arrives while the immutable read runs
+            Path(f"{path}-wal").write_bytes(b"")
+        return out
+
+    monkeypatch.setattr(repair, "_scan_file", scan)
+    assert repair.check_journal(path) == [] and calls == [True, False]
+    calls.clear()
+    assert repair.check_journal(path) == [] and calls == [False]  # a log beside it: never immutable
