@@ -184,12 +184,20 @@ def _finish(ws: Any, result: PPRResult, nodes: np.ndarray, mass: np.ndarray, inf
         kth = np.partition(mass, len(mass) - top_k)[len(mass) - top_k]
         keep = np.flatnonzero(mass >= kth)  # ties at the cut compete on item id below
         nodes, mass = nodes[keep], mass[keep]
-    # by mass descending (numpy's stable sort), then runs of equal mass by item id (the
-    # workspace's id order as integer keys: no Python sort, and ids only for the kept items)
+    # by mass descending (numpy's stable sort), then runs of equal mass by item id: the
+    # workspace's id order as integer keys, asked for the tied items only (a workspace written
+    # since its last full id rank orders just those), and ids only for the kept items
     order = np.argsort(-mass, kind="stable")
     ranked = mass[order]
-    if len(ranked) > 1 and (ranked[1:] == ranked[:-1]).any():
-        order = np.lexsort((ws.id_sort_keys(nodes), -mass))
+    equal = ranked[1:] == ranked[:-1]
+    if equal.any():
+        tied = np.zeros(len(ranked), bool)
+        tied[1:] |= equal
+        tied[:-1] |= equal
+        at = order[tied]
+        keys = np.zeros(len(nodes), np.int64)  # untied items: alone at their mass, any key
+        keys[at] = ws.id_sort_keys(nodes[at])
+        order = np.lexsort((keys, -mass))
     order = order[:top_k]
     ids = ws.ids_of(nodes[order])
     result.indices, result.mass = nodes[order], mass[order]
