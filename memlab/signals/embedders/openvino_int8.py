@@ -267,8 +267,10 @@ class OpenVINOInt8MiniLMEmbedder:
             out[rows] = mean_pool(request.get_tensor(output).data, mask)
 
         self._queue.set_callback(done)
-        for rows in length_batches(lengths, self.batch_size, self.max_tokens):
-            ids, mask = padded_batch(encodings, lengths, rows)
-            self._queue.start_async({"input_ids": ids, "attention_mask": mask}, (rows, mask))
-        self._queue.wait_all()
+        try:
+            for rows in length_batches(lengths, self.batch_size, self.max_tokens):
+                ids, mask = padded_batch(encodings, lengths, rows)
+                self._queue.start_async({"input_ids": ids, "attention_mask": mask}, (rows, mask))
+        finally:  # requests in flight finish into this call's rows, even when a submit failed
+            self._queue.wait_all()
         return out
