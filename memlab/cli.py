@@ -456,6 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluate on public data and benchmark.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="command",
                                 parser_class=_Parser)
+    parser.set_defaults(_commands=sub.choices)  # main names the command in a stray-argument error
 
     demo = sub.add_parser("demo", help="the main job on the built-in data", description=(
         "Replay the Apollo fixture's trace under the seed's behaviour (SEED_COMPAT, legacy and "
@@ -1400,7 +1401,10 @@ def _check_bind(host: str, api_key: str | None, insecure: bool) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, stray = parser.parse_known_args(argv)
+    if stray:  # as parse_args would, but as "memlab <command>: error:" like every other error
+        args._commands[args.command].error(f"unrecognized arguments: {' '.join(stray)}")
+    del args._commands
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what a recipe's provenance quotes
     try:
         import warnings

@@ -320,3 +320,11 @@ def test_a_writer_opening_the_file_during_an_immutable_read_makes_check_read_it_
     assert repair.check_journal(path) == [] and calls == [True, False]
     calls.clear()
     assert repair.check_journal(path) == [] and calls == [False]  # a log beside it: never immutable
+
+
+def test_a_stray_argument_is_reported_by_its_command(capsys):
+    from memlab.cli import main
+    with pytest.raises(SystemExit) as exc:
+        main(["check", "a.db", "b.db"])
+    assert exc.value.code == 2
+    assert "memlab check: error: unrecognized arguments: b.db" in capsys.readouterr().err
