@@ -14,7 +14,7 @@ import os
 import zipfile
 from pathlib import Path
 
-__all__ = ["MiniLMFiles", "check_texts", "minilm_files", "models_dir"]
+__all__ = ["MiniLMFiles", "check_counts", "check_texts", "minilm_files", "models_dir"]
 
 MAX_SEQ_LENGTH = 256  # sentence_bert_config.json of all-MiniLM-L6-v2: what the torch path truncates to
 
@@ -114,3 +114,23 @@ def check_texts(texts) -> list[str]:
         if not isinstance(text, str):
             raise ValueError(f"texts[{pos}] must be a string, got {text!r:.60}")
     return list(texts)
+
+
+def check_counts(optional: tuple[str, ...] = (), **counts) -> None:
+    """ValueError naming the first of ``counts`` that is not an integer >= 1 (None allowed for
+    the names in ``optional``): an embedder's batch size, token cap, threads or streams.
+
+    Examples
+    --------
+    >>> check_counts(batch_size=64, threads=None, optional=("threads",))
+    >>> check_counts(batch_size=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: batch_size must be an integer >= 1, got 0
+    """
+    for name, value in counts.items():
+        if value is None and name in optional:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            extra = " or None" if name in optional else ""
+            raise ValueError(f"{name} must be an integer >= 1{extra}, got {value!r}")

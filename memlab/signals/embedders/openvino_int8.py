@@ -36,7 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from memlab.signals.embedders._assets import check_texts, minilm_files, models_dir, write_json
+from memlab.signals.embedders._assets import (check_counts, check_texts, minilm_files,
+                                              models_dir, write_json)
 from memlab.signals.embedders.onnx_minilm import (
     GRAPH_VERSION,
     encode_by_length,
@@ -206,12 +207,8 @@ class OpenVINOInt8MiniLMEmbedder:
 
     def __init__(self, *, batch_size: int = 64, max_tokens: int = 8192,
                  streams: int | None = None, directory: str | Path | None = None) -> None:
-        for label, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{label} must be an integer >= 1, got {value!r}")
-        if streams is not None and (isinstance(streams, bool) or not isinstance(streams, int)
-                                    or streams < 1):
-            raise ValueError(f"streams must be an integer >= 1 or None, got {streams!r}")
+        check_counts(batch_size=batch_size, max_tokens=max_tokens, streams=streams,
+                     optional=("streams",))
         try:
             import nncf  # noqa: F401
             import openvino as ov

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memlab.signals.embedders._assets import check_texts, minilm_files
+from memlab.signals.embedders._assets import check_counts, check_texts, minilm_files
 from memlab.signals.embedders.onnx_minilm import encode_by_length, export_minilm
 
 __all__ = ["OpenVINOMiniLMEmbedder"]
@@ -62,12 +62,8 @@ class OpenVINOMiniLMEmbedder:
                  threads: int | None = None, directory: str | Path | None = None) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-        for name, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
-                                    or threads < 1):
-            raise ValueError(f"threads must be an integer >= 1 or None, got {threads!r}")
+        check_counts(batch_size=batch_size, max_tokens=max_tokens, threads=threads,
+                     optional=("threads",))
         try:
             import openvino as ov
         except ImportError:
