@@ -35,6 +35,7 @@ Frames (every frame has ``qid`` where it concerns a query):
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import pickle
@@ -111,7 +112,7 @@ def build_manifest(trace: Trace, config: SurfacingConfig, *, mode: str, k: int, 
         "trace": {"name": trace.name, "hash": trace.hash(), "events": len(trace),
                   "queries": len(trace.queries),
                   "items": sum(1 for e in trace if e.type == "add")},
-        "config": config.to_dict(), "mode": mode, "k": k, "seed": seed,
+        **_config_record(config), "mode": mode, "k": k, "seed": seed,
         "measures": [str(m) for m in measures], "measure_on": check_measure_on(measure_on),
         "versions": {"memlab": memlab.__version__, "python": sys.version.split()[0],
                      "numpy": np.__version__, "scipy": scipy.__version__,
@@ -120,6 +121,23 @@ def build_manifest(trace: Trace, config: SurfacingConfig, *, mode: str, k: int, 
         "platform": platform.platform(),
         **(extra or {}),
     }
+
+
+def _config_record(config: SurfacingConfig) -> dict[str, Any]:
+    """``config`` for a manifest, free of where its files lie (as a trace's hash is): a ranker
+    file is recorded by its name, and ``reranker_file`` holds that name and the SHA-256 of its
+    content, which identifies the model wherever the recipe was read from."""
+    record: dict[str, Any] = {"config": config.to_dict()}
+    if config.reranker is not None and config.reranker.endswith(".json"):
+        path = Path(config.reranker)
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError as exc:
+            raise ValueError(f"config.reranker {config.reranker!r} cannot be read: "
+                             f"{exc.strerror}") from None
+        record["config"]["reranker"] = path.name
+        record["reranker_file"] = {"name": path.name, "sha256": digest}
+    return record
 
 
 @dataclass
@@ -1139,6 +1157,7 @@ def in_sample_note(trace: Trace, config: SurfacingConfig, judged: Iterable[Any])
     shared = set(map(str, manifest.get("train_qids") or ())) & set(map(str, judged))
     if not shared:
         return None
-    return (f"in-sample: the ranker {config.reranker!r} was trained on {len(shared)} of these "
+    label = Path(config.reranker).name if config.reranker.endswith(".json") else config.reranker
+    return (f"in-sample: the ranker {label!r} was trained on {len(shared)} of these "
             f"questions (of trace {trace.name!r}); its score flatters it - estimate it with "
             f"memlab.learn.cv_ranker")

@@ -295,6 +295,8 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     async def scope_error(request: Request, exc: ScopeError):
         return JSONResponse(status_code=403, content={"detail": str(exc)})
 
+    # HEAD too: load balancers and uptime probes often check liveness with HEAD
+    @app.head("/health", operation_id="health_head")
     @app.get("/health")
     async def health() -> dict[str, Any]:  # no worker thread
         return {"status": "ok"}

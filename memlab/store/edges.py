@@ -75,6 +75,10 @@ class EdgesMixin:
             row = int(np.flatnonzero(bad)[0])
             edge_type = edge_types if isinstance(edge_types, str) else edge_types[row]
             try:
+                if raw is not None and raw.dtype.kind == "f" and np.isnan(raw[row]):
+                    # pandas stores None in a number column as NaN: name the missing value
+                    raise ValueError("weight is missing (NaN; a None in a number column reads "
+                                     "as NaN); weights must be finite and > 0")
                 self.prepare_edge(workspace_id, list(src)[row], list(dst)[row], edge_type,
                                   1.0 if raw is None else raw[row])
             except ValueError as exc:

@@ -1,0 +1,98 @@
+"""Round 6 leftovers of the outside checks: each test failed before its fix."""
+
+import hashlib
+import json
+import warnings
+
+import pandas as pd
+import pytest
+
+from memlab import Memory
+from memlab.datasets.synthetic import synthetic_trace
+
+
+# a None weight in a bulk edge frame (pandas stores it as NaN) is named as missing, not "nan"
+def test_bulk_edge_frame_names_a_missing_weight():
+    mem = Memory()
+    mem.add_many([{"content": c, "item_id": c} for c in "ab"])
+    frame = pd.DataFrame({"src": ["a", "a"], "dst": ["b", "b"], "edge_type": ["R1", "R2"],
+                          "weight": [1.0, None]})
+    with pytest.raises(ValueError, match=r"^edges row 1: weight is missing \(NaN; a None"):
+        mem.add_edges(frame)
+    assert mem.get_edges() == []  # all or nothing
+    # a bad number is still reported by its value
+    frame["weight"] = [1.0, -2.0]
+    with pytest.raises(ValueError, match=r"^edges row 1: weight .*-2"):
+        mem.add_edges(frame)
+
+
+# HEAD /health answers like GET (liveness probes use HEAD), without a body, key or not
+@pytest.mark.parametrize("api_key", [None, "s3cret"])
+def test_head_health_is_a_liveness_answer(api_key):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from memlab.service.http import create_app
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no duplicate OpenAPI operation id
+        client = TestClient(create_app(api_key=api_key), base_url="http://localhost")
+        schema = client.get("/openapi.json",
+                            headers={"X-API-Key": api_key} if api_key else {}).json()
+    got, head = client.get("/health"), client.head("/health")
+    assert got.status_code == head.status_code == 200 and got.json() == {"status": "ok"}
+    assert head.content == b""
+    ops = schema["paths"]["/health"]
+    assert sorted(ops) == ["get", "head"]
+    assert ops["get"]["operationId"] != ops["head"]["operationId"]
+    # other routes keep their methods
+    assert client.head("/v1/items", headers={"X-API-Key": api_key or ""}).status_code == 405
+
+
+# a replay manifest records a ranker file by name and content, not by where it lies
+def test_manifest_records_the_ranker_free_of_its_location(tmp_path):
+    pytest.importorskip("sklearn")
+    from memlab.harness.replay import replay
+    from memlab.learn import fit_ranker
+    from memlab.surfacing.config import DEFAULT, load_recipe_file
+    trace = synthetic_trace(120, 20, seed=2)
+    fit_on = synthetic_trace(120, 20, seed=3)
+    model = fit_ranker(replay(fit_on, measures=["MRR"]), kind="logistic", seed=0)
+    manifests = []
+    for where in ("one", "two/deeper"):
+        folder = tmp_path / where
+        folder.mkdir(parents=True)
+        model.save(folder / "r.ranker.json")
+        recipe = folder / "mine.json"
+        recipe.write_text(json.dumps(DEFAULT.replace(reranker="r.ranker.json").to_dict()))
+        config = load_recipe_file(recipe)
+        assert config.reranker == str((folder / "r.ranker.json").resolve())
+        manifests.append(replay(trace, config, measures=["MRR"]).manifest)
+    first, second = manifests
+    assert first["config"] == second["config"]
+    assert first["config"]["reranker"] == "r.ranker.json"
+    digest = hashlib.sha256((tmp_path / "one" / "r.ranker.json").read_bytes()).hexdigest()
+    assert first["reranker_file"] == second["reranker_file"] == {"name": "r.ranker.json",
+                                                                  "sha256": digest}
+    # another model under the same name is told apart by its content
+    other = fit_ranker(replay(synthetic_trace(150, 25, seed=7), measures=["MRR"]),
+                       kind="logistic", seed=0)
+    other.save(tmp_path / "one" / "r.ranker.json")
+    third = replay(trace, load_recipe_file(tmp_path / "one" / "mine.json"), measures=["MRR"])
+    assert third.manifest["reranker_file"]["sha256"] != digest
+    # a registered reranker (no file) adds nothing
+    assert "reranker_file" not in replay(trace, DEFAULT, measures=["MRR"]).manifest
+
+
+def test_in_sample_note_names_the_ranker_file_not_its_folder(tmp_path):
+    pytest.importorskip("sklearn")
+    from memlab.errors import InSampleWarning
+    from memlab.harness.replay import replay
+    from memlab.learn import fit_ranker
+    from memlab.surfacing.config import DEFAULT
+    trace = synthetic_trace(150, 20, seed=4)
+    path = fit_ranker(replay(trace, measures=["MRR"]), kind="logistic").save(
+        tmp_path / "deep" / "m.json" if (tmp_path / "deep").mkdir() is None else None)
+    with pytest.warns(InSampleWarning):
+        staged = replay(trace, DEFAULT.replace(reranker=str(path)), measures=["MRR"])
+    assert staged.manifest["in_sample"].startswith("in-sample: the ranker 'm.json' was trained")
+    assert str(tmp_path) not in repr(staged.manifest)
