@@ -841,7 +841,7 @@ def _run_shards_on_dask(trace: Trace, settings: tuple, shards: list[frozenset[st
         results: list[Any] = [None] * len(parts)
         reruns = [0] * len(parts)
         lost = (CancelledError, FutureCancelledError, OSError)
-        pending = as_completed(futures)
+        pending = as_completed(futures, loop=client.loop)  # not the default client's loop
         for future in pending:
             i = shard_of[future.key]
             try:
