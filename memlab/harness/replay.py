@@ -1149,7 +1149,10 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
         cuts a graph search in one run and not in the other, which makes two serial runs on a
         loaded machine differ too (``budget_ms=None`` for comparisons). A trace with one workspace, or whose workspaces share a short-term cache or
         a pin session, runs serially (the manifest's ``executor`` says which ran). Custom
-        measures must be registered in the workers too (they travel by name).
+        measures must be registered in the workers too (they travel by name). A worker lost
+        mid-replay costs a rerun of its shard on a live worker (up to 2 times; the manifest's
+        ``executor`` counts them); a driver that cannot reach the workers sends the shards
+        through the scheduler.
     address, n_workers
         The Dask scheduler's address (None: start a LocalCluster) and its number of workers.
 
