@@ -177,3 +177,19 @@ def test_a_worker_killed_mid_replay_is_replaced_and_the_frames_equal_the_serial_
     assert sharded.manifest["executor"] == \
         "dask (2 shards by workspace, 1 run again after a lost worker)"
     assert_same_frames(sharded, serial)
+
+
+def test_the_workers_memlab_starts_freeze_their_startup_heap_and_the_driver_does_not(cluster,
+                                                                                    small):
+    """The workers' startup objects are out of the collector's sight after the warm-up; a
+    sharded replay leaves the driver's collector as it was."""
+    import gc
+
+    address, client = cluster
+    trace, serial = small
+    frozen = client.run(gc.get_freeze_count)
+    assert len(frozen) == 2 and all(count > 10_000 for count in frozen.values()), frozen
+    before = gc.get_freeze_count()
+    assert_same_frames(replay(trace, UNTIMED, progress=False, executor="dask",
+                              address=address), serial)
+    assert gc.get_freeze_count() == before
