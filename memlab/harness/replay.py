@@ -763,36 +763,131 @@ def _replay_shard(shard: _Shard, settings: tuple) -> dict[str, Any]:
 
 def _replay_shard_pickled(shard: bytes, settings: tuple) -> bytes:
     """:func:`_replay_shard` of a pickled shard, its result as one pickle (Dask's messages
-    carry bytes as they are)."""
-    return pickle.dumps(_replay_shard(pickle.loads(shard), settings),
-                        protocol=pickle.HIGHEST_PROTOCOL)
+    carry bytes as they are). A :class:`ValueError` of the trace's own (a :class:`ReplayError`,
+    a refused event) is returned inside the pickle, not raised: it is deterministic, so Dask's
+    ``retries`` would only repeat it; whatever else a worker meets is raised and retried."""
+    try:
+        out = _replay_shard(pickle.loads(shard), settings)
+    except ValueError as exc:
+        out = {"error": exc}
+    return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+# A shard's task is retried this many times: by Dask (``retries=``) when it raises on a worker,
+# and by the driver when its worker is lost (its shard's events, scattered to that worker, are
+# lost with it, so Dask cancels the task): the driver sends the events again to a live worker
+# and submits the task again. A shard's replay is a pure function of its events and settings
+# (deterministic, nothing written outside the worker), so a rerun gives the same rows.
+_SHARD_RETRIES = 2
+# How long the driver waits to open a connection to a worker before it sends the shards through
+# the scheduler instead (a remote scheduler behind a gateway: its workers' addresses are not
+# reachable from the driver), and how long it waits for a live worker after losing one.
+_PROBE_TIMEOUT_S = 5.0
+_WORKER_WAIT_S = 120.0
+# (client id, worker address) -> whether the driver reached that worker (probed once per client)
+_REACHABLE: dict[tuple[str, str], bool] = {}
+
+
+def _workers_reachable(client: Any, workers: list[str],
+                       timeout: float = _PROBE_TIMEOUT_S) -> bool:
+    """Whether this process can open a connection to every worker in ``workers`` (each probed
+    once per client; a refused or timed-out connection is False). Sending a shard straight to
+    its worker (``scatter(direct=True)``) and gathering its rows straight back need this; a
+    driver that cannot reach the workers sends and gathers through the scheduler instead."""
+    if len(_REACHABLE) > 4096:  # clients come and go: forget the old ones' answers
+        _REACHABLE.clear()
+    missing = [w for w in workers if (client.id, w) not in _REACHABLE]
+    if missing:
+        from distributed.comm import connect
+
+        async def probe(address: str) -> bool:
+            try:
+                comm = await connect(address, timeout=timeout, **client.connection_args)
+            except (OSError, TimeoutError):  # refused, unresolvable or timed out
+                return False
+            await comm.close()
+            return True
+
+        for w in missing:
+            _REACHABLE[(client.id, w)] = client.sync(probe, w)
+    return all(_REACHABLE[(client.id, w)] for w in workers)
+
+
+def _submit_shard(client: Any, data: bytes, shipped: tuple, where: list[str] | None,
+                  direct: bool):
+    """The future of one shard's task: its events (``data``) scattered to the worker ``where``
+    (straight to it when ``direct``, else through the scheduler; straight failing, through the
+    scheduler), then the task submitted there (Dask may move it to another worker)."""
+    if where is not None:
+        try:
+            [data] = client.scatter([data], workers=where, direct=direct, hash=False)
+        except OSError:  # the worker is unreachable after all: through the scheduler
+            if not direct:
+                raise
+            [data] = client.scatter([data], workers=where, direct=False, hash=False)
+    return client.submit(_replay_shard_pickled, data, shipped, pure=False, workers=where,
+                         allow_other_workers=True, retries=_SHARD_RETRIES)
 
 
 def _run_shards_on_dask(trace: Trace, settings: tuple, shards: list[frozenset[str]],
-                        address: str | None, n_workers: int) -> list[dict[str, Any]]:
+                        address: str | None, n_workers: int) -> tuple[list[dict[str, Any]], int]:
+    """Each shard's replay on the cluster (results in shard order) and how many shards were
+    run again after their worker was lost."""
+    from concurrent.futures import CancelledError
+
+    from distributed import as_completed
+    from distributed.client import FutureCancelledError
+
     shipped = settings[:4] + ([str(m) for m in settings[4]],) + settings[5:]
     with dask_client(address, n_workers) as client:
         workers = sorted(client.scheduler_info()["workers"])
         if address is not None and len(workers) not in (0, n_workers):
             shards = _shards(trace, len(workers)) or shards  # one group per worker it has
-        parts = _split(trace, shards)
+        parts = [pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
+                 for part in _split(trace, shards)]
         # one shard per worker, in order (Dask may still move one to an idle worker); its
         # events go straight to that worker, as bytes: passed in the task, they went through
         # the scheduler, which unpickles a task's arguments and pickles them again for the
         # worker (measured at 500 x 100 LongMemEval-shaped: ~12 s of the driver's CPU, where
-        # the LocalCluster's scheduler runs)
-        futures = []
-        for i, part in enumerate(parts):
-            where = [workers[i % len(workers)]] if workers else None
-            data = pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
-            if where is not None:
-                [data] = client.scatter([data], workers=where, direct=True, hash=False)
-            futures.append(client.submit(_replay_shard_pickled, data, shipped, pure=False,
-                                         workers=where, allow_other_workers=True))
-        # straight from the workers: through the scheduler (in this process for a LocalCluster)
-        # every byte of the rows was handled twice on the driver's side (measured: ~90% of its
-        # CPU during a sharded LoCoMo replay was outside its main thread)
-        return [pickle.loads(part) for part in client.gather(futures, direct=True)]
+        # the LocalCluster's scheduler runs). A driver that cannot reach the workers sends them
+        # through the scheduler (and gathers the rows through it).
+        direct = bool(workers) and _workers_reachable(client, workers)
+        futures = [_submit_shard(client, data, shipped,
+                                 [workers[i % len(workers)]] if workers else None, direct)
+                   for i, data in enumerate(parts)]
+        shard_of = {future.key: i for i, future in enumerate(futures)}
+        results: list[Any] = [None] * len(parts)
+        reruns = [0] * len(parts)
+        lost = (CancelledError, FutureCancelledError, OSError)
+        pending = as_completed(futures, loop=client.loop)  # not the default client's loop
+        for future in pending:
+            i = shard_of[future.key]
+            try:
+                # straight from the workers: through the scheduler (in this process for a
+                # LocalCluster) every byte of the rows was handled twice on the driver's side
+                # (measured: ~90% of its CPU during a sharded LoCoMo replay was outside its
+                # main thread)
+                results[i] = pickle.loads(client.gather(future, direct=direct))
+                continue
+            except lost:  # its worker died: the shard's events were lost with it
+                if reruns[i] >= _SHARD_RETRIES:
+                    raise
+            reruns[i] += 1
+            client.wait_for_workers(1, timeout=_WORKER_WAIT_S)
+            # the live worker with the fewest tasks (a new one, started in the lost one's place,
+            # has none), ties by address
+            processing = client.processing()
+            where = [min(sorted(client.scheduler_info()["workers"]),
+                         key=lambda w: len(processing.get(w, ())))]
+            retry = _submit_shard(client, parts[i], shipped, where,
+                                  direct and _workers_reachable(client, where))
+            shard_of[retry.key] = i
+            futures[i] = retry
+            pending.add(retry)
+    for result in results:
+        if "error" in result:
+            raise result["error"]
+    return results, sum(reruns)
 
 
 def _distributed():
@@ -814,6 +909,22 @@ def _warm_worker() -> None:
              .add("the migration waits for the review", item_id="b").edge("a", "b")
              .query("q", "why does the deploy wait", gold=["b"]).build())
     replay(trace, progress=False)
+
+
+def _prepare_worker() -> None:
+    """A new worker process of a LocalCluster memlab starts: warmed up (:func:`_warm_worker`),
+    then everything it holds so far (Python's modules, Dask's, memlab's: ~250k objects) moved
+    out of the garbage collector's sight (``gc.freeze``). A full collection walks every tracked
+    object; in a worker it came every second shard and took 0.11-0.16 s of a LoCoMo shard's
+    ~1.1 s (measured with ``gc.callbacks``), nearly all of it walking these startup objects,
+    which live as long as the process. Only workers memlab starts (processes it owns) do this;
+    the driver, a serial replay's process and a scheduler's own workers are left as they are.
+    """
+    import gc
+
+    _warm_worker()
+    gc.collect()
+    gc.freeze()
 
 
 def max_workers() -> int:
@@ -871,7 +982,7 @@ def _local_cluster(n_workers: int):
                                 dashboard_address=None)
     try:
         with client_class(cluster) as client:
-            client.run(_warm_worker)
+            client.run(_prepare_worker)
     except BaseException:
         cluster.close()
         raise
@@ -1056,7 +1167,10 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
         cuts a graph search in one run and not in the other, which makes two serial runs on a
         loaded machine differ too (``budget_ms=None`` for comparisons). A trace with one workspace, or whose workspaces share a short-term cache or
         a pin session, runs serially (the manifest's ``executor`` says which ran). Custom
-        measures must be registered in the workers too (they travel by name).
+        measures must be registered in the workers too (they travel by name). A worker lost
+        mid-replay costs a rerun of its shard on a live worker (up to 2 times; the manifest's
+        ``executor`` counts them); a driver that cannot reach the workers sends the shards
+        through the scheduler.
     address, n_workers
         The Dask scheduler's address (None: start a LocalCluster) and its number of workers.
 
@@ -1106,8 +1220,12 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
     settings = (config, mode, k, seed, measures, record_candidates, force_strategy, analyzer,
                 measure_on)
     if executor == "dask" and len(shards := _shards(trace, n_workers)) > 1:
-        merged = _merge_shards(_run_shards_on_dask(trace, settings, shards, address, n_workers))
+        parts, reruns = _run_shards_on_dask(trace, settings, shards, address, n_workers)
+        merged = _merge_shards(parts)
         ran = f"dask ({len(shards)} shards by workspace)"
+        if reruns:
+            ran = f"dask ({len(shards)} shards by workspace, {reruns} run again after a " \
+                  f"lost worker)"
         rows, candidates, metrics = merged["decisions"], merged["candidates"], merged["metrics"]
         log_rows, unjudged = merged["log"], merged["unjudged"]
     else:
