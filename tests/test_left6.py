@@ -96,3 +96,36 @@ def test_in_sample_note_names_the_ranker_file_not_its_folder(tmp_path):
         staged = replay(trace, DEFAULT.replace(reranker=str(path)), measures=["MRR"])
     assert staged.manifest["in_sample"].startswith("in-sample: the ranker 'm.json' was trained")
     assert str(tmp_path) not in repr(staged.manifest)
+
+
+def test_ranker_file_removed_while_replaying_keeps_the_result_and_its_hash(tmp_path,
+                                                                           monkeypatch):
+    pytest.importorskip("sklearn")
+    import importlib
+    replay_module = importlib.import_module("memlab.harness.replay")
+    from memlab.learn import fit_ranker
+    from memlab.surfacing.config import DEFAULT
+    trace = synthetic_trace(120, 20, seed=2)
+    path = fit_ranker(replay_module.replay(synthetic_trace(120, 20, seed=3), measures=["MRR"]),
+                      kind="logistic").save(tmp_path / "m.json")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    original = replay_module._run_events
+
+    def run_then_replace(*args, **kwargs):
+        runner = original(*args, **kwargs)
+        path.write_text("not a model any more")  # rewritten, then removed, after the run
+        path.unlink()
+        return runner
+    monkeypatch.setattr(replay_module, "_run_events", run_then_replace)
+    result = replay_module.replay(trace, DEFAULT.replace(reranker=str(path)), measures=["MRR"])
+    assert result.manifest["reranker_file"] == {"name": "m.json", "sha256": digest}
+    assert len(result.metrics) > 0
+
+
+def test_a_float_nan_weight_in_a_bulk_edge_frame_is_refused_as_missing():
+    mem = Memory()
+    mem.add_many([{"content": c, "item_id": c} for c in "ab"])
+    frame = pd.DataFrame({"src": ["a"], "dst": ["b"], "weight": [float("nan")]})
+    with pytest.raises(ValueError, match=r"^edges row 0: weight is missing"):
+        mem.add_edges(frame)
+    assert mem.get_edges() == []

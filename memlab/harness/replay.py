@@ -35,7 +35,6 @@ Frames (every frame has ``qid`` where it concerns a query):
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import pickle
@@ -101,8 +100,10 @@ def resolve_config(config: Any) -> SurfacingConfig:
 
 def build_manifest(trace: Trace, config: SurfacingConfig, *, mode: str, k: int, seed: int,
                    measures: Iterable[Measure], extra: dict | None = None,
-                   measure_on: str = "retrieved") -> dict[str, Any]:
-    """Everything needed to reproduce a result (no wall-clock time: manifests are comparable)."""
+                   measure_on: str = "retrieved",
+                   config_record: dict | None = None) -> dict[str, Any]:
+    """Everything needed to reproduce a result (no wall-clock time: manifests are comparable).
+    ``config_record`` is :func:`_config_record` of ``config`` taken earlier (default: now)."""
     import matplotlib
     import networkx
     import scipy
@@ -112,7 +113,7 @@ def build_manifest(trace: Trace, config: SurfacingConfig, *, mode: str, k: int, 
         "trace": {"name": trace.name, "hash": trace.hash(), "events": len(trace),
                   "queries": len(trace.queries),
                   "items": sum(1 for e in trace if e.type == "add")},
-        **_config_record(config), "mode": mode, "k": k, "seed": seed,
+        **(config_record or _config_record(config)), "mode": mode, "k": k, "seed": seed,
         "measures": [str(m) for m in measures], "measure_on": check_measure_on(measure_on),
         "versions": {"memlab": memlab.__version__, "python": sys.version.split()[0],
                      "numpy": np.__version__, "scipy": scipy.__version__,
@@ -125,18 +126,15 @@ def build_manifest(trace: Trace, config: SurfacingConfig, *, mode: str, k: int, 
 
 def _config_record(config: SurfacingConfig) -> dict[str, Any]:
     """``config`` for a manifest, free of where its files lie (as a trace's hash is): a ranker
-    file is recorded by its name, and ``reranker_file`` holds that name and the SHA-256 of its
-    content, which identifies the model wherever the recipe was read from."""
+    file is recorded by its name, and ``reranker_file`` holds that name and the SHA-256 of the
+    bytes the model was parsed from, which identifies it wherever the recipe was read from.
+    :func:`replay` takes this record before it runs, from the model it then uses."""
+    from memlab.surfacing.rerank import is_ranker_file, load_ranker, ranker_label
     record: dict[str, Any] = {"config": config.to_dict()}
-    if config.reranker is not None and config.reranker.endswith(".json"):
-        path = Path(config.reranker)
-        try:
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        except OSError as exc:
-            raise ValueError(f"config.reranker {config.reranker!r} cannot be read: "
-                             f"{exc.strerror}") from None
-        record["config"]["reranker"] = path.name
-        record["reranker_file"] = {"name": path.name, "sha256": digest}
+    if is_ranker_file(config.reranker):
+        record["config"]["reranker"] = ranker_label(config.reranker)
+        record["reranker_file"] = {"name": ranker_label(config.reranker),
+                                   "sha256": load_ranker(config.reranker).file_sha256}
     return record
 
 
@@ -1217,6 +1215,9 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
                          f"got {address!r}")
     check_address(address)
     ran = "serial"
+    # the ranker file's identity is taken now, from the model the replay will use: a file
+    # rewritten or removed while it runs neither mislabels nor loses the finished result
+    config_record = _config_record(config)
     settings = (config, mode, k, seed, measures, record_candidates, force_strategy, analyzer,
                 measure_on)
     if executor == "dask" and len(shards := _shards(trace, n_workers)) > 1:
@@ -1239,7 +1240,7 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
                                            "gold"])
     log = pd.DataFrame(log_rows, columns=["event", "type", "outcome"])
     manifest = build_manifest(trace, config, mode=mode, k=k, seed=seed, measures=measures,
-                              measure_on=measure_on,
+                              measure_on=measure_on, config_record=config_record,
                               extra={"force_strategy": force_strategy, "analyzer": analyzer,
                                      "record_candidates": record_candidates,
                                      "unjudged_queries": unjudged, "executor": ran})
@@ -1263,7 +1264,7 @@ def in_sample_note(trace: Trace, config: SurfacingConfig, judged: Iterable[Any])
     """
     if config.reranker is None:
         return None
-    from memlab.surfacing.rerank import resolve_reranker
+    from memlab.surfacing.rerank import ranker_label, resolve_reranker
     try:
         scorer = resolve_reranker(config.reranker)
     except ValueError:
@@ -1275,7 +1276,6 @@ def in_sample_note(trace: Trace, config: SurfacingConfig, judged: Iterable[Any])
     shared = set(map(str, manifest.get("train_qids") or ())) & set(map(str, judged))
     if not shared:
         return None
-    label = Path(config.reranker).name if config.reranker.endswith(".json") else config.reranker
-    return (f"in-sample: the ranker {label!r} was trained on {len(shared)} of these "
+    return (f"in-sample: the ranker {ranker_label(config.reranker)!r} was trained on {len(shared)} of these "
             f"questions (of trace {trace.name!r}); its score flatters it - estimate it with "
             f"memlab.learn.cv_ranker")

@@ -41,6 +41,7 @@ from memlab.graph.ppr import PPRConfig
 from memlab.graph.spreading import SpreadConfig
 from memlab.signals.activation import ACTIVATION_MODELS
 from memlab.signals.dense import DenseConfig
+from memlab.surfacing.rerank import is_ranker_file
 from memlab.surfacing.router import (ENTITY_DETECTORS, ROUTER_RULE_ALIASES, ROUTER_RULES,
                                     deprecated_rule_name)
 from memlab.surfacing.stages import Pipeline
@@ -202,7 +203,7 @@ def _check_reranker(cfg: "SurfacingConfig", name: str, value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"reranker must be None, a registered reranker or a ranker file "
                          f"(*.json), got {value!r}")
-    if not value.endswith(".json"):
+    if not is_ranker_file(value):
         from memlab.surfacing.rerank import RERANKERS
         _registered(name, value, RERANKERS, " (and is not a *.json ranker file)")
 
@@ -508,8 +509,7 @@ def load_recipe_file(path: str | Path) -> SurfacingConfig:
         config = SurfacingConfig.from_dict(data)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"path {str(path)!r} is not a valid configuration: {exc}") from None
-    if config.reranker is not None and config.reranker.endswith(".json") \
-            and not Path(config.reranker).is_absolute():
+    if is_ranker_file(config.reranker) and not Path(config.reranker).is_absolute():
         # a ranker file named relative to its recipe file (how memlab tune writes them and
         # memlab/recipes ships them): found beside the recipe, wherever it is read from
         beside = path.resolve().parent / config.reranker
@@ -525,7 +525,7 @@ RECIPE_KEYS = ("format", "name", "config", "provenance")
 def check_reranker_file(config: SurfacingConfig, where: str = "config") -> None:
     """Read ``config``'s ranker file now (when its ``reranker`` is a ``*.json`` path), so a
     missing or bad file is blamed on the recipe that names it, not on a trace mid-replay."""
-    if config.reranker is None or not config.reranker.endswith(".json"):
+    if not is_ranker_file(config.reranker):
         return
     from memlab.surfacing.rerank import load_ranker
     try:

@@ -21,6 +21,7 @@ This module needs only numpy and pandas for logistic models; LightGBM models nee
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from pathlib import Path
@@ -33,7 +34,7 @@ from memlab._registry import register
 
 __all__ = ["FEATURES", "SOURCES", "STRATEGY_NAMES", "RANKED_SIGNALS", "RANKER_FORMAT",
            "candidate_features", "RankerModel", "load_ranker", "register_reranker",
-           "RERANKERS", "rerank_scores"]
+           "RERANKERS", "rerank_scores", "is_ranker_file", "ranker_label"]
 
 RANKER_FORMAT = "memlab-ranker/1"
 SOURCES = ("relevance", "spread", "dense", "title", "window", "recent", "procedural", "pin",
@@ -122,6 +123,8 @@ class RankerModel:
         self.kind, self.features = kind, list(features)
         self.params, self.manifest = dict(params), dict(manifest or {})
         self._booster = None
+        # the SHA-256 of the file bytes it was parsed from (:func:`load_ranker`), else None
+        self.file_sha256: str | None = None
 
     def predict(self, features: pd.DataFrame) -> np.ndarray:
         x = features[self.features].to_numpy(dtype=float)
@@ -160,6 +163,29 @@ class RankerModel:
             raise ValueError(f"{where} lacks {exc.args[0]!r}") from None
 
 
+def is_ranker_file(reranker: Any) -> bool:
+    """True when a recipe's ``reranker`` names a ranker file (``*.json``), not a registered name.
+
+    Examples
+    --------
+    >>> is_ranker_file("recipes/multihop.ranker.json"), is_ranker_file("my-scorer")
+    (True, False)
+    """
+    return isinstance(reranker, str) and reranker.endswith(".json")
+
+
+def ranker_label(reranker: str) -> str:
+    """How results name a reranker: a ranker file by its file name (never the folder it lies
+    in, so manifests do not depend on where files are), a registered reranker by its name.
+
+    Examples
+    --------
+    >>> ranker_label("/home/me/recipes/multihop.ranker.json"), ranker_label("my-scorer")
+    ('multihop.ranker.json', 'my-scorer')
+    """
+    return Path(reranker).name if is_ranker_file(reranker) else reranker
+
+
 _CACHE: dict[tuple[str, float], RankerModel] = {}
 _CACHE_LOCK = threading.Lock()
 
@@ -175,10 +201,14 @@ def load_ranker(path: str | Path) -> RankerModel:
         model = _CACHE.get(key)
     if model is None:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            raw = path.read_bytes()
+            data = json.loads(raw.decode("utf-8"))
+        except OSError as exc:
+            raise ValueError(f"path {str(path)!r} cannot be read: {exc.strerror}") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ValueError(f"path {str(path)!r} is not a ranker file: {exc}") from None
         model = RankerModel.from_dict(data, f"path {str(path)!r}")
+        model.file_sha256 = hashlib.sha256(raw).hexdigest()
         with _CACHE_LOCK:
             _CACHE[key] = model
     return model
@@ -193,7 +223,7 @@ def register_reranker(name: str, score: Callable[[pd.DataFrame], np.ndarray] | R
     """Make ``score`` (a :class:`RankerModel` or a function of the feature frame) available as
     ``SurfacingConfig(reranker=name)``; a name already registered is refused (ValueError)
     unless ``replace=True``."""
-    if not isinstance(name, str) or not name or name.endswith(".json"):
+    if not isinstance(name, str) or not name or is_ranker_file(name):
         raise ValueError(f"name must be a non-empty string not ending in .json, got {name!r}")
     if isinstance(score, RankerModel):
         score = score.predict
@@ -206,7 +236,7 @@ def resolve_reranker(spec: str) -> Callable[[pd.DataFrame], np.ndarray]:
     """The scoring function a recipe's ``reranker`` names (registered name or file path)."""
     if spec in RERANKERS:
         return RERANKERS[spec]
-    if str(spec).endswith(".json"):
+    if is_ranker_file(spec):
         return load_ranker(spec).predict
     raise ValueError(f"reranker names {spec!r}, which is neither a registered reranker "
                      f"({sorted(RERANKERS)}) nor a ranker file (*.json)")
