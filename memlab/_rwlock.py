@@ -17,14 +17,26 @@ its activation reinforcement at once when no one else holds the lock, and queues
 otherwise, see :mod:`memlab._reinforce`), and :meth:`RWLock.downgrade` turns an exclusive
 holding into a shared one without letting a writer in between (compaction: flush under the
 exclusive side, then capture the state while other readers go on).
+
+Short reads need not take the lock at all: :meth:`RWLock.optimistic` runs a read without it and
+keeps the result only if no exclusive section that may change state overlapped it (a sequence
+lock: :attr:`RWLock.epoch` is odd while one may), else runs it again under the shared side. A
+writer whose state is complete and that only waits for its disk I/O opens
+:meth:`RWLock.io_window`, so that such reads go on during its fsync.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 __all__ = ["RWLock"]
+
+_MISSED = object()  # an optimistic read that raised or overlapped a change
 
 
 class RWLock:
@@ -63,6 +75,13 @@ class RWLock:
         # readers waiting then are admitted, and writers wait until they are all in
         self._phase = 0  # number of writer phases ended so far
         self._admitted = 0  # readers admitted by the last phase's end, not yet inside
+        #: Sequence lock for :meth:`optimistic`: odd while a thread holds the lock exclusively
+        #: outside an :meth:`io_window` (it may be changing state), even otherwise; every
+        #: change of holder or window moves it on, so an unchanged even value means no
+        #: exclusive section that may change state began or ended in between.
+        self.epoch = 0
+        self._io = False  # the exclusive holder is inside an io_window
+        self.optimistic_hits = 0  # optimistic reads kept without the lock (for tests, reports)
         self._shared = _Shared(self)
         #: Called (no arguments) by a thread right after its outermost exclusive holding ends,
         #: with the lock already free; not after :meth:`downgrade`. What it raises propagates
@@ -87,6 +106,7 @@ class RWLock:
             finally:
                 self._writers_waiting -= 1
             self._writer, self._writer_depth = me, 1
+            self.epoch += 1  # odd: a writer may change state
 
     def try_acquire(self) -> bool:
         """Take the lock exclusively only if that needs no wait; return whether it was taken.
@@ -115,6 +135,7 @@ class RWLock:
                     or self._admitted:
                 return False
             self._writer, self._writer_depth = me, 1
+            self.epoch += 1
             return True
 
     def downgrade(self) -> None:
@@ -162,6 +183,8 @@ class RWLock:
     def _end_phase(self) -> None:
         """A writer's turn ends (the caller holds ``_cond``): admit every reader waiting now,
         ahead of any waiting writer, and wake everyone."""
+        self.epoch += 1 + ((self.epoch & 1) == 0)  # even again (odd + 1, or even + 2 in a window)
+        self._io = False
         self._phase += 1
         self._admitted = self._readers_waiting
         self._cond.notify_all()
@@ -172,6 +195,67 @@ class RWLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+    @contextlib.contextmanager
+    def io_window(self):
+        """For the exclusive holder whose state is complete and that only waits for I/O (a
+        journal commit): while the block runs, :meth:`optimistic` reads go on beside it. The
+        holder must change nothing inside the block. Does nothing for a thread that does not
+        hold the lock exclusively, or inside another window.
+
+        Examples
+        --------
+        >>> lock = RWLock()
+        >>> with lock:
+        ...     inside = lock.epoch % 2
+        ...     with lock.io_window():
+        ...         during = lock.epoch % 2
+        >>> inside, during, lock.epoch % 2
+        (1, 0, 0)
+        """
+        with self._cond:
+            opened = self._writer == threading.get_ident() and not self._io
+            if opened:
+                self._io = True
+                self.epoch += 1  # even: no change while the window is open
+        try:
+            yield
+        finally:
+            if opened:
+                with self._cond:
+                    if self._io:
+                        self._io = False
+                        self.epoch += 1  # odd again: the holder may change state
+
+    def optimistic(self, read: Callable[[], T]) -> T:
+        """``read()``, without the lock if possible: run it unlocked and keep its value when
+        :attr:`epoch` was even and is unchanged (no exclusive section that may change state
+        overlapped it: no writer waits for it, and it waits for no writer's I/O); otherwise
+        (it overlapped one, or raised) run it again under the shared side and return that.
+
+        ``read`` must only read: it may run against state a writer is changing, so it must not
+        fill caches or change anything, and whatever it raises then is discarded (the locked
+        run raises what it raises). Free-threaded Python is not supported (the check relies on
+        the GIL ordering the reads).
+
+        Examples
+        --------
+        >>> lock = RWLock(); data = {"x": 1}
+        >>> lock.optimistic(lambda: data["x"])
+        1
+        """
+        if self._writer != threading.get_ident():  # inside its own write: read under it
+            start = self.epoch
+            if not start & 1:
+                try:
+                    value = read()
+                except Exception:  # noqa: BLE001 - a torn read; the locked run decides
+                    value = _MISSED
+                if value is not _MISSED and self.epoch == start:
+                    self.optimistic_hits += 1
+                    return value
+        with self.shared():
+            return read()
 
     def held_exclusively(self) -> bool:
         """Whether the calling thread holds the lock exclusively."""

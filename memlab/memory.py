@@ -403,9 +403,14 @@ class Memory:
         _check_reinforce(reinforce)
         self.store.reinforcements.settle()  # with own_reads: this thread's queued ones first
         ws = self._ws
-        with self.store.lock.shared():
+
+        def read() -> tuple[int, dict[str, Any]]:
             idx = ws.require(item_id)
-            item = ws.item(idx).to_dict()
+            return idx, ws.item_dict(idx)
+
+        # without the lock unless a write's exclusive section overlaps the read (then under
+        # the shared side): a get never waits behind a write's fsync (RWLock.optimistic)
+        idx, item = self.store.lock.optimistic(read)
         if not reinforce:
             return item
         # applied at once when the lock is free (the item is then read again, with its new

@@ -317,7 +317,10 @@ class JournalMixin:
         """Write ``batch`` (the whole queue when it was taken) in one transaction."""
         ops = [op for commit in batch for op in commit.ops]
         try:
-            self._journal.append_many(ops)
+            # every write of the batch has applied: optimistic reads (RWLock.optimistic) go
+            # on during the commit even when it runs under the exclusive lock
+            with self.lock.io_window():
+                self._journal.append_many(ops)
         except Exception as exc:  # noqa: BLE001 - every write of the batch gets it
             with self._commit_cond:
                 self._commit_failure = (batch, exc)
