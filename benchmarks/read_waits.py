@@ -85,7 +85,10 @@ def worker(mix: str, clients: int, ops: int, items: int, seed: int, options: dic
         [{"content": _content(rng, i), "item_id": f"i{i}"} for i in range(items)])
     store.close()
     local = _instrument()
+    turn = options.pop("reader_turn", None)
     store = MemoryStore(path=str(path), compact_after=None, **options)
+    if turn is not None:
+        store.lock.reader_turn = turn
     mem = Memory(store=store, surfacing_mode="router", config="default")
     words = [f"w{i}" for i in range(400)]
     plan = MIXES[mix]
@@ -168,6 +171,9 @@ def main(argv: list[str] | None = None) -> None:
                 path, options = tree, {}
                 if tree.endswith("+group-commit"):
                     path, options = tree[: -len("+group-commit")], {"fsync_outside_lock": True}
+                elif "+turn=" in tree:  # PATH+turn=K: the lock's reader_turn set to K
+                    path, turn = tree.split("+turn=")
+                    options = {"reader_turn": int(turn)}
                 env = dict(os.environ, PYTHONPATH=str(Path(path).resolve()))
                 out = subprocess.run(
                     [sys.executable, __file__, "--worker", mix, "--clients", str(args.clients),
