@@ -82,6 +82,10 @@ class RWLock:
         #: How many writers' turns a waiting reader lets go first before it is admitted ahead
         #: of the writers still waiting (1: phase-fair).
         self.reader_turn = 1
+        #: How many readers may join the readers inside while a writer waits, per writer's
+        #: turn (the writer waits for them too).
+        self.join_limit = 0
+        self._joined = 0
         #: Sequence lock for :meth:`optimistic`: odd while a thread holds the lock exclusively
         #: outside an :meth:`io_window` (it may be changing state), even otherwise; every
         #: change of holder or window moves it on, so an unchanged even value means no
@@ -204,6 +208,7 @@ class RWLock:
         self.epoch += 1 + ((self.epoch & 1) == 0)  # even again (odd + 1, or even + 2 in a window)
         self._io = False
         self._phase += 1
+        self._joined = 0
         self._admitted += self._waiting_since.pop(self._phase - self.reader_turn, 0)
         self._cond.notify_all()
 
@@ -296,7 +301,10 @@ class RWLock:
             if depth:
                 self._readers[me] = depth + 1  # re-entry never waits (a writer would wait on it)
                 return
-            if self._writer is None and not self._writers_waiting:
+            if self._writer is None and (not self._writers_waiting or (
+                    self._readers and self._joined < self.join_limit)):
+                if self._writers_waiting:
+                    self._joined += 1  # joins the readers inside, ahead of a waiting writer
                 self._readers[me] = 1
                 return
             arrived = self._phase
