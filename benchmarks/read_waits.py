@@ -86,12 +86,9 @@ def worker(mix: str, clients: int, ops: int, items: int, seed: int, options: dic
     store.close()
     local = _instrument()
     turn = options.pop("reader_turn", None)
-    join = options.pop("join_limit", None)
     store = MemoryStore(path=str(path), compact_after=None, **options)
     if turn is not None:
         store.lock.reader_turn = turn
-    if join is not None:
-        store.lock.join_limit = join
     mem = Memory(store=store, surfacing_mode="router", config="default")
     words = [f"w{i}" for i in range(400)]
     plan = MIXES[mix]
@@ -174,12 +171,9 @@ def main(argv: list[str] | None = None) -> None:
                 path, options = tree, {}
                 if tree.endswith("+group-commit"):
                     path, options = tree[: -len("+group-commit")], {"fsync_outside_lock": True}
-                elif "+turn=" in tree:  # PATH+turn=K[,J]: the lock's reader_turn, join_limit
+                elif "+turn=" in tree:  # PATH+turn=K: the lock's reader_turn set to K
                     path, turn = tree.split("+turn=")
-                    turn, _, join = turn.partition(",")
                     options = {"reader_turn": int(turn)}
-                    if join:
-                        options["join_limit"] = int(join)
                 env = dict(os.environ, PYTHONPATH=str(Path(path).resolve()))
                 out = subprocess.run(
                     [sys.executable, __file__, "--worker", mix, "--clients", str(args.clients),

@@ -2,14 +2,13 @@
 
 The store's lock (:attr:`memlab.store.MemoryStore.lock`) is one of these. ``with lock:`` takes it
 exclusively, as the plain re-entrant lock it replaces did; ``with lock.shared():`` takes it
-shared, for reads that change nothing. Turns are phase-fair: once a writer waits, readers that
-arrive wait behind it (a thread already reading may re-enter), so a stream of reads cannot
-starve a write; and when a writer releases the lock, every reader waiting at that moment goes
-in before the next writer, so a stream of writes cannot starve reads either. Writers go in the
-order they came. A reader waits for at most the readers already inside, then one writer; a
-writer, for the writers ahead of it and at most one batch of readers before each. (The lock used to prefer writers outright: with 8 threads, one in four
-requests a write, a read waited behind 20-40 writes in a row at p99, 45-80 ms, measured with
-``benchmarks/read_waits.py``.)
+shared, for reads that change nothing. Turns are fair both ways. Once a writer waits, readers
+that arrive wait behind it (a thread already reading may re-enter), so a stream of reads cannot
+starve a write. A reader that has waited while :attr:`RWLock.reader_turn` writers' turns ended
+(default 3) goes in before the writers still waiting, so a stream of writes cannot starve reads
+either. Writers go in the order they came. (The lock used to prefer writers outright: with 8
+threads and one request in four a write, a search waited behind 20-40 writes in a row at p99,
+45-80 ms, measured with ``benchmarks/read_waits.py``.)
 
 Two more operations serve reads that have a side effect and long captures:
 :meth:`RWLock.try_acquire` takes the exclusive side only if it is free *now* (a read applies
@@ -36,6 +35,11 @@ from typing import TypeVar
 T = TypeVar("T")
 
 __all__ = ["RWLock"]
+
+#: Default :attr:`RWLock.reader_turn`, chosen by measurement (``benchmarks/read_waits.py``, 8
+#: threads, 2 cores): 1 cut search p99 most but doubled add p99; 3 kept adds near writers-first
+#: and searches near the exclusive-lock base; writers-first starved searches (p99 45-60 ms).
+READER_TURN = 3
 
 _MISSED = object()  # an optimistic read that raised or overlapped a change
 
@@ -79,13 +83,10 @@ class RWLock:
         self._phase = 0  # number of writer phases ended so far
         self._admitted = 0  # readers admitted by the last phase's end, not yet inside
         self._waiting_since: dict[int, int] = {}  # phase a reader began to wait -> readers
-        #: How many writers' turns a waiting reader lets go first before it is admitted ahead
-        #: of the writers still waiting (1: phase-fair).
-        self.reader_turn = 1
-        #: How many readers may join the readers inside while a writer waits, per writer's
-        #: turn (the writer waits for them too).
-        self.join_limit = 0
-        self._joined = 0
+        #: How many writers' turns a reader that waits lets go first; then it is admitted ahead
+        #: of the writers still waiting (1: phase-fair; a huge number: writers preferred
+        #: outright, as this lock used to be). Set it before the lock is used.
+        self.reader_turn = READER_TURN
         #: Sequence lock for :meth:`optimistic`: odd while a thread holds the lock exclusively
         #: outside an :meth:`io_window` (it may be changing state), even otherwise; every
         #: change of holder or window moves it on, so an unchanged even value means no
@@ -208,7 +209,6 @@ class RWLock:
         self.epoch += 1 + ((self.epoch & 1) == 0)  # even again (odd + 1, or even + 2 in a window)
         self._io = False
         self._phase += 1
-        self._joined = 0
         self._admitted += self._waiting_since.pop(self._phase - self.reader_turn, 0)
         self._cond.notify_all()
 
@@ -301,10 +301,7 @@ class RWLock:
             if depth:
                 self._readers[me] = depth + 1  # re-entry never waits (a writer would wait on it)
                 return
-            if self._writer is None and (not self._writers_waiting or (
-                    self._readers and self._joined < self.join_limit)):
-                if self._writers_waiting:
-                    self._joined += 1  # joins the readers inside, ahead of a waiting writer
+            if self._writer is None and not self._writers_waiting:
                 self._readers[me] = 1
                 return
             arrived = self._phase
