@@ -251,14 +251,13 @@ class RWLock:
                         self.epoch += 1  # odd again: the holder may change state
 
     def optimistic(self, read: Callable[[], T]) -> T:
-        """``read()``, without the lock if possible: run it unlocked and keep its value when
-        :attr:`epoch` was even and is unchanged (no exclusive section that may change state
-        overlapped it: no writer waits for it, and it waits for no writer's I/O); otherwise
-        (it overlapped one, or raised) run it again under the shared side and return that.
+        """``read()``, without the lock if possible: run it unlocked and keep its value (or
+        raise its error) when :attr:`epoch` was even and is unchanged (no exclusive section that
+        may change state overlapped it: no writer waits for it, and it waits for no writer's
+        I/O); otherwise run it again under the shared side and return (or raise) that.
 
         ``read`` must only read: it may run against state a writer is changing, so it must not
-        fill caches or change anything, and whatever it raises then is discarded (the locked
-        run raises what it raises). Free-threaded Python is not supported (the check relies on
+        fill caches or change anything; what it raises then is discarded. Free-threaded Python is not supported (the check relies on
         the GIL ordering the reads).
 
         Examples
@@ -272,8 +271,10 @@ class RWLock:
             if not start & 1:
                 try:
                     value = read()
-                except Exception:  # noqa: BLE001 - a torn read; the locked run decides
-                    value = _MISSED
+                except Exception:
+                    if self.epoch == start:
+                        raise  # nothing overlapped it: the read's own error
+                    value = _MISSED  # a torn read: the locked run decides
                 if value is not _MISSED and self.epoch == start:
                     self.optimistic_hits += 1
                     return value
