@@ -24,6 +24,10 @@ reinforcement goes through the store's :class:`Reinforcements`:
 
 The journal stays exact: a reinforcement is journaled when it is applied, under the exclusive
 lock, so the journal's order is the order of application and a reopen rebuilds the same state.
+Its payload is encoded by the read that submits it, outside the lock
+(:meth:`~memlab.store.MemoryStore.retrieval_payload`), so whoever applies it under the lock only
+applies it (:meth:`~memlab.store.MemoryStore.record_encoded`: the same rows as the journaled
+call).
 Until it is applied a queued reinforcement lives only in memory: a crash loses at most
 ``reinforce_batch - 1`` queued ones on top of the ``reinforce_batch - 1`` applied ones the
 group commit still buffers; ``reinforce_batch=1`` applies and writes every one before its read

@@ -395,6 +395,11 @@ class Memory:
         ``reinforce=False`` reads without side effects: no activation change, no history
         event, no journal row (what the service does for a key that may only read).
 
+        The item is read without the store's lock unless a write changes state meanwhile
+        (:meth:`memlab._rwlock.RWLock.optimistic`), so a get does not wait behind writes, not
+        even a write's fsync; its reinforcement is applied at once when the write lock is free,
+        else queued (:mod:`memlab._reinforce`).
+
         Raises
         ------
         UnknownItemError
