@@ -257,8 +257,8 @@ class RWLock:
         I/O); otherwise run it again under the shared side and return (or raise) that.
 
         ``read`` must only read: it may run against state a writer is changing, so it must not
-        fill caches or change anything; what it raises then is discarded. Free-threaded Python is not supported (the check relies on
-        the GIL ordering the reads).
+        fill caches or change anything; what it raises then is discarded. Free-threaded
+        Python is not supported (the check relies on the GIL ordering the reads).
 
         Examples
         --------
