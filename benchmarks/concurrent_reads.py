@@ -25,7 +25,11 @@ Run::
     python benchmarks/concurrent_reads.py --trees . .+group-commit --modes threads
 
 A tree written ``PATH+group-commit`` is that tree with ``MemoryStore(fsync_outside_lock=True)``
-for the in-process clients (``threads``; the HTTP service keeps its default).
+for the in-process clients (``threads``; the HTTP service keeps its default). A tree written
+``PATH+h11`` serves with uvicorn's pure-Python stack (``--loop asyncio --http h11``) even when
+uvloop and httptools are installed (``--http-stack h11`` does that for every tree)::
+
+    python benchmarks/concurrent_reads.py --trees /path/to/base+h11 /path/to/base . --modes http
 
 The numbers depend on the machine and its load (this project's machine is 2 shared cores):
 compare the trees of one run, never numbers of different runs.
@@ -118,8 +122,12 @@ def worker(mode: str, mix: str, clients: int, ops: int, items: int, seed: int) -
         from memlab.service import ServiceState, create_app
 
         state = ServiceState(db_path=str(path), maintenance=False, compact_after=None)
+        # "auto": what `memlab serve` runs (uvloop and httptools when installed, the service
+        # extra); "h11": the pure-Python event loop and HTTP parser, forced
+        stack = os.environ.get(HTTP_STACK, "auto")
+        loop, http = ("asyncio", "h11") if stack == "h11" else ("auto", "auto")
         server = uvicorn.Server(uvicorn.Config(create_app(state), host="127.0.0.1", port=0,
-                                               log_level="warning"))
+                                               log_level="warning", loop=loop, http=http))
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         while not server.started:
@@ -183,14 +191,17 @@ def _run(clients: int, client, errors: list[str]) -> float:
 
 # ---------------------------------------------------------------------------- the driver
 GROUP_COMMIT = "MEMLAB_BENCH_GROUP_COMMIT"
+HTTP_STACK = "MEMLAB_BENCH_HTTP_STACK"
 
 
-def _tree_spec(tree: str) -> tuple[str, bool]:
-    """``PATH`` or ``PATH+group-commit``: the source tree, and whether its in-process store
-    commits outside the lock."""
+def _tree_spec(tree: str) -> tuple[str, bool, str]:
+    """``PATH``, ``PATH+group-commit`` or ``PATH+h11``: the source tree, whether its in-process
+    store commits outside the lock, and its server's HTTP stack (``auto`` or ``h11``)."""
     if tree.endswith("+group-commit"):
-        return tree[: -len("+group-commit")], True
-    return tree, False
+        return tree[: -len("+group-commit")], True, "auto"
+    if tree.endswith("+h11"):
+        return tree[: -len("+h11")], False, "h11"
+    return tree, False, "auto"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -204,6 +215,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", nargs="+", default=["threads", "http"],
                         choices=["threads", "http"])
     parser.add_argument("--mixes", nargs="+", default=["reads", "load"], choices=sorted(MIXES))
+    parser.add_argument("--http-stack", choices=["auto", "h11"], default="auto",
+                        help="the server's event loop and HTTP parser in http mode: uvicorn's "
+                             "choice (uvloop and httptools when installed, as `memlab serve`) "
+                             "or asyncio and h11 forced (per tree: PATH+h11)")
     parser.add_argument("--json", help="also write every process's result here")
     parser.add_argument("--worker", nargs=2, metavar=("MODE", "MIX"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -218,11 +233,12 @@ def main(argv: list[str] | None = None) -> None:
             for mix in args.mixes:
                 trees = args.trees if rnd % 2 == 0 else list(reversed(args.trees))
                 for tree in trees:
-                    path, group_commit = _tree_spec(tree)
+                    path, group_commit, stack = _tree_spec(tree)
                     env = dict(os.environ, PYTHONPATH=str(Path(path).resolve()))
                     env.pop(GROUP_COMMIT, None)
                     if group_commit:
                         env[GROUP_COMMIT] = "1"
+                    env[HTTP_STACK] = args.http_stack if stack == "auto" else stack
                     out = subprocess.run(
                         [sys.executable, __file__, "--worker", mode, mix, "--clients",
                          str(args.clients), "--ops", str(args.ops), "--items", str(args.items)],
@@ -232,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
                     result.update(tree=tree, mode=mode, mix=mix, round=rnd)
                     runs.append(result)
                     cpu = result["cpu_ms"]
-                    print(f"round {rnd} {mode:7s} {mix:5s} {Path(tree).name:14s} "
+                    print(f"round {rnd} {mode:7s} {mix:5s} {Path(tree).name:18s} "
                           f"{result['seconds']:6.1f} s  cpu/request {cpu['process']:.2f} ms"
                           + (f" (server {cpu['server']:.2f})" if mode == "http" else "")
                           + "  " + "  ".join(

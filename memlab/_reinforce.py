@@ -24,6 +24,10 @@ reinforcement goes through the store's :class:`Reinforcements`:
 
 The journal stays exact: a reinforcement is journaled when it is applied, under the exclusive
 lock, so the journal's order is the order of application and a reopen rebuilds the same state.
+Its payload is encoded by the read that submits it, outside the lock
+(:meth:`~memlab.store.MemoryStore.retrieval_payload`), so whoever applies it under the lock only
+applies it (:meth:`~memlab.store.MemoryStore.record_encoded`: the same rows as the journaled
+call).
 Until it is applied a queued reinforcement lives only in memory: a crash loses at most
 ``reinforce_batch - 1`` queued ones on top of the ``reinforce_batch - 1`` applied ones the
 group commit still buffers; ``reinforce_batch=1`` applies and writes every one before its read
@@ -69,7 +73,8 @@ class Reinforcements:
     def __init__(self, store: Any) -> None:
         self._store = store
         self._mutex = threading.Lock()  # guards the queue and the counters
-        self._waiting: deque[tuple[int, dict[str, Any]]] = deque()  # (sequence number, call)
+        # (sequence number, record_retrieval's keyword arguments, their journal payload)
+        self._waiting: deque[tuple[int, dict[str, Any], str | None]] = deque()
         self._submitted = 0  # sequence number of the last reinforcement submitted
         self._applied_upto = 0  # every reinforcement up to this number is applied (or failed)
         self._mine = threading.local()  # .last: this thread's last queued sequence number
@@ -104,12 +109,15 @@ class Reinforcements:
         """
         if not calls:
             return None
-        lock = self._store.lock
+        store = self._store
+        # encoded here, outside the lock: whoever applies them under it only applies them
+        calls = [(call, store.retrieval_payload(call)) for call in calls]
+        lock = store.lock
         if lock.try_acquire():
             try:
                 if not self.apply_waiting(self.slice):
-                    for call in calls:
-                        self._store.record_retrieval(**call)
+                    for call, payload in calls:
+                        store.record_encoded(call, payload)
                         self.applied += 1
                     return None if then is None else then()
             finally:
@@ -118,13 +126,15 @@ class Reinforcements:
             # behind them, so that they apply in order
         return self._enqueue(calls, then)
 
-    def _enqueue(self, calls: list[dict[str, Any]], then: Callable[[], Any] | None) -> Any:
-        """Queue ``calls``; the read that fills the queue waits and applies all of it."""
+    def _enqueue(self, calls: list[tuple[dict[str, Any], str | None]],
+                 then: Callable[[], Any] | None) -> Any:
+        """Queue ``calls`` (each with its encoded journal payload); the read that fills the
+        queue waits and applies all of it."""
         lock = self._store.lock
         with self._mutex:
-            for call in calls:
+            for call, payload in calls:
                 self._submitted += 1
-                self._waiting.append((self._submitted, call))
+                self._waiting.append((self._submitted, call, payload))
             self._mine.last = self._submitted
             self.queued += len(calls)
             full = len(self._waiting) >= self._store.reinforce_batch
@@ -170,11 +180,11 @@ class Reinforcements:
         finally:
             self._applying = False
 
-    def _apply(self, waiting: list[tuple[int, dict[str, Any]]]) -> bool:
+    def _apply(self, waiting: list[tuple[int, dict[str, Any], str | None]]) -> bool:
         store = self._store
-        for pos, (seq, call) in enumerate(waiting):
+        for pos, (seq, call, payload) in enumerate(waiting):
             try:
-                store.record_retrieval(**call)
+                store.record_encoded(call, payload)
             except BaseException:
                 with self._mutex:
                     self._waiting.extendleft(reversed(waiting[pos + 1:]))

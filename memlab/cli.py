@@ -966,8 +966,11 @@ def _run(args: argparse.Namespace) -> int:
         hosts = [*LOCAL_HOSTS, args.host, *args.allow_host]
         if warning:
             print(warning, file=sys.stderr)  # loudly, once the store has opened
+        # loop/http "auto": uvloop and httptools when installed (the service extra), else
+        # asyncio and h11 (measured: README "Concurrency")
         uvicorn.run(create_app(state, keys=keys, allowed_hosts=hosts),
-                    host=args.host, port=args.port, log_level="warning")
+                    host=args.host, port=args.port, log_level="warning", loop="auto",
+                    http="auto")
         return 0
     if args.command == "mcp":
         import asyncio

@@ -395,6 +395,11 @@ class Memory:
         ``reinforce=False`` reads without side effects: no activation change, no history
         event, no journal row (what the service does for a key that may only read).
 
+        The item is read without the store's lock unless a write changes state meanwhile
+        (:meth:`memlab._rwlock.RWLock.optimistic`), so a get does not wait behind writes, not
+        even a write's fsync; its reinforcement is applied at once when the write lock is free,
+        else queued (:mod:`memlab._reinforce`).
+
         Raises
         ------
         UnknownItemError
@@ -403,9 +408,14 @@ class Memory:
         _check_reinforce(reinforce)
         self.store.reinforcements.settle()  # with own_reads: this thread's queued ones first
         ws = self._ws
-        with self.store.lock.shared():
+
+        def read() -> tuple[int, dict[str, Any]]:
             idx = ws.require(item_id)
-            item = ws.item(idx).to_dict()
+            return idx, ws.item_dict(idx)
+
+        # without the lock unless a write's exclusive section overlaps the read (then under
+        # the shared side): a get never waits behind a write's fsync (RWLock.optimistic)
+        idx, item = self.store.lock.optimistic(read)
         if not reinforce:
             return item
         # applied at once when the lock is free (the item is then read again, with its new

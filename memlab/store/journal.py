@@ -56,6 +56,14 @@ REINFORCE_BATCH = 64  # default number of reinforcements per journal row (``rein
 COMPACT_AFTER = 100_000  # default journal rows after the latest snapshot that trigger one
 
 
+@functools.lru_cache(maxsize=1)
+def _retrieval_params() -> tuple[str, ...]:
+    """The parameter names of ``MemoryStore.record_retrieval``, in order (its journal payload's
+    keys: :meth:`JournalMixin.retrieval_payload`)."""
+    from memlab.store.items import ItemsMixin
+    return tuple(inspect.signature(ItemsMixin.record_retrieval).parameters)[1:]
+
+
 def journaled(method):
     """Make a store write durable: after it applies, its name and arguments go to the journal
     (outermost call only). If the journal cannot be written, the store is rebuilt from disk, so
@@ -317,7 +325,10 @@ class JournalMixin:
         """Write ``batch`` (the whole queue when it was taken) in one transaction."""
         ops = [op for commit in batch for op in commit.ops]
         try:
-            self._journal.append_many(ops)
+            # every write of the batch has applied: optimistic reads (RWLock.optimistic) go
+            # on during the commit even when it runs under the exclusive lock
+            with self.lock.io_window():
+                self._journal.append_many(ops)
         except Exception as exc:  # noqa: BLE001 - every write of the batch gets it
             with self._commit_cond:
                 self._commit_failure = (batch, exc)
@@ -496,6 +507,36 @@ class JournalMixin:
             ops, self._batch = self._batch, None
             if ops:
                 self._write_journal(ops, "transaction")
+
+    def retrieval_payload(self, call: dict[str, Any]) -> str | None:
+        """The journal payload of ``record_retrieval(**call)``, exactly as :func:`journaled`
+        would encode it (None for a store without a journal). A read computes it before it
+        queues its reinforcement, outside the lock, so that whoever applies the reinforcement
+        under the exclusive lock (:meth:`record_encoded`) does not encode it there."""
+        if self._journal is None:
+            return None
+        return encode({name: call[name] for name in _retrieval_params() if name in call})
+
+    def record_encoded(self, call: dict[str, Any], payload: str | None) -> None:
+        """``record_retrieval(**call)`` with its journal payload already encoded
+        (:meth:`retrieval_payload`); the caller holds the store's lock exclusively. The same
+        state, the same journal rows and the same failure handling as the journaled call."""
+        if payload is None or self._journal is None or self._replaying or self._depth \
+                or self._batch is not None:
+            self.record_retrieval(**call)
+            return
+        self._depth += 1
+        self._applying = False
+        try:
+            type(self).record_retrieval.__wrapped__(self, **call)
+        except BaseException:
+            if self._applying:
+                self._replay()  # began to apply: back to what is on disk
+            raise
+        finally:
+            self._depth -= 1
+            self._applying = False
+        self._defer(payload)
 
     def _defer(self, payload: str) -> None:
         """Buffer one reinforcement (an encoded :meth:`record_retrieval` call); write the

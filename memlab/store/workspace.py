@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from memlab._arrays import Growable
-from memlab._columns import ItemColumns
+from memlab._columns import ItemColumns, ItemView
 from memlab.errors import UnknownItemError
 from memlab.graph.csr import EdgeTable, GraphSnapshot, GraphView
 from memlab.model import MemoryItem, validate_id
@@ -218,6 +218,12 @@ class Workspace:
         """Item number ``i``, made from the item columns (its metadata and history are the
         stored ones: treat them as read-only; later writes do not change this object)."""
         return self.items.item(i)
+
+    def item_dict(self, i: int) -> dict[str, Any]:
+        """Item number ``i`` as :meth:`~memlab.model.MemoryItem.to_dict` gives it, without
+        keeping a view (:meth:`item` keeps the last few): safe for a read that runs without
+        the store's lock (:meth:`memlab._rwlock.RWLock.optimistic`), which must fill no cache."""
+        return ItemView(self.items, i).to_dict()
 
     def iter_items(self) -> Iterator[MemoryItem]:
         """Every item in item-number order (made on the way, as :meth:`item`)."""
