@@ -109,7 +109,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 __all__ = ["SCHEMA_VERSION", "SNAPSHOT_FORMAT", "SnapshotInfo", "Journal", "SchemaVersionError",
-           "PersistenceError", "ConcurrentWriterError",
+           "PersistenceError", "ConcurrentWriterError", "StoreClosedError",
            "JournalCorruptError", "encode", "decode"]
 
 SCHEMA_VERSION = 3
@@ -128,6 +128,14 @@ class SchemaVersionError(ValueError):
 
 class PersistenceError(RuntimeError):
     """A write could not be made durable; the in-memory store was restored from disk."""
+
+
+class StoreClosedError(PersistenceError):
+    """A write (or a reinforcing read) on a durable store after :meth:`MemoryStore.close`.
+
+    Nothing changes: the in-memory state stays as it was at close, and reads with
+    ``reinforce=False`` go on working. Reopen the file to write again.
+    """
 
 
 class ConcurrentWriterError(PersistenceError):

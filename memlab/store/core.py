@@ -84,6 +84,7 @@ class MemoryStore(JournalMixin, ItemsMixin, EdgesMixin, SessionsMixin):
         self._compact_lock = threading.Lock()  # one compaction at a time
         self._compactor: threading.Thread | None = None  # the background compaction, if any
         self._closing = False
+        self._closed = False  # a durable store after close(): writes raise StoreClosedError
         self._foreign_writer = False  # a compaction met another process's rows (see compact)
         self.last_compaction_error: BaseException | None = None  # of a background compaction
         self._pending: list[str] = []  # encoded record_retrieval calls not yet on disk

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from memlab.persist import (ConcurrentWriterError, Journal, JournalCorruptError,
+from memlab.persist import (ConcurrentWriterError, StoreClosedError, Journal, JournalCorruptError,
                             PersistenceError, decode, encode)
 from memlab.snapshot import CompactionReport, capture
 from memlab.store.workspace import NewItem
@@ -81,6 +81,9 @@ def journaled(method):
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
+        if self._closed:  # before anything: a rebuild from a closed file would empty the store
+            raise StoreClosedError(f"store {str(self.path)!r} is closed: {method.__name__} "
+                                   f"changed nothing (reopen it to write)")
         if self._replaying or (self._journal is None and not self.reinforcements):
             return method(self, *args, **kwargs)
         with self.lock:
@@ -417,6 +420,8 @@ class JournalMixin:
             The store is not durable (no ``path``), or the call is inside :meth:`transaction`.
         PersistenceError
             The snapshot could not be written (the file is unchanged).
+        memlab.persist.StoreClosedError
+            (a PersistenceError) The store was closed.
         memlab.persist.ConcurrentWriterError
             (a PersistenceError) Another process wrote rows into the file that this store never
             applied, among the rows the snapshot would cover, or compacted rows this store never
@@ -443,6 +448,9 @@ class JournalMixin:
         if self._journal is None:
             raise ValueError("compact needs a durable store (MemoryStore(path=...)); this one "
                              "is in memory")
+        if self._closed:
+            raise StoreClosedError(f"store {str(self.path)!r} is closed: compact changed "
+                                   f"nothing (reopen it to compact)")
         nested = self.lock.held_exclusively()  # inside a write: capture under it as it is
         self.lock.acquire()
         try:
@@ -584,6 +592,7 @@ class JournalMixin:
                 if self._compactor is not None:
                     self._compactor.join()
                 self._journal.close()
+                self._closed = True
 
     @property
     def journal(self) -> Journal | None:
