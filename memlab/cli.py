@@ -640,6 +640,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "trace at this size (trace.jsonl.1 … .5 are kept)")
     serve.add_argument("--record-redact", action="store_true", help="record without the "
                        "requests' text (content, queries, values, metadata)")
+    serve.add_argument("--limit-concurrency", type=int, default=256, metavar="N",
+                       help="answer 503 beyond N open connections and requests in flight, so "
+                       "slow or idle clients cannot use up the server's file descriptors "
+                       "(default: 256)")
+    serve.add_argument("--timeout-keep-alive", type=float, default=5.0, metavar="SECONDS",
+                       help="close an idle keep-alive connection after SECONDS (default: 5)")
 
     mcp = sub.add_parser("mcp", help="the MCP server over stdio", description=(
         "Serve memlab's tools over the Model Context Protocol on stdin/stdout (the official "
@@ -933,6 +939,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "serve":
         if not 0 <= args.port <= 65535:
             raise _Fail(f"--port must be in 0..65535, got {args.port}")
+        if args.limit_concurrency < 1:
+            raise _Fail(f"--limit-concurrency must be >= 1, got {args.limit_concurrency}")
+        if not 0 < args.timeout_keep_alive <= 3600:
+            raise _Fail(f"--timeout-keep-alive must be in (0, 3600] seconds, got "
+                        f"{args.timeout_keep_alive}")
         if args.compact_after < 0:
             raise _Fail(f"--compact-after must be >= 0 (0: never by itself), got "
                         f"{args.compact_after}")
@@ -970,7 +981,8 @@ def _run(args: argparse.Namespace) -> int:
         # asyncio and h11 (measured: README "Concurrency")
         uvicorn.run(create_app(state, keys=keys, allowed_hosts=hosts),
                     host=args.host, port=args.port, log_level="warning", loop="auto",
-                    http="auto")
+                    http="auto", limit_concurrency=args.limit_concurrency,
+                    timeout_keep_alive=args.timeout_keep_alive)
         return 0
     if args.command == "mcp":
         import asyncio

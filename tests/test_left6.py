@@ -26,26 +26,32 @@ def test_bulk_edge_frame_names_a_missing_weight():
         mem.add_edges(frame)
 
 
-# HEAD /health answers like GET (liveness probes use HEAD), without a body, key or not
+# HEAD on a GET route answers as the GET without its body (liveness probes use HEAD), key or not
 @pytest.mark.parametrize("api_key", [None, "s3cret"])
-def test_head_health_is_a_liveness_answer(api_key):
+def test_head_answers_every_get_route_like_get_without_a_body(api_key):
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
     from memlab.service.http import create_app
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no duplicate OpenAPI operation id
-        client = TestClient(create_app(api_key=api_key), base_url="http://localhost")
-        schema = client.get("/openapi.json",
-                            headers={"X-API-Key": api_key} if api_key else {}).json()
+    client = TestClient(create_app(api_key=api_key), base_url="http://localhost")
+    key = {"X-API-Key": api_key} if api_key else {}
+    assert client.post("/v1/items", json={"content": "deploy", "item_id": "a1"},
+                       headers=key).status_code == 200
     got, head = client.get("/health"), client.head("/health")
     assert got.status_code == head.status_code == 200 and got.json() == {"status": "ok"}
-    assert head.content == b""
-    ops = schema["paths"]["/health"]
-    assert sorted(ops) == ["get", "head"]
-    assert ops["get"]["operationId"] != ops["head"]["operationId"]
-    # other routes keep their methods
-    assert client.head("/v1/items", headers={"X-API-Key": api_key or ""}).status_code == 405
+    assert head.content == b"" and head.headers["content-length"] == got.headers["content-length"]
+    for path in ("/v1/items/a1", "/v1/items/zz", "/v1/status"):
+        got, head = client.get(path, headers=key), client.head(path, headers=key)
+        assert head.status_code == got.status_code and head.content == b""
+        if path != "/v1/items/a1":  # a get reinforces the item, so its answer changes
+            assert head.headers["content-length"] == got.headers["content-length"]
+    if api_key:  # the key is checked for HEAD as for GET
+        assert client.head("/v1/items/a1").status_code == client.get("/v1/items/a1").status_code \
+            == 401
+    # a POST-only route stays 405, naming what it allows; nothing is written
+    head = client.head("/v1/items", headers=key)
+    assert head.status_code == 405 and head.headers["allow"] == "POST"
+    assert "head" not in client.get("/openapi.json", headers=key).json()["paths"]["/health"]
 
 
 # a replay manifest records a ranker file by name and content, not by where it lies

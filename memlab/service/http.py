@@ -295,8 +295,6 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     async def scope_error(request: Request, exc: ScopeError):
         return JSONResponse(status_code=403, content={"detail": str(exc)})
 
-    # HEAD too: load balancers and uptime probes often check liveness with HEAD
-    @app.head("/health", operation_id="health_head")
     @app.get("/health")
     async def health() -> dict[str, Any]:  # no worker thread
         return {"status": "ok"}
@@ -571,7 +569,9 @@ def encoded(endpoint):
 
 
 class _Guard:
-    """ASGI middleware: the ``Host`` allow-list (400) and the body-size limit (413).
+    """ASGI middleware: the ``Host`` allow-list (400) and the body-size limit (413); and
+    ``HEAD`` on every ``GET`` route, answered as the ``GET`` (status and headers, keys and
+    limits checked alike) without its body (RFC 9110 §9.3.2; FastAPI routes take GET only).
 
     A declared ``Content-Length`` over the limit is refused before anything is read; a body
     without one (chunked) is read up to the limit and refused as soon as it passes it.
@@ -584,6 +584,8 @@ class _Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if scope["method"] == "HEAD":
+            scope, send = {**scope, "method": "GET"}, _without_body(send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1")
                    for k, v in scope.get("headers", [])}
         if "*" not in self.hosts:
@@ -634,6 +636,16 @@ class _Guard:
             "detail": f"the request body is {got} bytes; the limit max_body_bytes is "
                       f"{self.max_body_bytes} bytes",
             "limit": "max_body_bytes", "allowed": self.max_body_bytes, "got": size})
+
+
+def _without_body(send):
+    """``send`` with every response body chunk emptied (the headers, Content-Length included,
+    stay those of the GET)."""
+    async def send_headers_only(message) -> None:
+        if message["type"] == "http.response.body":
+            message = {**message, "body": b""}
+        await send(message)
+    return send_headers_only
 
 
 async def _reply(scope, receive, send, status: int, content: dict) -> None:
