@@ -135,3 +135,45 @@ def test_a_float_nan_weight_in_a_bulk_edge_frame_is_refused_as_missing():
     with pytest.raises(ValueError, match=r"^edges row 0: weight is missing"):
         mem.add_edges(frame)
     assert mem.get_edges() == []
+
+
+# a write on a closed durable store raises and changes nothing (it used to empty the store)
+@pytest.mark.parametrize("group_commit", [False, True])
+def test_writes_on_a_closed_store_raise_and_change_nothing(tmp_path, group_commit):
+    from memlab.persist import PersistenceError, StoreClosedError
+    from memlab.store import MemoryStore
+    store = MemoryStore(path=tmp_path / "c.db", fsync_outside_lock=group_commit)
+    mem = Memory(store=store)
+    mem.add("deploy checklist", item_id="a")
+    mem.add_many([{"content": "rollback plan", "item_id": "b"}])
+    mem.add_edges([("a", "b")])
+    store.close()
+    before = store.serialize()
+    attempts = [lambda: mem.add("second", item_id="c"), lambda: mem.get("a"),
+                lambda: mem.search("deploy"), lambda: mem.add_edges([("b", "a")]),
+                lambda: mem.pin_item("s1", "a"), store.compact]
+    for attempt in attempts:
+        with pytest.raises(StoreClosedError, match=r"is closed: \w+ changed nothing"):
+            attempt()
+    assert issubclass(StoreClosedError, PersistenceError)
+    assert store.serialize() == before
+    # reads that write nothing go on; flush and close again are no-ops
+    assert mem.get("a", reinforce=False)["content"] == "deploy checklist"
+    assert [h["item_id"] for h in mem.search("deploy", reinforce=False)] == ["a"]
+    store.flush()
+    store.close()
+    reopened = MemoryStore(path=tmp_path / "c.db")
+    assert reopened.serialize() == before
+    reopened.close()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--limit-concurrency", "0"], "--limit-concurrency must be >= 1, got 0"),
+    (["--timeout-keep-alive", "nan"], "--timeout-keep-alive must be in (0, 3600] seconds, got nan"),
+    (["--timeout-keep-alive", "-1"], "--timeout-keep-alive must be in (0, 3600] seconds, got -1.0"),
+])
+def test_serve_refuses_bad_connection_limits(args, message, capsys):
+    pytest.importorskip("uvicorn")
+    from memlab.cli import main
+    assert main(["serve", "--port", "0", *args]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"memlab serve: error: {message}")

@@ -81,9 +81,7 @@ def journaled(method):
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        if self._closed:  # before anything: a rebuild from a closed file would empty the store
-            raise StoreClosedError(f"store {str(self.path)!r} is closed: {method.__name__} "
-                                   f"changed nothing (reopen it to write)")
+        self._check_open(method.__name__)
         if self._replaying or (self._journal is None and not self.reinforcements):
             return method(self, *args, **kwargs)
         with self.lock:
@@ -448,9 +446,7 @@ class JournalMixin:
         if self._journal is None:
             raise ValueError("compact needs a durable store (MemoryStore(path=...)); this one "
                              "is in memory")
-        if self._closed:
-            raise StoreClosedError(f"store {str(self.path)!r} is closed: compact changed "
-                                   f"nothing (reopen it to compact)")
+        self._check_open("compact")
         nested = self.lock.held_exclusively()  # inside a write: capture under it as it is
         self.lock.acquire()
         try:
@@ -516,6 +512,13 @@ class JournalMixin:
             if ops:
                 self._write_journal(ops, "transaction")
 
+    def _check_open(self, what: str) -> None:
+        """StoreClosedError for a write after :meth:`close`, before it changes anything (its
+        journal write would fail, and a rebuild from the closed file would empty the store)."""
+        if self._closed:
+            raise StoreClosedError(f"store {str(self.path)!r} is closed: {what} changed "
+                                   f"nothing (reopen it to write)")
+
     def retrieval_payload(self, call: dict[str, Any]) -> str | None:
         """The journal payload of ``record_retrieval(**call)``, exactly as :func:`journaled`
         would encode it (None for a store without a journal). A read computes it before it
@@ -529,6 +532,7 @@ class JournalMixin:
         """``record_retrieval(**call)`` with its journal payload already encoded
         (:meth:`retrieval_payload`); the caller holds the store's lock exclusively. The same
         state, the same journal rows and the same failure handling as the journaled call."""
+        self._check_open("record_retrieval")
         if payload is None or self._journal is None or self._replaying or self._depth \
                 or self._batch is not None:
             self.record_retrieval(**call)
