@@ -952,15 +952,21 @@ def _run_shards_on_dask(trace: Trace, settings: tuple, shards: list[frozenset[st
                             f"shard {i} of the sharded replay (workspaces {names}): its worker "
                             f"was lost {reruns[i] + 1} times; memory limit?") from exc
                 reruns[i] += 1
-                client.wait_for_workers(1, timeout=_WORKER_WAIT_S)
-                # the live worker with the fewest tasks (a new one, started in the lost one's
-                # place, has none), ties by address
-                processing = client.processing()
-                where = [min(sorted(client.scheduler_info()["workers"]),
-                             key=lambda w: len(processing.get(w, ())))]
-                if direct and not _workers_reachable(client, where):
-                    unreachable(where)
-                retry = submit(parts[i], where)
+                for placing in range(3):
+                    client.wait_for_workers(1, timeout=_WORKER_WAIT_S)
+                    # the live worker with the fewest tasks (a new one, started in the lost
+                    # one's place, has none), ties by address
+                    processing = client.processing()
+                    where = [min(sorted(client.scheduler_info()["workers"]),
+                                 key=lambda w: len(processing.get(w, ())))]
+                    if direct and not _workers_reachable(client, where):
+                        unreachable(where)
+                    try:
+                        retry = submit(parts[i], where)
+                        break
+                    except KeyError:  # that worker was lost too, since (the scheduler's
+                        if placing == 2:  # scatter names the worker it no longer has)
+                            raise
                 shard_of[retry.key] = i
                 futures[i] = retry
                 pending.add(retry)
