@@ -1298,8 +1298,10 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
         a pin session, runs serially (the manifest's ``executor`` says which ran). Custom
         measures must be registered in the workers too (they travel by name). A worker lost
         mid-replay costs a rerun of its shard on a live worker (up to 2 times; the manifest's
-        ``executor`` counts them); a driver that cannot reach the workers sends the shards
-        through the scheduler.
+        ``executor`` counts them; a third loss raises a RuntimeError naming the shard's
+        workspaces); a driver that cannot reach the workers sends the shards through the
+        scheduler (the manifest's ``executor`` says so, and a RuntimeWarning once). A refused
+        event raises the serial run's :class:`ReplayError` (the trace's first refused event).
     address, n_workers
         The Dask scheduler's address (None: start a LocalCluster) and its number of workers.
 
