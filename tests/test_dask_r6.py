@@ -452,8 +452,8 @@ def test_a_shard_that_always_kills_its_worker_raises_a_runtime_error_naming_it()
         with replay_module.dask_address("dask", None, 2) as address, \
                 Client(address) as client:
             client.register_plugin(KillOnShard())
-            with pytest.raises(RuntimeError, match=rf"workspaces .*'{victim}'.*: its worker was lost 3 "
-                                                   r"times; memory limit\?") as error:
+            lost = rf"workspaces .*'{victim}'.*: its worker was lost 3 times; memory limit\?"
+            with pytest.raises(RuntimeError, match=lost) as error:
                 replay(trace, UNTIMED, progress=False, executor="dask", address=address)
     finally:
         cloudpickle.unregister_pickle_by_value(module)
