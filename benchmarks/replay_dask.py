@@ -3,12 +3,17 @@
     PYTHONPATH=. python benchmarks/replay_dask.py [DATA_ROOT] [WORKERS] [ROUNDS] [--cold]
 
 ``replay(trace, UNTIMED)`` (DEFAULT without wall-clock budgets) against ``replay(trace, UNTIMED,
-executor="dask", address=...)`` on a warm LocalCluster of WORKERS single-threaded processes
-started (and warmed up) beforehand, its start printed apart; alternating, ROUNDS rounds each
-(default 3), the frames checked equal. ``--cold`` also times one ``replay(executor="dask")``
-that starts its own cluster (the cold start included).
+executor="dask", address=...)`` on a LocalCluster of WORKERS single-threaded processes started
+(and warmed up) beforehand, its start printed apart; ROUNDS rounds (default 3), the frames
+checked equal. Within a round the order alternates (serial first in even rounds, sharded first
+in odd ones), so neither side always runs right after the other.
 
-Two speedups are printed, as medians over rounds:
+Each round also times a **frozen serial** control: the serial replay with the driver's heap
+frozen (``gc.collect(); gc.freeze()`` before it, ``gc.unfreeze()`` after), as the workers of a
+LocalCluster memlab starts are frozen after their warm-up; without it the sharded side has an
+advantage the serial side could have had too (fewer full garbage collections).
+
+Two speedups are printed, as medians over rounds, against the plain and the frozen serial run:
 
 - wall clock (what a user waits for; on a shared machine it mostly measures the others' load);
 - the critical path in CPU seconds: serially the process's CPU time of the replay; sharded, the
@@ -18,14 +23,17 @@ Two speedups are printed, as medians over rounds:
 
 The load average (1 min) is printed beside each round. Both sides are warmed the same way
 before the first round (the workers when the cluster starts, the driver here: one tiny replay
-each, ``_warm_worker``); the first round is then each side's first LoCoMo replay (``cold``: the
-workers' first shard, the driver process's first serial replay) and is reported apart from the
-later rounds on the same reused cluster (``warm``: what a researcher sweeping parameters on one
-cluster gets from the second replay on).
+each, ``_warm_worker``). Phases: the **first round (warmed cluster)** is each side's first
+LoCoMo replay (the workers' first shard, the driver process's first serial replay); the
+**later rounds (reused cluster)** are what a researcher sweeping parameters on one cluster gets
+from the second replay on. Neither includes a cluster's start. ``--cold`` is a different
+measure: one ``replay(executor="dask")`` that starts (and warms) its own cluster, timed whole,
+its start included.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
@@ -44,6 +52,10 @@ from memlab.surfacing.config import DEFAULT
 # cuts a search in one run and not in another, serial or sharded alike
 UNTIMED = DEFAULT.replace(ppr=replace(DEFAULT.ppr, budget_ms=None),
                           spreading=replace(DEFAULT.spreading, budget_ms=None))
+
+
+FIRST, LATER = "first round (warmed cluster)", "later rounds (reused cluster)"
+serial = sharded = None  # the last round's results, checked equal
 
 
 def _cpu() -> float:
@@ -81,17 +93,35 @@ def main() -> None:
         rows = []
         for r in range(rounds):
             load = os.getloadavg()[0]
-            serial, s_wall, s_cpu, _ = timed(
-                client, lambda: replay(trace, UNTIMED, progress=False))
-            sharded, d_wall, d_cpu, d_workers = timed(
-                client, lambda: replay(trace, UNTIMED, progress=False, executor="dask",
-                                       address=address))
-            row = {"round": r, "phase": "cold" if r == 0 else "warm",
-                   "load_1min": round(load, 2),
-                   "serial_wall_s": round(s_wall, 2), "serial_cpu_s": round(s_cpu, 2),
-                   "dask_wall_s": round(d_wall, 2), "dask_driver_cpu_s": round(d_cpu, 2),
-                   "dask_worker_cpu_s": sorted(round(v, 2) for v in d_workers.values()),
-                   "dask_critical_path_s": round(max(d_workers.values()) + d_cpu, 2)}
+            row = {"round": r, "phase": FIRST if r == 0 else LATER, "load_1min": round(load, 2),
+                   "order": "serial first" if r % 2 == 0 else "sharded first"}
+
+            def run_serial():
+                global serial
+                serial, s_wall, s_cpu, _ = timed(
+                    client, lambda: replay(trace, UNTIMED, progress=False))
+                row.update(serial_wall_s=round(s_wall, 2), serial_cpu_s=round(s_cpu, 2))
+                gc.collect()
+                gc.freeze()  # the control: the driver's heap frozen, as the workers' is
+                try:
+                    _, f_wall, f_cpu, _ = timed(
+                        client, lambda: replay(trace, UNTIMED, progress=False))
+                finally:
+                    gc.unfreeze()
+                row.update(frozen_serial_wall_s=round(f_wall, 2),
+                           frozen_serial_cpu_s=round(f_cpu, 2))
+
+            def run_sharded():
+                global sharded
+                sharded, d_wall, d_cpu, d_workers = timed(
+                    client, lambda: replay(trace, UNTIMED, progress=False, executor="dask",
+                                           address=address))
+                row.update(dask_wall_s=round(d_wall, 2), dask_driver_cpu_s=round(d_cpu, 2),
+                           dask_worker_cpu_s=sorted(round(v, 2) for v in d_workers.values()),
+                           dask_critical_path_s=round(max(d_workers.values()) + d_cpu, 2))
+
+            for run in ((run_serial, run_sharded) if r % 2 == 0 else (run_sharded, run_serial)):
+                run()
             rows.append(row)
             print(json.dumps(row), flush=True)
         for got, want in zip(comparable(sharded), comparable(serial)):
@@ -106,20 +136,23 @@ def main() -> None:
         return statistics.median(row[key] for row in rows if row["phase"] == phase)
 
     print(f"{len(trace.queries)} queries, {sharded.manifest['executor']}, frames equal")
-    for phase in ("cold", "warm"):
+    for phase in (FIRST, LATER):
         if not any(row["phase"] == phase for row in rows):
             continue
         n = sum(row["phase"] == phase for row in rows)
-        s_wall, d_wall = median("serial_wall_s", phase), median("dask_wall_s", phase)
-        s_cpu, d_path = median("serial_cpu_s", phase), median("dask_critical_path_s", phase)
+        d_wall, d_path = median("dask_wall_s", phase), median("dask_critical_path_s", phase)
         busiest = statistics.median(max(row["dask_worker_cpu_s"]) for row in rows
                                     if row["phase"] == phase)
-        print(f"{phase} ({n} round{'s' * (n > 1)}, medians): wall serial {s_wall:.2f} s, dask "
-              f"{d_wall:.2f} s, speedup {s_wall / d_wall:.2f}x; critical path (CPU) serial "
-              f"{s_cpu:.2f} s, dask {d_path:.2f} s (busiest worker {busiest:.2f} s + driver "
-              f"{median('dask_driver_cpu_s', phase):.2f} s), speedup {s_cpu / d_path:.2f}x")
+        print(f"{phase} ({n} round{'s' * (n > 1)}, medians): dask wall {d_wall:.2f} s, "
+              f"critical path (CPU) {d_path:.2f} s (busiest worker {busiest:.2f} s + driver "
+              f"{median('dask_driver_cpu_s', phase):.2f} s)")
+        for side, prefix in (("serial", "serial"), ("frozen serial", "frozen_serial")):
+            s_wall, s_cpu = median(f"{prefix}_wall_s", phase), median(f"{prefix}_cpu_s", phase)
+            print(f"  against {side}: wall {s_wall:.2f} s, speedup {s_wall / d_wall:.2f}x; "
+                  f"CPU {s_cpu:.2f} s, speedup {s_cpu / d_path:.2f}x")
     if cold is not None:
-        print(f"cold: replay(executor='dask') starting its own cluster: {cold:.2f} s wall")
+        print(f"--cold (not a phase above): replay(executor='dask') starting its own cluster, "
+              f"its start included: {cold:.2f} s wall")
     print(f"load average at the end: {os.getloadavg()}")
 
 

@@ -41,6 +41,7 @@ import pickle
 import platform
 import re
 import sys
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -84,7 +85,17 @@ _JSON_COLUMNS = {"decisions": ("reasons", "signals", "category", "gold"), "log":
 
 
 class ReplayError(ValueError):
-    """An event the memory refused during replay (the message names the event and its line)."""
+    """An event the memory refused during replay (the message names the event and its line;
+    ``position``, when known, is the event's position in the trace)."""
+
+    position: int | None = None
+
+
+def _refused(position: int, message: str) -> ReplayError:
+    """A :class:`ReplayError` for the event at trace ``position``."""
+    error = ReplayError(message)
+    error.position = position
+    return error
 
 
 def resolve_config(config: Any) -> SurfacingConfig:
@@ -505,11 +516,11 @@ def _blame_in_batch(runner: _Runner, events: list[Event], positions: list[int],
         try:
             runner.apply(pos, event, [event])
         except ValueError as exc:
-            raise ReplayError(f"event {pos} (line {pos + 2}, {event.type}): {exc}") from exc
+            raise _refused(pos, f"event {pos} (line {pos + 2}, {event.type}): {exc}") from exc
     # every event passed alone (not expected: the checks are per event), so blame the batch
     first, last = positions[0], positions[-1]
-    raise ReplayError(f"events {first}..{last} (lines {first + 2}..{last + 2}, "
-                      f"{events[0].type}): {batch_error}") from batch_error
+    raise _refused(first, f"events {first}..{last} (lines {first + 2}..{last + 2}, "
+                          f"{events[0].type}): {batch_error}") from batch_error
 
 
 _SHARED_CACHE_EVENTS = frozenset({"cache_set", "cache_peek", "promote", "resolve"})
@@ -608,7 +619,8 @@ def _run_events(trace: Trace | _Shard, settings: tuple, progress: bool | None = 
             runner.apply(pos, event, events[i:end])
         except ValueError as exc:
             if end - i == 1:
-                raise ReplayError(f"event {pos} (line {pos + 2}, {event.type}): {exc}") from exc
+                raise _refused(pos, f"event {pos} (line {pos + 2}, {event.type}): {exc}") \
+                    from exc
             # A bulk write is all or nothing, so nothing of it was applied: apply its events one
             # at a time to name the event that was refused (its own line, not the batch's first).
             _blame_in_batch(runner, events[i:end],
@@ -762,82 +774,131 @@ def _replay_shard(shard: _Shard, settings: tuple) -> dict[str, Any]:
 def _replay_shard_pickled(shard: bytes, settings: tuple) -> bytes:
     """:func:`_replay_shard` of a pickled shard, its result as one pickle (Dask's messages
     carry bytes as they are). A :class:`ValueError` of the trace's own (a :class:`ReplayError`,
-    a refused event) is returned inside the pickle, not raised: it is deterministic, so Dask's
-    ``retries`` would only repeat it; whatever else a worker meets is raised and retried."""
+    a refused event) is returned inside the pickle, not raised, as plain data: its trace
+    position (None when it has none), its class's name and its message (an exception object
+    may not unpickle on the driver: ``LimitExceeded`` needs arguments its pickle does not
+    carry). The driver raises the one at the smallest position, as the serial run would have.
+    Whatever else a worker meets is raised (once: a shard's replay is deterministic)."""
     try:
         out = _replay_shard(pickle.loads(shard), settings)
     except ValueError as exc:
-        out = {"error": exc}
+        out = {"error": {"position": getattr(exc, "position", None),
+                         "type": type(exc).__name__, "message": str(exc)}}
     return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-# A shard's task is retried this many times: by Dask (``retries=``) when it raises on a worker,
-# and by the driver when its worker is lost (its shard's events, scattered to that worker, are
-# lost with it, so Dask cancels the task): the driver sends the events again to a live worker
-# and submits the task again. A shard's replay is a pure function of its events and settings
-# (deterministic, nothing written outside the worker), so a rerun gives the same rows.
+# A shard is run again this many times when its worker is lost (its events, scattered to that
+# worker, are lost with it, so Dask cancels its task): the driver sends the events again to a
+# live worker and submits the task again. A shard's replay is a pure function of its events and
+# settings (deterministic, nothing written outside the worker), so a rerun gives the same rows;
+# an error it raises is raised at once (Dask's ``retries`` would only repeat it).
 _SHARD_RETRIES = 2
-# How long the driver waits to open a connection to a worker before it sends the shards through
-# the scheduler instead (a remote scheduler behind a gateway: its workers' addresses are not
-# reachable from the driver), and how long it waits for a live worker after losing one.
+# How long the driver waits to open connections to the workers (all at once) before it sends
+# the shards through the scheduler instead (a remote scheduler behind a gateway: its workers'
+# addresses are not reachable from the driver), how long an "unreachable" answer is kept (a
+# slow handshake should not send every later replay through the scheduler), and how long the
+# driver waits for a live worker after losing one.
 _PROBE_TIMEOUT_S = 5.0
+_UNREACHABLE_TTL_S = 60.0
 _WORKER_WAIT_S = 120.0
-# (client id, worker address) -> whether the driver reached that worker (probed once per client)
-_REACHABLE: dict[tuple[str, str], bool] = {}
+# (scheduler address, worker address) -> (reached?, time.monotonic() of the answer)
+_REACHABLE: dict[tuple[str, str], tuple[bool, float]] = {}
+# schedulers whose workers this process was told it cannot reach (warned once each)
+_WARNED_UNREACHABLE: set[str] = set()
+
+
+async def _tcp_open(host: str, port: int) -> None:
+    """Open (and close) a plain TCP connection to ``host:port``: a refused port raises
+    :class:`ConnectionRefusedError` at once, where Dask's ``connect`` retries it until its
+    time-out."""
+    import asyncio
+
+    _, writer = await asyncio.open_connection(host, port)
+    writer.close()
+
+
+async def _probe_worker(address: str, timeout: float, connection_args: dict) -> None:
+    """Raise unless a Dask connection to the worker at ``address`` opens (a plain TCP connection
+    first, for ``tcp://`` and ``tls://``, so a refused port fails fast)."""
+    from distributed.comm import connect
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    scheme, location = parse_address(address)
+    if scheme in ("tcp", "tls"):
+        await _tcp_open(*parse_host_port(location))
+    comm = await connect(address, timeout=timeout, **connection_args)
+    await comm.close()
+
+
+async def _probe_workers(workers: list[str], timeout: float,
+                         connection_args: dict) -> dict[str, bool]:
+    """Every worker probed at once, for ``timeout`` s in all; stops at the first failure.
+    The answers known: the failed worker(s) False, those that answered True, and on a
+    time-out the unanswered ones False (a stop at a failure leaves them unknown)."""
+    import asyncio
+
+    tasks = {asyncio.ensure_future(_probe_worker(w, timeout, connection_args)): w
+             for w in workers}
+    try:
+        done, pending = await asyncio.wait(tasks, timeout=timeout,
+                                           return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks:
+            task.cancel()
+    known = {tasks[t]: t.exception() is None for t in done}
+    if all(known.values()):  # a time-out: the ones still waiting did not answer
+        known.update({tasks[t]: False for t in pending})
+    return known
+
+
+def _known_reachable(scheduler: str, worker: str) -> bool | None:
+    entry = _REACHABLE.get((scheduler, worker))
+    if entry is None or (not entry[0] and
+                         time.monotonic() - entry[1] > _UNREACHABLE_TTL_S):
+        return None
+    return entry[0]
+
+
+def _remember_reachable(scheduler: str, answers: Mapping[str, bool]) -> None:
+    if len(_REACHABLE) > 4096:  # schedulers come and go: forget the old ones' answers
+        _REACHABLE.clear()
+    now = time.monotonic()
+    for worker, ok in answers.items():
+        _REACHABLE[(scheduler, worker)] = (ok, now)
 
 
 def _workers_reachable(client: Any, workers: list[str],
                        timeout: float = _PROBE_TIMEOUT_S) -> bool:
-    """Whether this process can open a connection to every worker in ``workers`` (each probed
-    once per client; a refused or timed-out connection is False). Sending a shard straight to
-    its worker (``scatter(direct=True)``) and gathering its rows straight back need this; a
-    driver that cannot reach the workers sends and gathers through the scheduler instead."""
-    if len(_REACHABLE) > 4096:  # clients come and go: forget the old ones' answers
-        _REACHABLE.clear()
-    missing = [w for w in workers if (client.id, w) not in _REACHABLE]
-    if missing:
-        from distributed.comm import connect
-
-        async def probe(address: str) -> bool:
-            try:
-                comm = await connect(address, timeout=timeout, **client.connection_args)
-            except (OSError, TimeoutError):  # refused, unresolvable or timed out
-                return False
-            await comm.close()
-            return True
-
-        for w in missing:
-            _REACHABLE[(client.id, w)] = client.sync(probe, w)
-    return all(_REACHABLE[(client.id, w)] for w in workers)
-
-
-def _submit_shard(client: Any, data: bytes, shipped: tuple, where: list[str] | None,
-                  direct: bool):
-    """The future of one shard's task: its events (``data``) scattered to the worker ``where``
-    (straight to it when ``direct``, else through the scheduler; straight failing, through the
-    scheduler), then the task submitted there (Dask may move it to another worker)."""
-    if where is not None:
-        try:
-            [data] = client.scatter([data], workers=where, direct=direct, hash=False)
-        except OSError:  # the worker is unreachable after all: through the scheduler
-            if not direct:
-                raise
-            [data] = client.scatter([data], workers=where, direct=False, hash=False)
-    return client.submit(_replay_shard_pickled, data, shipped, pure=False, workers=where,
-                         allow_other_workers=True, retries=_SHARD_RETRIES)
+    """Whether this process can open a connection to every worker in ``workers``. The workers
+    not answered for yet are probed at once (``timeout`` s in all, stopping at the first
+    refusal); the answers are kept per (scheduler, worker) address, an "unreachable" one for
+    ``_UNREACHABLE_TTL_S`` s. Sending a shard straight to its worker
+    (``scatter(direct=True)``) and gathering its rows straight back need this; a driver that
+    cannot reach the workers sends and gathers through the scheduler instead."""
+    scheduler = client.scheduler.address
+    known = {w: _known_reachable(scheduler, w) for w in workers}
+    if False in known.values():
+        return False
+    missing = [w for w, ok in known.items() if ok is None]
+    if not missing:
+        return True
+    answers = client.sync(_probe_workers, missing, timeout, dict(client.connection_args))
+    _remember_reachable(scheduler, answers)
+    return all(answers.get(w, False) for w in missing)
 
 
 def _run_shards_on_dask(trace: Trace, settings: tuple, shards: list[frozenset[str]],
-                        address: str | None, n_workers: int) -> tuple[list[dict[str, Any]], int]:
-    """Each shard's replay on the cluster (results in shard order) and how many shards were
-    run again after their worker was lost."""
-    from concurrent.futures import CancelledError
-
+                        address: str | None, n_workers: int
+                        ) -> tuple[list[dict[str, Any]], int, bool]:
+    """Each shard's replay on the cluster (results in shard order), how many shards were run
+    again after their worker was lost, and whether the shards went through the scheduler (the
+    driver could not reach the workers)."""
     from distributed import as_completed
-    from distributed.client import FutureCancelledError
+    from distributed.scheduler import KilledWorker
 
     shipped = settings[:4] + ([str(m) for m in settings[4]],) + settings[5:]
     with dask_client(address, n_workers) as client:
+        scheduler = client.scheduler.address
         workers = sorted(client.scheduler_info()["workers"])
         if address is not None and len(workers) not in (0, n_workers):
             shards = _shards(trace, len(workers)) or shards  # one group per worker it has
@@ -848,44 +909,103 @@ def _run_shards_on_dask(trace: Trace, settings: tuple, shards: list[frozenset[st
         # the scheduler, which unpickles a task's arguments and pickles them again for the
         # worker (measured at 500 x 100 LongMemEval-shaped: ~12 s of the driver's CPU, where
         # the LocalCluster's scheduler runs). A driver that cannot reach the workers sends them
-        # through the scheduler (and gathers the rows through it).
+        # through the scheduler, and gathers the rows through it, for the rest of the replay
+        # (a direct send or gather that fails anyway switches it there too).
         direct = bool(workers) and _workers_reachable(client, workers)
-        futures = [_submit_shard(client, data, shipped,
-                                 [workers[i % len(workers)]] if workers else None, direct)
-                   for i, data in enumerate(parts)]
-        shard_of = {future.key: i for i, future in enumerate(futures)}
-        results: list[Any] = [None] * len(parts)
-        reruns = [0] * len(parts)
-        lost = (CancelledError, FutureCancelledError, OSError)
-        pending = as_completed(futures, loop=client.loop)  # not the default client's loop
-        for future in pending:
-            i = shard_of[future.key]
-            try:
+        via_scheduler = bool(workers) and not direct
+
+        def unreachable(where: list[str]) -> None:
+            nonlocal direct, via_scheduler
+            direct, via_scheduler = False, True
+            _remember_reachable(scheduler, {w: False for w in where})
+
+        def submit(data: bytes, where: list[str] | None):
+            if where is not None:
+                if direct:
+                    try:
+                        [data] = client.scatter([data], workers=where, direct=True, hash=False)
+                    except OSError:  # unreachable after all: the scheduler from now on
+                        unreachable(where)
+                if not direct:
+                    [data] = client.scatter([data], workers=where, direct=False, hash=False)
+            return client.submit(_replay_shard_pickled, data, shipped, pure=False,
+                                 workers=where, allow_other_workers=True)
+
+        def gather(future) -> bytes:
+            if direct:
                 # straight from the workers: through the scheduler (in this process for a
                 # LocalCluster) every byte of the rows was handled twice on the driver's side
                 # (measured: ~90% of its CPU during a sharded LoCoMo replay was outside its
                 # main thread)
-                results[i] = pickle.loads(client.gather(future, direct=direct))
-                continue
-            except lost:  # its worker died: the shard's events were lost with it
-                if reruns[i] >= _SHARD_RETRIES:
-                    raise
-            reruns[i] += 1
-            client.wait_for_workers(1, timeout=_WORKER_WAIT_S)
-            # the live worker with the fewest tasks (a new one, started in the lost one's place,
-            # has none), ties by address
-            processing = client.processing()
-            where = [min(sorted(client.scheduler_info()["workers"]),
-                         key=lambda w: len(processing.get(w, ())))]
-            retry = _submit_shard(client, parts[i], shipped, where,
-                                  direct and _workers_reachable(client, where))
-            shard_of[retry.key] = i
-            futures[i] = retry
-            pending.add(retry)
-    for result in results:
-        if "error" in result:
-            raise result["error"]
-    return results, sum(reruns)
+                try:
+                    return client.gather(future, direct=True)
+                except OSError:  # a worker unreachable after all: the scheduler from now on
+                    unreachable(workers)
+            return client.gather(future, direct=False)
+
+        futures = [submit(data, [workers[i % len(workers)]] if workers else None)
+                   for i, data in enumerate(parts)]
+        shard_of = {future.key: i for i, future in enumerate(futures)}
+        results: list[Any] = [None] * len(parts)
+        reruns = [0] * len(parts)
+        try:
+            pending = as_completed(futures, loop=client.loop)  # not the default client's loop
+            for future in pending:
+                i = shard_of[future.key]
+                try:
+                    results[i] = pickle.loads(gather(future))
+                    continue
+                except Exception as exc:
+                    # lost with its worker: its events (scattered there) are gone, so Dask
+                    # cancels the task; anything else (the task's own error, a broken
+                    # connection to the scheduler) is raised as it is
+                    if future.status not in ("cancelled", "lost") and \
+                            not isinstance(exc, KilledWorker):
+                        raise
+                    if reruns[i] >= _SHARD_RETRIES:
+                        names = ", ".join(map(repr, sorted(shards[i])))
+                        raise RuntimeError(
+                            f"shard {i} of the sharded replay (workspaces {names}): its worker "
+                            f"was lost {reruns[i] + 1} times; memory limit?") from exc
+                reruns[i] += 1
+                for placing in range(3):
+                    client.wait_for_workers(1, timeout=_WORKER_WAIT_S)
+                    # the live worker with the fewest tasks (a new one, started in the lost
+                    # one's place, has none), ties by address
+                    processing = client.processing()
+                    where = [min(sorted(client.scheduler_info()["workers"]),
+                                 key=lambda w: len(processing.get(w, ())))]
+                    if direct and not _workers_reachable(client, where):
+                        unreachable(where)
+                    try:
+                        retry = submit(parts[i], where)
+                        break
+                    except KeyError:  # that worker was lost too, since (the scheduler's
+                        if placing == 2:  # scatter names the worker it no longer has)
+                            raise
+                shard_of[retry.key] = i
+                futures[i] = retry
+                pending.add(retry)
+        finally:
+            left = [f for f in futures if not f.done()]
+            if left:
+                client.cancel(left)
+    errors = [result["error"] for result in results if "error" in result]
+    if errors:
+        # the serial run stops at the trace's first refused event: the smallest position
+        first = min(errors, key=lambda e: (e["position"] is None, e["position"] or 0))
+        if first["position"] is not None:
+            raise _refused(first["position"], first["message"])
+        raise ValueError(f"{first['type']}: {first['message']}")
+    if via_scheduler and scheduler not in _WARNED_UNREACHABLE:
+        import warnings
+
+        _WARNED_UNREACHABLE.add(scheduler)
+        warnings.warn(f"the Dask workers of the scheduler at {scheduler} are not reachable from "
+                      f"this process: the shards and their rows go through the scheduler "
+                      f"(slower; the manifest's executor says so)", RuntimeWarning,
+                      stacklevel=3)
+    return results, sum(reruns), via_scheduler
 
 
 def _distributed():
@@ -923,6 +1043,31 @@ def _prepare_worker() -> None:
     _warm_worker()
     gc.collect()
     gc.freeze()
+
+
+def _prepare_worker_plugin_class():
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class PrepareWorker(WorkerPlugin):
+        """Runs :func:`_prepare_worker` in every worker of a LocalCluster memlab starts, the
+        ones there when it is registered and any the nanny starts later."""
+
+        name = "memlab-prepare-worker"
+
+        def setup(self, worker: Any) -> None:
+            _prepare_worker()
+
+    return PrepareWorker
+
+
+def __getattr__(name: str) -> Any:
+    # ``_PrepareWorker`` made on first use: importing this module does not import distributed
+    if name == "_PrepareWorker":
+        cls = _prepare_worker_plugin_class()
+        cls.__module__, cls.__qualname__ = __name__, "_PrepareWorker"
+        globals()["_PrepareWorker"] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def max_workers() -> int:
@@ -980,7 +1125,9 @@ def _local_cluster(n_workers: int):
                                 dashboard_address=None)
     try:
         with client_class(cluster) as client:
-            client.run(_prepare_worker)
+            # a plugin, not client.run: a worker the nanny starts again (after a crash or an
+            # out-of-memory kill) runs its setup too, so it is prepared as the first ones were
+            client.register_plugin(getattr(sys.modules[__name__], "_PrepareWorker")())
     except BaseException:
         cluster.close()
         raise
@@ -1167,8 +1314,10 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
         a pin session, runs serially (the manifest's ``executor`` says which ran). Custom
         measures must be registered in the workers too (they travel by name). A worker lost
         mid-replay costs a rerun of its shard on a live worker (up to 2 times; the manifest's
-        ``executor`` counts them); a driver that cannot reach the workers sends the shards
-        through the scheduler.
+        ``executor`` counts them; a third loss raises a RuntimeError naming the shard's
+        workspaces); a driver that cannot reach the workers sends the shards through the
+        scheduler (the manifest's ``executor`` says so, and a RuntimeWarning once). A refused
+        event raises the serial run's :class:`ReplayError` (the trace's first refused event).
     address, n_workers
         The Dask scheduler's address (None: start a LocalCluster) and its number of workers.
 
@@ -1221,12 +1370,15 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
     settings = (config, mode, k, seed, measures, record_candidates, force_strategy, analyzer,
                 measure_on)
     if executor == "dask" and len(shards := _shards(trace, n_workers)) > 1:
-        parts, reruns = _run_shards_on_dask(trace, settings, shards, address, n_workers)
+        parts, reruns, via_scheduler = _run_shards_on_dask(trace, settings, shards, address,
+                                                           n_workers)
         merged = _merge_shards(parts)
-        ran = f"dask ({len(shards)} shards by workspace)"
+        notes = [f"{len(shards)} shards by workspace"]
         if reruns:
-            ran = f"dask ({len(shards)} shards by workspace, {reruns} run again after a " \
-                  f"lost worker)"
+            notes.append(f"{reruns} run again after a lost worker")
+        if via_scheduler:
+            notes.append("through the scheduler: workers unreachable from the driver")
+        ran = f"dask ({', '.join(notes)})"
         rows, candidates, metrics = merged["decisions"], merged["candidates"], merged["metrics"]
         log_rows, unjudged = merged["log"], merged["unjudged"]
     else:
