@@ -21,9 +21,10 @@ Reports, all held out:
   choice between feature sets is made inside the folds like every other;
 * the paired fold differences new - old of the nested estimates, and each candidate's plain
   (not nested) grouped-CV estimate with its paired difference to ``dense``;
-* a group ablation (plain grouped CV of one ranker, ``--ablate``): each group of new
-  features alone added to the old ones (the other ``rf_*`` columns set to 0, which no model
-  can learn from), paired with the old features on the same folds.
+* a group ablation (plain grouped CV of one ranker, ``--ablate``; ``--ablate-only`` skips the
+  nested runs): each group of new features alone added to the old ones, and every group but
+  it (the other ``rf_*`` columns set to 0, which no model can learn from), paired with the old
+  features on the same folds.
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ def main(argv=None) -> None:
     ap.add_argument("--rankers", nargs="+", default=["logistic", "logistic:C=0.1",
                                                       "lambdarank"])
     ap.add_argument("--ablate", default=None, help="a ranker spec for the group ablation")
+    ap.add_argument("--ablate-only", action="store_true", help="skip the two nested runs")
     ap.add_argument("--out", default="out/ranker_features")
     args = ap.parse_args(argv)
     measure, also, group_by, categories = SETUPS[args.data]
@@ -122,7 +124,7 @@ def main(argv=None) -> None:
     common = dict(measures=measures, folds=5, group_by=group_by, seed=0, k=20,
                   categories=categories, measure_on="retrieved")
     results = {}
-    for tag, cands in (("old", old), ("new", new)):
+    for tag, cands in () if args.ablate_only else (("old", old), ("new", new)):
         started = time.process_time()
         res = nested_choose(trace, cands, replays={k: v for k, v in replays.items()
                                                    if any(c.config.name == k for c in cands)},
@@ -137,17 +139,20 @@ def main(argv=None) -> None:
         res.table.to_csv(out / f"nested-{args.data}-{tag}.csv", index=False)
         res.folds.to_csv(out / f"folds-{args.data}-{tag}.csv", index=False)
         res.candidates.to_csv(out / f"candidates-{args.data}-{tag}.csv", index=False)
-    print("\n== nested new - old, paired over the five outer folds [95 % t] (folds +/-):")
-    for m in measures:
+    for m in measures if results else ():
+        if m == measures[0]:
+            print("\n== nested new - old, paired over the five outer folds [95 % t] "
+                  "(folds +/-):")
         a = results["new"].folds[m].to_numpy()
         b = results["old"].folds[m].to_numpy()
         lo, hi = _t_interval(a)
         print(f"  {m}: new {100 * a.mean():.1f} [{100 * lo:.1f}, {100 * hi:.1f}], old "
               f"{100 * b.mean():.1f}; new - old {_paired(a, b)}")
-    cand = results["new"].candidates
-    print("\n== each candidate's plain grouped CV (not nested) and new - old features, same "
-          "ranker, paired:")
-    for s, _, _ in rankers:
+    if results:
+        print("\n== each candidate's plain grouped CV (not nested) and new - old features, "
+              "same ranker, paired:")
+    for s, _, _ in rankers if results else ():
+        cand = results["new"].candidates
         for m in measures:
             a = cand[(cand["candidate"] == f"dense-rf+{s}") & (cand["measure"] == m)].iloc[0]
             b = cand[(cand["candidate"] == f"dense+{s}") & (cand["measure"] == m)].iloc[0]
@@ -159,11 +164,13 @@ def main(argv=None) -> None:
         variants = {"dense": replays["dense"], "dense-rf": full}
         cands = [Candidate(f"dense+{args.ablate}", configs["dense"], kind, params),
                  Candidate(f"dense-rf+{args.ablate}", configs["dense-rf"], kind, params)]
-        for group, cols in GROUPS.items():
-            name = f"dense-rf-{group}"
-            variants[name] = _variant(full, name, cols)
-            cands.append(Candidate(f"{name}+{args.ablate}", configs["dense-rf"].replace(
-                name=name), kind, params))
+        for group, cols in GROUPS.items():  # the group alone, and every group but it
+            others = tuple(c for g, cc in GROUPS.items() if g != group for c in cc)
+            for name, keep in ((f"dense-rf-only-{group}", cols),
+                               (f"dense-rf-without-{group}", others)):
+                variants[name] = _variant(full, name, keep)
+                cands.append(Candidate(f"{name}+{args.ablate}", configs["dense-rf"].replace(
+                    name=name), kind, params))
         res = nested_choose(trace, cands, replays=variants, **common)
         c = res.candidates
         print(f"\n== group ablation ({args.ablate}; plain grouped CV, paired with the old "
