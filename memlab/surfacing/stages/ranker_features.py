@@ -137,15 +137,21 @@ class RankerFeatures(Stage):
         entities = query_entities(run.query)
         speaker = np.zeros(n)
         overlap = np.zeros(n)
+        named: dict[str, bool] = {}  # speaker -> named by the query (a few per workspace)
         for row, i in enumerate(idx.tolist()):
             item = ws.item(i)
             meta = item.metadata
             who = meta.get("speaker") if meta.__class__ is dict else None
-            if isinstance(who, str) and who and _words(who) <= query_words:
-                speaker[row] = 1.0
+            if isinstance(who, str) and who:
+                hit = named.get(who)
+                if hit is None:
+                    hit = named[who] = _words(who) <= query_words
+                speaker[row] = float(hit)
             if entities:
-                content = _words(item.content or "")
-                overlap[row] = sum(e in content for e in entities)
+                text = (item.content or "").lower()
+                if any(e in text for e in entities):  # a substring first: most items lack all
+                    content = _words(text)
+                    overlap[row] = sum(e in content for e in entities)
         cols["rf_speaker"], cols["rf_entities"] = speaker, overlap
         return table._with(cols)
 
