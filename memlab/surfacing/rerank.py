@@ -12,6 +12,10 @@ The features are computed the same way from a replay's recorded candidate frame 
 cross-validation) and from a live candidate table (this stage); a test checks that a replay
 under a recipe with a reranker ranks exactly as the model ranks the recorded frame.
 
+With the recipe's ``ranker_features`` on, the ``ranker_features`` stage records nine more
+columns (``rf_*``: links and dense similarity to the top hits, the spelling field's BM25,
+time-window membership, speaker and entity overlap), which :data:`EXTRA_FEATURES` read.
+
 Not recorded per candidate, so not a feature: the number of hops a spread candidate travelled
 (only its spread score is: the relevance of a ``spread``-sourced candidate).
 
