@@ -33,7 +33,7 @@ from memlab.harness.experiment import bootstrap_ci
 from memlab.harness.measures import Measure, parse_measures
 from memlab.harness.replay import ReplayResult, replay, resolve_config
 from memlab.harness.trace import Trace
-from memlab.surfacing.rerank import FEATURES, RankerModel, candidate_features
+from memlab.surfacing.rerank import ALL_FEATURES, RankerModel, candidate_features
 from memlab.tuning.evaluate import rank_frame
 from memlab.tuning.search import (BOUNDS, GROUP_BY, _check_categories, _question_frame,
                                   _t_interval, grouped_folds)
@@ -169,7 +169,7 @@ def _check_params_cached(kind: str, items: tuple) -> None:
 
 def fit_ranker(live: ReplayResult, qids: Iterable[str] | None = None, *,
                kind: str = "logistic", seed: int = 0, params: Mapping[str, Any] | None = None,
-               features: Sequence[str] = FEATURES,
+               features: Sequence[str] | None = None,
                _features: tuple[pd.DataFrame, np.ndarray] | None = None) -> RankerModel:
     """A model trained on the candidates of ``qids`` (default: every judged question).
 
@@ -187,11 +187,18 @@ def fit_ranker(live: ReplayResult, qids: Iterable[str] | None = None, *,
     check_ranker_params(kind, params)
     if not isinstance(live, ReplayResult):
         raise ValueError(f"live must be a ReplayResult, got {type(live).__name__}")
-    unknown = sorted(set(features) - set(FEATURES))
-    if unknown or not len(features):
-        raise ValueError(f"features must be a non-empty subset of FEATURES, got unknown "
-                         f"{unknown}")
+    if features is not None:
+        unknown = sorted(set(features) - set(ALL_FEATURES))
+        if unknown or not len(features):
+            raise ValueError(f"features must be a non-empty subset of ALL_FEATURES, got "
+                             f"unknown {unknown}")
     feats, group = _features if _features is not None else frame_features(live)
+    if features is None:  # every feature the frame has (the rf_* ones when recorded)
+        features = list(feats.columns)
+    absent = [f for f in features if f not in feats.columns]
+    if absent:
+        raise ValueError(f"features {absent[:4]} are not in live's candidates (replay a recipe "
+                         f"with ranker_features=True)")
     dec = live.decisions
     wanted = dec["qid"].tolist() if qids is None else list(qids)
     missing = sorted(set(wanted) - set(dec["qid"]))

@@ -223,6 +223,7 @@ _FIELD_CHECKS = {
     "activation_model": _check_activation_model, "entity_detector": _check_entity_detector,
     "router_rules": _check_router_rules, "strategies": _check_strategies,
     "spread_relevance": _check_spread_relevance, "temporal_restrict": _check_bool,
+    "ranker_features": _check_bool,
     "spreading": _check_nested, "ppr": _check_nested, "dense": _check_nested,
     "reranker": _check_reranker, "spelling_analyzer": _check_spelling_analyzer,
     "temporal_window_tail_days": _check_tail,
@@ -338,6 +339,10 @@ class SurfacingConfig:
     # the composite's before the budget: a ranker file (*.json, memlab.learn writes them) or
     # a name registered with register_reranker; None: no such stage
     reranker: str | None = None
+    # router mode: record the ranker-feature columns (rf_*: links and dense similarity to the
+    # top hits, the spelling field's BM25, time-window membership, speaker and entity overlap;
+    # stages/ranker_features.py) before the budget, for a ranker to learn from and read
+    ranker_features: bool = False
     # LoCoMo quality options (issue 17; README "LoCoMo quality work"), all off by default:
     # temporal:windowed's window extended this many days past its end (events told later:
     # "yesterday I went bowling" in the next session)

@@ -35,6 +35,7 @@ from memlab.surfacing.config import SurfacingConfig
 from memlab.surfacing.router import ENTITY_DETECTORS, route
 from memlab.surfacing.stages import (COMPOSITE_INPUTS, PPR, CandidateTable, GraphRerank,
                                      Pipeline, QueryRun, Spread)
+from memlab.surfacing.stages.ranker_features import RANKER_FEATURE_COLUMNS, RankerFeatures
 from memlab.surfacing.stages.scoring import Rerank
 from memlab.surfacing.stages.variants import with_spelling
 from memlab.surfacing.strategies import STRATEGIES
@@ -58,16 +59,22 @@ def _record_columns(table_columns, order) -> dict[str, list]:
     """The record's candidate columns (``item_id``, ``rank``, then :data:`_RECORD_COLUMNS`) in
     rank order, as lists."""
     out = {"item_id": table_columns["item_id"][order].tolist(), "rank": list(range(len(order)))}
-    for name in _RECORD_COLUMNS:
+    for name in _RECORD_COLUMNS + _feature_columns(table_columns):
         out[name] = table_columns[name][order].tolist()
     return out
+
+
+def _feature_columns(table_columns) -> tuple[str, ...]:
+    """The ranker-feature columns (``rf_*``) the table has: recorded after the others when the
+    recipe's ``ranker_features`` stage ran (issue 17)."""
+    return tuple(name for name in RANKER_FEATURE_COLUMNS if name in table_columns)
 
 
 def _record_arrays(table_columns, order) -> dict[str, np.ndarray]:
     """:func:`_record_columns` as numpy arrays (read-only columns, in rank order)."""
     out = {"item_id": table_columns["item_id"][order],
            "rank": np.arange(len(order), dtype=np.int64)}
-    for name in _RECORD_COLUMNS:
+    for name in _RECORD_COLUMNS + _feature_columns(table_columns):
         out[name] = table_columns[name][order]
     return out
 
@@ -259,6 +266,8 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     if not legacy and (config.graph_bridge_boost > 0 or config.graph_guard_k > 0) and \
             any(isinstance(s, (Spread, PPR)) for s in pipeline):  # issue 17: graph re-ranking
         pipeline = pipeline.before_phase("select", GraphRerank())
+    if not legacy and config.ranker_features:  # the rf_* columns, after any graph re-ranking
+        pipeline = pipeline.before_phase("select", RankerFeatures())
     if not legacy and config.reranker is not None:  # a learned stage re-scores before the budget
         pipeline = pipeline.before_phase("select", Rerank())
     if not legacy and config.spelling_weight > 0:  # a second BM25 field right after bm25

@@ -12,6 +12,10 @@ The features are computed the same way from a replay's recorded candidate frame 
 cross-validation) and from a live candidate table (this stage); a test checks that a replay
 under a recipe with a reranker ranks exactly as the model ranks the recorded frame.
 
+With the recipe's ``ranker_features`` on, the ``ranker_features`` stage records nine more
+columns (``rf_*``: links and dense similarity to the top hits, the spelling field's BM25,
+time-window membership, speaker and entity overlap), which :data:`EXTRA_FEATURES` read.
+
 Not recorded per candidate, so not a feature: the number of hops a spread candidate travelled
 (only its spread score is: the relevance of a ``spread``-sourced candidate).
 
@@ -31,8 +35,9 @@ import numpy as np
 import pandas as pd
 
 from memlab._registry import register
+from memlab.surfacing.stages.ranker_features import RANKER_FEATURE_COLUMNS
 
-__all__ = ["FEATURES", "SOURCES", "STRATEGY_NAMES", "RANKED_SIGNALS", "RANKER_FORMAT",
+__all__ = ["FEATURES", "EXTRA_FEATURES", "ALL_FEATURES", "SOURCES", "STRATEGY_NAMES", "RANKED_SIGNALS", "RANKER_FORMAT",
            "candidate_features", "RankerModel", "load_ranker", "register_reranker",
            "RERANKERS", "rerank_scores", "is_ranker_file", "ranker_label"]
 
@@ -54,12 +59,23 @@ FEATURES: tuple[str, ...] = (
     *(f"rank_{s}" for s in RANKED_SIGNALS),
     "query_words", "candidates",
 )
+# issue 17 (dense targets): features of the ``rf_*`` columns that the ranker-feature stage
+# records when the recipe's ``ranker_features`` is on (stages/ranker_features.py)
+EXTRA_FEATURES: tuple[str, ...] = (
+    "links_top1", "links_top3", "links_top5", "dense_top3",
+    "trigram", "trigram_share", "rank_trigram",
+    "window_none", "window_in", "window_tail", "window_out", "window_days",
+    "speaker_match", "entity_overlap",
+)
+ALL_FEATURES: tuple[str, ...] = FEATURES + EXTRA_FEATURES
 
 
 def candidate_features(columns: Mapping[str, Any], strategy: Sequence[str] | str,
                        query_words: Sequence[int] | int,
                        group: Sequence[int] | None = None) -> pd.DataFrame:
-    """The feature matrix (one row per candidate, columns :data:`FEATURES`).
+    """The feature matrix (one row per candidate, columns :data:`FEATURES`, and
+    :data:`EXTRA_FEATURES` after them when ``columns`` has the ranker-feature stage's ``rf_*``
+    columns).
 
     ``columns`` holds the candidate columns a record has (``bm25``, ``dense``, ``relevance``,
     ``relevance_term``, ``recency``, ``activation``, ``centrality_raw``, ``centrality``,
@@ -101,7 +117,24 @@ def candidate_features(columns: Mapping[str, Any], strategy: Sequence[str] | str
             method="min", ascending=False).to_numpy()
     out["query_words"] = np.broadcast_to(np.asarray(query_words, dtype=float), (n,)).copy()
     out["candidates"] = pd.Series(np.ones(n)).groupby(group).transform("sum").to_numpy()
-    return pd.DataFrame(out, columns=list(FEATURES))
+    if "rf_links_top3" not in columns:
+        return pd.DataFrame(out, columns=list(FEATURES))
+    rf = {name: np.nan_to_num(np.asarray(columns[name], dtype=float))
+          for name in RANKER_FEATURE_COLUMNS}
+    for hits in (1, 3, 5):
+        out[f"links_top{hits}"] = rf[f"rf_links_top{hits}"]
+    out["dense_top3"] = rf["rf_dense_top3"]
+    out["trigram"] = rf["rf_trigram"]
+    best = pd.Series(out["trigram"]).groupby(group).transform("max").to_numpy()
+    out["trigram_share"] = np.divide(out["trigram"], best, out=np.zeros(n), where=best > 0)
+    out["rank_trigram"] = pd.Series(out["trigram"]).groupby(group).rank(
+        method="min", ascending=False).to_numpy()
+    for code, name in enumerate(("window_none", "window_in", "window_tail", "window_out")):
+        out[name] = (rf["rf_window"] == code).astype(float)
+    out["window_days"] = rf["rf_window_days"]
+    out["speaker_match"] = rf["rf_speaker"]
+    out["entity_overlap"] = rf["rf_entities"]
+    return pd.DataFrame(out, columns=list(ALL_FEATURES))
 
 
 class RankerModel:
@@ -117,9 +150,9 @@ class RankerModel:
                  manifest: Mapping[str, Any] | None = None) -> None:
         if kind not in ("logistic", "lambdarank"):
             raise ValueError(f"kind must be 'logistic' or 'lambdarank', got {kind!r}")
-        unknown = sorted(set(features) - set(FEATURES))
+        unknown = sorted(set(features) - set(ALL_FEATURES))
         if unknown or not features:
-            raise ValueError(f"features must be among FEATURES, got unknown {unknown}")
+            raise ValueError(f"features must be among ALL_FEATURES, got unknown {unknown}")
         self.kind, self.features = kind, list(features)
         self.params, self.manifest = dict(params), dict(manifest or {})
         self._booster = None
@@ -127,6 +160,10 @@ class RankerModel:
         self.file_sha256: str | None = None
 
     def predict(self, features: pd.DataFrame) -> np.ndarray:
+        missing = [f for f in self.features if f not in features.columns]
+        if missing:
+            raise ValueError(f"the ranker reads features the candidates lack: {missing[:4]} "
+                             f"(ranker features need a recipe with ranker_features=True)")
         x = features[self.features].to_numpy(dtype=float)
         if self.kind == "logistic":
             p = self.params

@@ -50,6 +50,8 @@ from memlab.surfacing.stages.scoring import composite_stage as composite
 from memlab.surfacing.stages.title import TitleMatch, title_match
 # issue 17's optional stages (registered here so that a serialised pipeline naming them loads)
 from memlab.surfacing.stages.variants import SpellingVariants, spelling_variants  # noqa: F401
+from memlab.surfacing.stages.ranker_features import (RankerFeatures,  # noqa: F401
+                                                     ranker_features)
 from memlab.surfacing.table import CandidateTable
 
 __all__ = ["Stage", "RecipeStage", "Pipeline", "QueryRun", "CandidateTable", "STAGES", "PHASES",
