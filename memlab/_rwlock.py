@@ -408,10 +408,10 @@ class RWLock:
 def _gil_enabled() -> bool:
     """Whether the GIL is on (always, before Python 3.13; a free-threaded build may run
     without it, or turn it on when an extension asks)."""
-    return getattr(sys, "_is_gil_enabled", _ON)()
+    return getattr(sys, "_is_gil_enabled", _gil_always_on)()
 
 
-def _ON() -> bool:
+def _gil_always_on() -> bool:  # Python before 3.13
     return True
 
 
