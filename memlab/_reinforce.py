@@ -28,6 +28,10 @@ Its payload is encoded by the read that submits it, outside the lock
 (:meth:`~memlab.store.MemoryStore.retrieval_payload`), so whoever applies it under the lock only
 applies it (:meth:`~memlab.store.MemoryStore.record_encoded`: the same rows as the journaled
 call).
+Each reinforcement also carries the ids of the items its read returned (not journaled): when it
+is applied, under the exclusive lock, an item number that no longer holds that item (a failed
+commit undid it after the read, and a later write may have reused the number) is dropped, so a
+reinforcement never lands on an item its read did not return.
 Until it is applied a queued reinforcement lives only in memory: a crash loses at most
 ``reinforce_batch - 1`` queued ones on top of the ``reinforce_batch - 1`` applied ones the
 group commit still buffers; ``reinforce_batch=1`` applies and writes every one before its read
@@ -73,8 +77,9 @@ class Reinforcements:
     def __init__(self, store: Any) -> None:
         self._store = store
         self._mutex = threading.Lock()  # guards the queue and the counters
-        # (sequence number, record_retrieval's keyword arguments, their journal payload)
-        self._waiting: deque[tuple[int, dict[str, Any], str | None]] = deque()
+        # (sequence number, record_retrieval's keyword arguments, their journal payload, the
+        # ids of the items named, as the read saw them)
+        self._waiting: deque[tuple[int, dict[str, Any], str | None, list[str] | None]] = deque()
         self._submitted = 0  # sequence number of the last reinforcement submitted
         self._applied_upto = 0  # every reinforcement up to this number is applied (or failed)
         self._mine = threading.local()  # .last: this thread's last queued sequence number
@@ -99,9 +104,14 @@ class Reinforcements:
         return f"Reinforcements(waiting={len(self)}, applied={self.applied}, queued={self.queued})"
 
     # ------------------------------------------------------------------ submitting
-    def submit(self, calls: list[dict[str, Any]], then: Callable[[], Any] | None = None) -> Any:
+    def submit(self, calls: list[dict[str, Any]], then: Callable[[], Any] | None = None,
+               ids: list[list[str]] | None = None) -> Any:
         """Reinforce: apply ``calls`` (keyword arguments of ``record_retrieval``) at once if the
         store's lock is free, else queue them.
+
+        ``ids``: for each call, the ids of the items its ``idx`` names, as the read saw them;
+        when applied, an item number that no longer holds that item is dropped
+        (:meth:`~memlab.store.MemoryStore.record_encoded`).
 
         Returns ``then()`` when the calls were applied, run under the exclusive lock right after
         them (so it sees them: :meth:`~memlab.memory.Memory.get` reads the item again, with its
@@ -111,13 +121,14 @@ class Reinforcements:
             return None
         store = self._store
         # encoded here, outside the lock: whoever applies them under it only applies them
-        calls = [(call, store.retrieval_payload(call)) for call in calls]
+        ids = [None] * len(calls) if ids is None else ids
+        calls = [(call, store.retrieval_payload(call), named) for call, named in zip(calls, ids)]
         lock = store.lock
         if lock.try_acquire():
             try:
                 if not self.apply_waiting(self.slice):
-                    for call, payload in calls:
-                        store.record_encoded(call, payload)
+                    for call, payload, named in calls:
+                        store.record_encoded(call, payload, named)
                         self.applied += 1
                     return None if then is None else then()
             finally:
@@ -126,15 +137,15 @@ class Reinforcements:
             # behind them, so that they apply in order
         return self._enqueue(calls, then)
 
-    def _enqueue(self, calls: list[tuple[dict[str, Any], str | None]],
+    def _enqueue(self, calls: list[tuple[dict[str, Any], str | None, list[str] | None]],
                  then: Callable[[], Any] | None) -> Any:
-        """Queue ``calls`` (each with its encoded journal payload); the read that fills the
-        queue waits and applies all of it."""
+        """Queue ``calls`` (each with its encoded journal payload and its items' ids); the read
+        that fills the queue waits and applies all of it."""
         lock = self._store.lock
         with self._mutex:
-            for call, payload in calls:
+            for call, payload, named in calls:
                 self._submitted += 1
-                self._waiting.append((self._submitted, call, payload))
+                self._waiting.append((self._submitted, call, payload, named))
             self._mine.last = self._submitted
             self.queued += len(calls)
             full = len(self._waiting) >= self._store.reinforce_batch
@@ -180,11 +191,12 @@ class Reinforcements:
         finally:
             self._applying = False
 
-    def _apply(self, waiting: list[tuple[int, dict[str, Any], str | None]]) -> bool:
+    def _apply(self, waiting: list[tuple[int, dict[str, Any], str | None, list[str] | None]]
+               ) -> bool:
         store = self._store
-        for pos, (seq, call, payload) in enumerate(waiting):
+        for pos, (seq, call, payload, named) in enumerate(waiting):
             try:
-                store.record_encoded(call, payload)
+                store.record_encoded(call, payload, named)
             except BaseException:
                 with self._mutex:
                     self._waiting.extendleft(reversed(waiting[pos + 1:]))
@@ -197,11 +209,15 @@ class Reinforcements:
     def discard_missing(self) -> int:
         """Drop queued reinforcements naming an item the store does not hold (the caller holds
         the store's lock exclusively, after a failed group commit undid writes whose items a
-        read had already retrieved); returns how many were dropped. Item numbers only grow,
-        so every other queued call still names the item its read retrieved."""
+        read had already retrieved); returns how many were dropped. This only frees the queue
+        early: an undo makes item numbers shrink, and the next add reuses them, so a
+        reinforcement queued (or submitted) later may still name a number that now holds
+        another item; :meth:`~memlab.store.MemoryStore.record_encoded` drops such numbers when
+        it applies the reinforcement, by the item ids it carries."""
         workspaces = self._store._workspaces
         with self._mutex:
-            kept = deque(entry for entry in self._waiting if _exists(workspaces, entry[1]))
+            kept = deque(entry for entry in self._waiting
+                         if _exists(workspaces, entry[1], entry[3]))
             dropped = len(self._waiting) - len(kept)
             self._waiting = kept
             if not kept:  # settle: nothing of any thread's is left to wait for
@@ -230,8 +246,12 @@ class Reinforcements:
                 self.apply_waiting()
 
 
-def _exists(workspaces: dict, call: dict[str, Any]) -> bool:
-    """Whether every item a ``record_retrieval`` call names is in its workspace."""
+def _exists(workspaces: dict, call: dict[str, Any], ids: list[str] | None = None) -> bool:
+    """Whether every item a ``record_retrieval`` call names is in its workspace (and, with
+    ``ids``, is still the item of that id)."""
     ws = workspaces.get(call["workspace_id"])
-    size = 0 if ws is None else len(ws)
-    return all(0 <= i < size for i in call["idx"])
+    known = [] if ws is None else ws.item_ids
+    if ids is None:
+        return all(0 <= i < len(known) for i in call["idx"])
+    return all(0 <= i < len(known) and known[i] == item_id
+               for i, item_id in zip(call["idx"], ids))

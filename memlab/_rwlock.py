@@ -27,6 +27,7 @@ writer whose state is complete and that only waits for its disk I/O opens
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -83,10 +84,7 @@ class RWLock:
         self._phase = 0  # number of writer phases ended so far
         self._admitted = 0  # readers admitted by the last phase's end, not yet inside
         self._waiting_since: dict[int, int] = {}  # phase a reader began to wait -> readers
-        #: How many writers' turns a reader that waits lets go first; then it is admitted ahead
-        #: of the writers still waiting (1: phase-fair; a huge number: writers preferred
-        #: outright, as this lock used to be). Set it before the lock is used.
-        self.reader_turn = READER_TURN
+        self._reader_turn = READER_TURN
         #: Sequence lock for :meth:`optimistic`: odd while a thread holds the lock exclusively
         #: outside an :meth:`io_window` (it may be changing state), even otherwise; every
         #: change of holder or window moves it on, so an unchanged even value means no
@@ -106,7 +104,7 @@ class RWLock:
         me = threading.get_ident()
         with self._cond:
             if self._writer == me:
-                self._writer_depth += 1
+                self._reenter()
                 return
             if me in self._readers:
                 raise RuntimeError("cannot take the lock exclusively while holding it shared "
@@ -131,6 +129,40 @@ class RWLock:
             self._writer, self._writer_depth = me, 1
             self.epoch += 1  # odd: a writer may change state
 
+    def _reenter(self) -> None:
+        """The exclusive holder takes the lock again (the caller holds ``_cond``). Inside an
+        :meth:`io_window` that closes the window: a nested section may change state, so the
+        epoch goes odd again (the window's own end then does nothing)."""
+        self._writer_depth += 1
+        if self._io:
+            self._io = False
+            self.epoch += 1
+
+    def depth(self) -> int:
+        """How many times the calling thread holds the lock exclusively (0: not at all)."""
+        return self._writer_depth if self._writer == threading.get_ident() else 0
+
+    @property
+    def reader_turn(self) -> int:
+        """How many writers' turns a reader that waits lets go first; then it is admitted
+        ahead of the writers still waiting (1: phase-fair; a huge number: writers preferred
+        outright, as this lock used to be). An int >= 1; set it before the lock is used.
+
+        Examples
+        --------
+        >>> RWLock().reader_turn = 0
+        Traceback (most recent call last):
+        ...
+        ValueError: reader_turn must be an int >= 1, got 0
+        """
+        return self._reader_turn
+
+    @reader_turn.setter
+    def reader_turn(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"reader_turn must be an int >= 1, got {value!r}")
+        self._reader_turn = value
+
     def try_acquire(self) -> bool:
         """Take the lock exclusively only if that needs no wait; return whether it was taken.
 
@@ -152,7 +184,7 @@ class RWLock:
         me = threading.get_ident()
         with self._cond:
             if self._writer == me:
-                self._writer_depth += 1
+                self._reenter()
                 return True
             if self._writer is not None or self._readers or self._writers_waiting \
                     or self._admitted:
@@ -224,7 +256,8 @@ class RWLock:
         """For the exclusive holder whose state is complete and that only waits for I/O (a
         journal commit): while the block runs, :meth:`optimistic` reads go on beside it. The
         holder must change nothing inside the block. Does nothing for a thread that does not
-        hold the lock exclusively, or inside another window.
+        hold the lock exclusively, or inside another window. Taking the lock again inside the
+        block (a nested section) closes the window.
 
         Examples
         --------
@@ -257,8 +290,9 @@ class RWLock:
         I/O); otherwise run it again under the shared side and return (or raise) that.
 
         ``read`` must only read: it may run against state a writer is changing, so it must not
-        fill caches or change anything; what it raises then is discarded. Free-threaded
-        Python is not supported (the check relies on the GIL ordering the reads).
+        fill caches or change anything; what it raises then is discarded. Without the GIL
+        (free-threaded Python, ``sys._is_gil_enabled()`` false) it always runs under the shared
+        side: the check relies on the GIL ordering the reads.
 
         Examples
         --------
@@ -266,7 +300,8 @@ class RWLock:
         >>> lock.optimistic(lambda: data["x"])
         1
         """
-        if self._writer != threading.get_ident():  # inside its own write: read under it
+        # inside its own write: read under it; without the GIL: always under the shared side
+        if self._writer != threading.get_ident() and _gil_enabled():
             start = self.epoch
             if not start & 1:
                 try:
@@ -296,7 +331,7 @@ class RWLock:
         me = threading.get_ident()
         with self._cond:
             if self._writer == me:
-                self._writer_depth += 1  # inside its own write a thread reads exclusively
+                self._reenter()  # inside its own write a thread reads exclusively
                 return
             depth = self._readers.get(me)
             if depth:
@@ -368,6 +403,16 @@ class RWLock:
     def waiting(self) -> tuple[int, int]:
         """``(readers, writers)``: how many threads wait for the lock now (for tests)."""
         return self._readers_waiting, self._writers_waiting
+
+
+def _gil_enabled() -> bool:
+    """Whether the GIL is on (always, before Python 3.13; a free-threaded build may run
+    without it, or turn it on when an extension asks)."""
+    return getattr(sys, "_is_gil_enabled", _gil_always_on)()
+
+
+def _gil_always_on() -> bool:  # Python before 3.13
+    return True
 
 
 class _Shared:

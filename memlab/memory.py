@@ -194,7 +194,7 @@ class Memory:
         """
         _not_anchor(memory_type)
         new = self.store.prepare_item(content, memory_type, metadata, item_id, created_at)
-        with self.store.lock:
+        with self.store.single_write():  # one write (its commit lets gets read)
             return self.store.add_items(self.workspace_id, [new], self.clock.now(),
                                         self.config.activation_initial)[0]
 
@@ -246,7 +246,7 @@ class Memory:
         with paused_gc(len(items)):
             prepared = self._prepare_items(items)
         if chunk_size is None or len(prepared) <= chunk_size:
-            with self.store.lock:
+            with self.store.single_write():  # one write (its commit lets gets read)
                 if stamps is None:  # (no added_at in the journal row when not given)
                     return self.store.add_items(self.workspace_id, prepared, self.clock.now(),
                                                 self.config.activation_initial)
@@ -256,7 +256,7 @@ class Memory:
         written: list[str] = []
         for start in range(0, len(prepared), chunk_size):
             try:
-                with self.store.lock:
+                with self.store.single_write():  # one write (its commit lets gets read)
                     chunk = {} if stamps is None else \
                         {"added_at": stamps[start:start + chunk_size]}
                     written += self.store.add_items(self.workspace_id,
@@ -321,7 +321,7 @@ class Memory:
         >>> mem.add_edge(a, b, "RELATED", 0.5); mem.get_edges(a)[0]["weight"]
         0.5
         """
-        with self.store.lock:
+        with self.store.single_write():  # one write (its commit lets gets read)
             edge = self.store.prepare_edge(self.workspace_id, src_id, dst_id, edge_type, weight)
             self.store.add_edges(self.workspace_id, [edge], self.clock.now())
 
@@ -349,7 +349,7 @@ class Memory:
         if type(edges).__module__.startswith("pandas") and hasattr(edges, "columns"):
             return self._add_edge_frame(edges)
         prepared = []
-        with self.store.lock:
+        with self.store.single_write():  # one write (its commit lets gets read)
             for pos, entry in enumerate(edges):
                 try:
                     if isinstance(entry, Edge):
@@ -375,7 +375,7 @@ class Memory:
             raise ValueError(f"edges frame must have columns src, dst and optionally edge_type, "
                              f"weight; missing {sorted(missing)}, unexpected {sorted(extra)}")
 
-        with self.store.lock:
+        with self.store.single_write():  # one write (its commit lets gets read)
             src, dst, types, weights = self.store.prepare_edge_columns(
                 self.workspace_id, frame["src"].tolist(), frame["dst"].tolist(),
                 frame["edge_type"].tolist() if "edge_type" in columns else "RELATED",
@@ -407,21 +407,31 @@ class Memory:
         """
         _check_reinforce(reinforce)
         self.store.reinforcements.settle()  # with own_reads: this thread's queued ones first
-        ws = self._ws
 
-        def read() -> tuple[int, dict[str, Any]]:
+        def read():
+            # the workspace is looked up inside the checked read: a failed write's undo
+            # replaces the store's workspace objects, and a read of the old one would pass
+            ws = self._ws
             idx = ws.require(item_id)
-            return idx, ws.item_dict(idx)
+            return ws, idx, ws.item_dict(idx)
 
         # without the lock unless a write's exclusive section overlaps the read (then under
         # the shared side): a get never waits behind a write's fsync (RWLock.optimistic)
-        idx, item = self.store.lock.optimistic(read)
+        ws, idx, item = self.store.lock.optimistic(read)
         if not reinforce:
             return item
+
+        def again():  # under the exclusive lock, right after the reinforcement
+            if self.store._workspaces.get(self.workspace_id) is not ws \
+                    or idx >= len(ws.item_ids) or ws.item_ids[idx] != item_id:
+                return None  # undone since the read: not reinforced
+            return ws.item(idx).to_dict()
+
         # applied at once when the lock is free (the item is then read again, with its new
-        # history event, as before), else queued: see memlab._reinforce
+        # history event, as before), else queued: see memlab._reinforce. The item's id goes
+        # with it: applied only while that number still holds that item
         again = self.store.reinforcements.submit([self._retrieval([idx], self.clock.now(), "get")],
-                                                 then=lambda: ws.item(idx).to_dict())
+                                                 then=again, ids=[[item_id]])
         return item if again is None else again
 
     def _retrieval(self, idx: list[int], now, kind: str) -> dict[str, Any]:
@@ -430,14 +440,17 @@ class Memory:
                 "increment": self.config.activation_increment,
                 "half_life_h": self.config.activation_half_life_h, "kind": kind}
 
-    def _reinforce_searches(self, ranked: list, reinforce: bool) -> None:
+    def _reinforce_searches(self, ranked: list, hits: list[list[dict]], reinforce: bool) -> None:
         """Reinforce each query's hits (:meth:`search`, :meth:`search_many`), query by query in
         order, with one clock reading for the call: at once if the store's lock is free, else
-        queued (:mod:`memlab._reinforce`). Called after the read lock is released."""
+        queued (:mod:`memlab._reinforce`), each with its hits' ids (applied only to the items
+        the search returned). Called after the read lock is released."""
         if reinforce:
             now = self.clock.now()
             self.store.reinforcements.submit([self._retrieval(docs.tolist(), now, "search")
-                                              for docs, _ in ranked])
+                                              for docs, _ in ranked],
+                                             ids=[[hit["item_id"] for hit in query_hits]
+                                                  for query_hits in hits])
 
     def search(self, query: str, top_k: int = 10, *,
                reinforce: bool = True) -> list[dict[str, Any]]:
@@ -467,12 +480,12 @@ class Memory:
         check_text(query, "query")
         _check_search_args(top_k, reinforce)
         self.store.reinforcements.settle()  # with own_reads: this thread's queued ones first
-        ws = self._ws
         with self.store.lock.shared():  # a read: searches run side by side
+            ws = self._ws  # under the lock: an undo may replace the workspace before it
             # the relevance stage surfacing runs, with the store's own analyzer
             ranked = [bm25_hits(ws, self.config, query, top_k)]
             out = _search_hits(ws, *ranked[0])
-        self._reinforce_searches(ranked, reinforce)
+        self._reinforce_searches(ranked, [out], reinforce)
         return out
 
     # ------------------------------------------------------------------ surfacing
@@ -531,8 +544,8 @@ class Memory:
                 raise ValueError(f"strategy {strategy!r} is not available in legacy mode; "
                                  f"legacy accepts only None or 'fast:recency'")
         self.store.reinforcements.settle()  # with own_reads: this thread's queued ones first
-        ws = self._ws
         with self.store.lock.shared():  # a read: contexts assemble side by side
+            ws = self._ws  # under the lock: an undo may replace the workspace before it
             response, record = assemble(
                 self.store, ws, session_id=session_id, query=query, k=k,
                 max_tokens=max_tokens, requested=requested, mode=self.surfacing_mode,
@@ -571,7 +584,7 @@ class Memory:
         meta = validate_metadata(metadata)  # a ValueError naming metadata, not a TypeError
         meta.update({"anchor_type": anchor_type, "session_id": session_id})
         new = self.store.prepare_item(content, "anchor", meta, item_id=item_id)
-        with self.store.lock:
+        with self.store.single_write():  # one write (its commit lets gets read)
             return self.store.add_anchor(self.workspace_id, session_id, new, self.clock.now(),
                                          self.config.activation_initial)
 
@@ -660,10 +673,10 @@ class Memory:
             check_text(query, "query")
         _check_search_args(top_k, reinforce)
         self.store.reinforcements.settle()  # with own_reads: this thread's queued ones first
-        ws = self._ws
         with self.store.lock.shared():  # a read: searches run side by side
+            ws = self._ws  # under the lock: an undo may replace the workspace before it
             # the relevance stage search and surfacing run, batched
             ranked = bm25_hits_many(ws, self.config, queries, top_k)
             out = [_search_hits(ws, docs, scores) for docs, scores in ranked]
-        self._reinforce_searches(ranked, reinforce)
+        self._reinforce_searches(ranked, out, reinforce)
         return out

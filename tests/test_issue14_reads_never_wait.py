@@ -348,20 +348,33 @@ def _rows(path) -> list[tuple[str, str]]:
 
 
 def test_queued_and_direct_reinforcements_write_the_same_journal_rows(tmp_path):
+    # the reads' reinforcements queue, each encoded by its read (retrieval_payload); the same
+    # record_retrieval calls made directly go through the journaled wrapper, which encodes
+    # them itself: the journal rows must be equal, and each store must reopen to its state
     queued, direct = _memory(tmp_path / "a.db"), _memory(tmp_path / "b.db")
+    store = queued.store
+    calls, encode = [], store.retrieval_payload
+    store.retrieval_payload = lambda call: calls.append(call) or encode(call)
     reads = [("search", "fridays"), ("get", "runbook"), ("search", "deploy runbook"),
              ("get", "pizza")]
-    with queued.store.lock.shared():  # every reinforcement queues, encoded by its read
+    with store.lock.shared():  # every reinforcement queues, encoded by its read
         for kind, arg in reads:
             getattr(queued, kind)(arg)
-    assert len(queued.store.reinforcements) == len(reads)
-    for kind, arg in reads:  # applied at once, one by one
-        getattr(direct, kind)(arg)
+    del store.retrieval_payload
+    assert len(store.reinforcements) == len(reads) == len(calls)
+    assert [call["kind"] for call in calls] == [kind for kind, _ in reads]
+    for call in calls:  # the journaled call, encoded by the wrapper
+        direct.store.record_retrieval(**call)
     for mem in (queued, direct):
         mem.add("a write after the reads", item_id="after")
         mem.store.flush()
-    assert _rows(tmp_path / "a.db") == _rows(tmp_path / "b.db")
+    rows = _rows(tmp_path / "a.db")
+    assert rows == _rows(tmp_path / "b.db")
+    assert ("store.record_retrievals",
+            '{"calls": [' + ", ".join(encode(call) for call in calls) + "]}") in rows
     assert state_digest(queued.store) == state_digest(direct.store)
+    for name, mem in (("a.db", queued), ("b.db", direct)):
+        assert state_digest(MemoryStore(path=tmp_path / name)) == state_digest(mem.store)
     payload = direct.store.retrieval_payload(direct._retrieval([0], START, "get"))
     assert payload.startswith('{"workspace_id": "ws", "idx": [0], "now": ')
 

@@ -222,6 +222,7 @@ class JournalMixin:
         self._commit_errors: dict[int, PersistenceError] = {}  # failed ticket -> its error
         self._undoing = False  # a thread is undoing a failed batch (holds the store's lock)
         self._owed = threading.local()  # .ticket: this thread's last write not yet waited for
+        self._window_depth = 1  # the lock depth whose commit may open an io window (single_write)
         self.lock.after_release = self._after_release
 
     def _write_journal(self, ops: list[tuple[str, str]], what: str,
@@ -261,10 +262,15 @@ class JournalMixin:
             self._owed.ticket = 0
             self._await_commit(ticket, own=True)
 
-    def _commit_queued(self) -> None:
+    def _commit_queued(self, window: bool = False) -> None:
         """Write every queued row now and wait for a write under way (the caller holds the
         store's lock exclusively, so nothing can be queued meanwhile). Raises nothing: a
-        failed write's error goes to the thread that made it (:meth:`_commit_all`)."""
+        failed write's error goes to the thread that made it (:meth:`_commit_all`).
+
+        ``window``: the caller's state is complete (a write that applied whole, at the end of
+        its section), so gets may read during the fsync (:meth:`_lead_commit`). False for
+        :meth:`_replay`, which calls it before it rebuilds (an error path: the state may be
+        half-applied)."""
         cond = self._commit_cond
         while True:
             with cond:
@@ -284,11 +290,12 @@ class JournalMixin:
             if batch is None:
                 self._undo_failed_commit()
             else:
-                self._lead_commit(batch)
+                self._lead_commit(batch, window)
 
     def _commit_all(self) -> None:
-        """:meth:`_commit_queued`, then raise this thread's own write's error if it failed."""
-        self._commit_queued()
+        """:meth:`_commit_queued`, then raise this thread's own write's error if it failed
+        (the caller's write applied whole: the commit may open an io window)."""
+        self._commit_queued(window=True)
         self._after_release()
 
     def _await_commit(self, ticket: int, *, own: bool) -> None:
@@ -322,13 +329,19 @@ class JournalMixin:
             else:
                 self._lead_commit(batch)
 
-    def _lead_commit(self, batch: list[_Commit]) -> None:
-        """Write ``batch`` (the whole queue when it was taken) in one transaction."""
+    def _lead_commit(self, batch: list[_Commit], window: bool = False) -> None:
+        """Write ``batch`` (the whole queue when it was taken) in one transaction.
+
+        With ``window`` (and the conditions of :meth:`_may_open_window`) gets read during the
+        fsync although it runs under the exclusive lock."""
         ops = [op for commit in batch for op in commit.ops]
         try:
             # every write of the batch has applied: optimistic reads (RWLock.optimistic) go
-            # on during the commit even when it runs under the exclusive lock
-            with self.lock.io_window():
+            # on during the commit even when it runs under the exclusive lock, unless a
+            # caller's section goes on after it, or this is an error path
+            io = self.lock.io_window() if window and self._may_open_window() \
+                else contextlib.nullcontext()
+            with io:
                 self._journal.append_many(ops)
         except Exception as exc:  # noqa: BLE001 - every write of the batch gets it
             with self._commit_cond:
@@ -346,6 +359,31 @@ class JournalMixin:
                        and not self._foreign_writer)
         if compact:
             self._start_compaction()
+
+    def _may_open_window(self) -> bool:
+        """Whether a commit under the exclusive lock may let gets read during its fsync: the
+        state is complete (no write is applying, no transaction is open, no replay or undo is
+        under way) and the commit ends the outermost exclusive section, so nothing changes
+        after it before the lock is released (a caller's ``with store.lock:`` around several
+        writes stays atomic for gets; :meth:`single_write` marks a section of one write)."""
+        return (not self._applying and self._batch is None and not self._replaying
+                and not self._undoing and self.lock.depth() <= self._window_depth)
+
+    @contextlib.contextmanager
+    def single_write(self):
+        """``with store.lock:`` around exactly ONE write (with the reads that prepare it): the
+        write's journal commit then still opens its io window (gets read during the fsync), as
+        it does with no section around it. Nested in a caller's own exclusive section it is a
+        plain ``with store.lock:`` (that section decides)."""
+        with self.lock:
+            outermost = self.lock.depth() == 1
+            if outermost:
+                self._window_depth = 2
+            try:
+                yield
+            finally:
+                if outermost:
+                    self._window_depth = 1
 
     def _undo_failed_commit(self) -> None:
         """After a failed group commit: rebuild the store from disk (the failed writes and
@@ -528,15 +566,35 @@ class JournalMixin:
             return None
         return encode({name: call[name] for name in _retrieval_params() if name in call})
 
-    def record_encoded(self, call: dict[str, Any], payload: str | None) -> None:
+    def record_encoded(self, call: dict[str, Any], payload: str | None,
+                       ids: list[str] | None = None) -> bool:
         """``record_retrieval(**call)`` with its journal payload already encoded
         (:meth:`retrieval_payload`); the caller holds the store's lock exclusively. The same
-        state, the same journal rows and the same failure handling as the journaled call."""
+        state, the same journal rows and the same failure handling as the journaled call.
+
+        ``ids``: the ids of the items ``call["idx"]`` names, as the read that retrieved them
+        saw them. An item number whose item is no longer that one (a failed commit undid the
+        item, and a later write may have given its number to another) is dropped, the payload
+        re-encoded without it; a call left with no item is skipped. Returns whether it applied.
+        This is the one place queued and immediate reinforcements are applied: the check runs
+        under the exclusive lock, so a reinforcement never lands on an item its read did not
+        return."""
         self._check_open("record_retrieval")
+        if ids is not None:
+            ws = self._workspaces.get(call["workspace_id"])
+            known = [] if ws is None else ws.item_ids
+            idx = list(call["idx"])
+            kept = [i for i, item_id in zip(idx, ids)
+                    if 0 <= i < len(known) and known[i] == item_id]
+            if len(kept) != len(idx):
+                if not kept:
+                    return False
+                call = {**call, "idx": kept}
+                payload = self.retrieval_payload(call)
         if payload is None or self._journal is None or self._replaying or self._depth \
                 or self._batch is not None:
             self.record_retrieval(**call)
-            return
+            return True
         self._depth += 1
         self._applying = False
         try:
@@ -549,6 +607,7 @@ class JournalMixin:
             self._depth -= 1
             self._applying = False
         self._defer(payload)
+        return True
 
     def _defer(self, payload: str) -> None:
         """Buffer one reinforcement (an encoded :meth:`record_retrieval` call); write the
