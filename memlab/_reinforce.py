@@ -250,8 +250,7 @@ def _exists(workspaces: dict, call: dict[str, Any], ids: list[str] | None = None
     """Whether every item a ``record_retrieval`` call names is in its workspace (and, with
     ``ids``, is still the item of that id)."""
     ws = workspaces.get(call["workspace_id"])
-    known = [] if ws is None else ws.item_ids
+    size = 0 if ws is None else len(ws)
     if ids is None:
-        return all(0 <= i < len(known) for i in call["idx"])
-    return all(0 <= i < len(known) and known[i] == item_id
-               for i, item_id in zip(call["idx"], ids))
+        return all(0 <= i < size for i in call["idx"])
+    return ws is not None and all(ws.row_of(item_id) == i for i, item_id in zip(call["idx"], ids))

@@ -423,7 +423,7 @@ class Memory:
 
         def again():  # under the exclusive lock, right after the reinforcement
             if self.store._workspaces.get(self.workspace_id) is not ws \
-                    or idx >= len(ws.item_ids) or ws.item_ids[idx] != item_id:
+                    or ws.row_of(item_id) != idx:
                 return None  # undone since the read: not reinforced
             return ws.item(idx).to_dict()
 
