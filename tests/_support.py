@@ -135,3 +135,35 @@ class McpStdio:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+# ---------------------------------------------------------------- threads in concurrency tests
+SAFETY_S = 30.0  # a thread-test's wait that only a regression ever reaches
+
+
+def until(condition) -> bool:
+    """Poll ``condition`` every 2 ms until it holds (True) or :data:`SAFETY_S` passes (False)."""
+    pause = threading.Event()
+    for _ in range(int(SAFETY_S / 0.002)):
+        if condition():
+            return True
+        pause.wait(0.002)
+    return False
+
+
+def start_thread(target, *args, name: str | None = None) -> tuple[threading.Thread, dict]:
+    """Run ``target(*args)`` in a daemon thread; the dict gets ``value`` or ``error``, then
+    ``done``."""
+    out: dict = {}
+
+    def run():
+        try:
+            out["value"] = target(*args)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            out["error"] = exc
+        finally:
+            out["done"] = True
+
+    thread = threading.Thread(target=run, daemon=True, name=name)
+    thread.start()
+    return thread, out

@@ -21,7 +21,7 @@ import memlab.store.journal
 from memlab import ManualClock, Memory, MemoryStore
 from memlab._rwlock import RWLock
 from memlab.snapshot import state_digest
-from _support import holding_shared
+from _support import holding_shared, start_thread as _start
 
 SAFETY_S = 30.0  # only ever reached by a regression
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -36,22 +36,6 @@ def _blocked_in(lock: RWLock, side: str) -> bool:
             return True
         pause.wait(0.002)
     return False
-
-
-def _start(target, *args) -> tuple[threading.Thread, dict]:
-    out: dict = {}
-
-    def run():
-        try:
-            out["value"] = target(*args)
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            out["error"] = exc
-        finally:
-            out["done"] = True
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, out
 
 
 def _memory(path=None, batch: int = 64) -> Memory:

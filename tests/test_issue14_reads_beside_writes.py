@@ -23,6 +23,7 @@ from memlab.graph.ppr import PPR_METHODS, exact_ppr, ppr_result, register_ppr_me
 from memlab.persist import PersistenceError
 from memlab.snapshot import state_digest
 
+from _support import start_thread as _start  # noqa: E402
 SAFETY_S = 30.0  # only ever reached by a regression
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
@@ -35,22 +36,6 @@ def _memory(path, batch: int = 64) -> Memory:
                   [("deploy", "deploys run on fridays"), ("pizza", "lunch is pizza on fridays"),
                    ("runbook", "the deploy runbook lists every step")]])
     return mem
-
-
-def _start(target, *args) -> tuple[threading.Thread, dict]:
-    out: dict = {}
-
-    def run():
-        try:
-            out["value"] = target(*args)
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            out["error"] = exc
-        finally:
-            out["done"] = True
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, out
 
 
 class _SlowDisk:

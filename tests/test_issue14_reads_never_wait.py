@@ -26,34 +26,9 @@ from memlab.errors import UnknownItemError
 from memlab.persist import PersistenceError
 from memlab.snapshot import state_digest
 
+from _support import start_thread as _start, until as _until  # noqa: E402
 SAFETY_S = 30.0  # only ever reached by a regression
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
-
-
-def _until(condition) -> bool:
-    """Poll ``condition`` until true (True) or the safety time passes (False)."""
-    pause = threading.Event()
-    for _ in range(int(SAFETY_S / 0.002)):
-        if condition():
-            return True
-        pause.wait(0.002)
-    return False
-
-
-def _start(target, *args) -> tuple[threading.Thread, dict]:
-    out: dict = {}
-
-    def run():
-        try:
-            out["value"] = target(*args)
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            out["error"] = exc
-        finally:
-            out["done"] = True
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, out
 
 
 def _memory(path=None, batch: int = 64) -> Memory:
