@@ -48,7 +48,21 @@ RANKER_FEATURE_COLUMNS = ("rf_links_top1", "rf_links_top3", "rf_links_top5", "rf
                           "rf_entities")
 TAIL_DAYS = 7.0
 _DAY = 86400.0
-_WORD = re.compile(r"[A-Za-z][A-Za-z'\-]+")
+_WORD = re.compile(r"[A-Za-z][A-Za-z'\u2019\-]+")
+
+
+def _word_list(text: str) -> list[str]:
+    """The words of ``text`` as written, a possessive ending dropped ("Melanie's", "Jon\u2019s",
+    "James'" name Melanie, Jon and James)."""
+    words = []
+    for w in _WORD.findall(str(text)):
+        w = w.replace("\u2019", "'")
+        if w.lower().endswith("'s"):
+            w = w[:-2]
+        w = w.rstrip("'")
+        if len(w) > 1:
+            words.append(w)
+    return words
 
 
 def query_entities(query: str) -> list[str]:
@@ -58,8 +72,10 @@ def query_entities(query: str) -> list[str]:
     --------
     >>> query_entities("When did Caroline go to the LGBTQ support group with Caroline?")
     ['caroline', 'lgbtq']
+    >>> query_entities("What is Melanie's pup called?")
+    ['melanie']
     """
-    words = _WORD.findall(str(query))
+    words = _word_list(query)
     out: list[str] = []
     for w in words[1:]:
         low = w.lower()
@@ -69,7 +85,7 @@ def query_entities(query: str) -> list[str]:
 
 
 def _words(text: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(text)}
+    return {w.lower() for w in _word_list(text)}
 
 
 @register_stage
