@@ -29,3 +29,44 @@ def test_rf_speaker_names_the_speaker_of_a_possessive_question():
     entities = dict(zip(cands["item_id"], cands["rf_entities"]))
     assert speaker == {"m1": 1.0, "c1": 0.0}
     assert entities == {"m1": 1.0, "c1": 0.0}
+
+
+# --address that is not a Dask scheduler: one line, no hang (an HTTP server; a silent peer)
+def test_an_address_that_is_not_a_dask_scheduler_is_refused_in_one_line(tmp_path, capsys):
+    pytest.importorskip("distributed")
+    import http.server
+    import socket
+    import threading
+
+    import importlib
+
+    from memlab.cli import main
+    from memlab.harness.trace import TraceBuilder
+    replay_module = importlib.import_module("memlab.harness.replay")
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    builder = TraceBuilder("two", start="2024-01-01T00:00:00+00:00")
+    for ws in ("w1", "w2"):
+        builder.current_workspace = ws
+        builder.add("deploys run on fridays", item_id=f"{ws}-a")
+        builder.query(f"{ws}-q", "when do deploys run", gold=[f"{ws}-a"])
+    path = builder.build().write_jsonl(tmp_path / "two.jsonl")
+    try:
+        for port in (server.server_address[1], silent.getsockname()[1]):
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(replay_module, "_SCHEDULER_TIMEOUT_S", 1.0)
+                code = main(["replay", str(path), "--executor", "dask", "--address",
+                             f"tcp://127.0.0.1:{port}"])
+            err = capsys.readouterr().err.strip().splitlines()
+            assert code == 2 and len(err) == 1
+            assert err[0].endswith("cannot reach the Dask scheduler (nothing answered as a "
+                                   "Dask scheduler within 1 s)")
+    finally:
+        server.shutdown()
+        silent.close()

@@ -41,6 +41,7 @@ import pickle
 import platform
 import re
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -817,6 +818,54 @@ async def _tcp_open(host: str, port: int) -> None:
     writer.close()
 
 
+_SCHEDULER_TIMEOUT_S = 10.0
+
+
+def _probe_scheduler(address: str, timeout: float | None = None) -> None:
+    """Raise :class:`OSError` (naming why, in one line) unless a Dask *scheduler* answers at
+    ``address`` within ``timeout`` s: a refused port fails at once, and something else that
+    answers (an HTTP server, whose reply Dask's handshake would read as a frame of exabytes,
+    or a silent peer, which would make the client wait for ever) fails at the time-out. It runs
+    on its own event loop in a thread, so a caller inside a running loop (Jupyter) can use it.
+    """
+    import asyncio
+
+    timeout = _SCHEDULER_TIMEOUT_S if timeout is None else timeout
+
+    from distributed.comm import connect
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    async def identify() -> Any:
+        scheme, location = parse_address(address)
+        if scheme in ("tcp", "tls"):
+            await _tcp_open(*parse_host_port(location))
+        comm = await connect(address, timeout=timeout)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["reply"] = asyncio.run(asyncio.wait_for(identify(), timeout))
+        except BaseException as exc:  # noqa: BLE001 - reported below, as an OSError
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True, name="memlab-probe-scheduler")
+    thread.start()
+    thread.join(timeout + 5.0)
+    error, reply = outcome.get("error"), outcome.get("reply")
+    if thread.is_alive() or isinstance(error, (asyncio.TimeoutError, TimeoutError)):
+        raise OSError(f"nothing answered as a Dask scheduler within {timeout:g} s")
+    if error is not None:
+        raise OSError(f"{type(error).__name__}: {' '.join(str(error).split())[:200]}")
+    if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
+        raise OSError(f"what answers is not a Dask scheduler (identity {str(reply)[:80]!r})")
+
+
 async def _probe_worker(address: str, timeout: float, connection_args: dict) -> None:
     """Raise unless a Dask connection to the worker at ``address`` opens (a plain TCP connection
     first, for ``tcp://`` and ``tls://``, so a refused port fails fast)."""
@@ -897,7 +946,9 @@ def _run_shards_on_dask(trace: Trace, settings: tuple, shards: list[frozenset[st
     from distributed.scheduler import KilledWorker
 
     shipped = settings[:4] + ([str(m) for m in settings[4]],) + settings[5:]
-    with dask_client(address, n_workers) as client:
+    # a LocalCluster memlab starts gets no more workers than there are shards
+    with dask_client(address, n_workers if address is not None
+                     else min(n_workers, len(shards))) as client:
         scheduler = client.scheduler.address
         workers = sorted(client.scheduler_info()["workers"])
         if address is not None and len(workers) not in (0, n_workers):
@@ -973,8 +1024,14 @@ def _run_shards_on_dask(trace: Trace, settings: tuple, shards: list[frozenset[st
                     # the live worker with the fewest tasks (a new one, started in the lost
                     # one's place, has none), ties by address
                     processing = client.processing()
-                    where = [min(sorted(client.scheduler_info()["workers"]),
-                                 key=lambda w: len(processing.get(w, ())))]
+                    live = sorted(client.scheduler_info()["workers"])
+                    if not live:  # the worker that wait saw is gone again
+                        if placing == 2:
+                            raise RuntimeError(
+                                f"shard {i} of the sharded replay: no live worker to run it "
+                                f"again on (every worker was lost)") from exc
+                        continue
+                    where = [min(live, key=lambda w: len(processing.get(w, ())))]
                     if direct and not _workers_reachable(client, where):
                         unreachable(where)
                     try:
@@ -1166,7 +1223,8 @@ def dask_client(address: str | None, n_workers: int):
         cluster = _local_cluster(n_workers)
         client = client_class(cluster, set_as_default=False)
     else:
-        client = client_class(address, set_as_default=False)
+        _probe_scheduler(address)
+        client = client_class(address, set_as_default=False, timeout=_SCHEDULER_TIMEOUT_S)
     try:
         yield client
     finally:
@@ -1197,7 +1255,9 @@ def dask_address(executor: str, address: str | None, n_workers: int):
         if _current_client(address) is not None:
             yield address
             return
-        with client_class(address):  # the default client while the block runs
+        _probe_scheduler(address)
+        with client_class(address, timeout=_SCHEDULER_TIMEOUT_S):  # the default client while
+            # the block runs
             yield address
         return
     with _local_cluster(n_workers) as cluster, client_class(cluster):
