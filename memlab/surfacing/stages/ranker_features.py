@@ -98,9 +98,8 @@ def item_title(item) -> str | None:
 
     Examples
     --------
-    >>> from memlab.model import MemoryItem
-    >>> item_title(MemoryItem(item_id="p1", content="Paris\nParis is a city.",
-    ...                       metadata={"title": "Paris (France)"}))
+    >>> from types import SimpleNamespace
+    >>> item_title(SimpleNamespace(metadata={"label": "", "title": "Paris (France)"}))
     'Paris (France)'
     """
     meta = item.metadata
