@@ -4,6 +4,12 @@ speaker and entity overlap), by nested grouped CV (issue 17, dense targets).
 
     PYTHONPATH=. <venv with dense and learn>/bin/python benchmarks/ranker_features_cv.py
         {musique,locomo} [--rankers logistic lambdarank ...] [--out DIR]
+        [--features {rf,hop,rf+hop}] [--only GROUP ...]
+
+``--features hop`` (MuSiQue's second hop) records the ``rf_hop_*`` columns instead
+(``second_hop_features=True``, configuration ``dense-hop``; groups ``title``, ``prf``,
+``homonym``), ``rf+hop`` both; ``--only GROUP`` adds, on the new side, each ranker on the old
+features plus that group alone, so the choice of group is made inside the folds too.
 
 Replays the ``dense`` recipe (graph budgets off) **once** with ``ranker_features=True``
 (cached as Parquet under ``<out>/replays``). The stage changes no score and no order, so the
@@ -115,6 +121,9 @@ def main(argv=None) -> None:
     ap.add_argument("--ablate", default=None, help="a ranker spec for the group ablation")
     ap.add_argument("--ablate-only", action="store_true", help="skip the two nested runs")
     ap.add_argument("--out", default="out/ranker_features")
+    ap.add_argument("--only", nargs="+", default=[], metavar="GROUP",
+                    help="also, on the new side, each ranker on the old features plus this "
+                         "group of new ones alone (the others set to 0), chosen in the folds")
     ap.add_argument("--features", choices=sorted(FEATURE_SETS), default="rf",
                     help="the new side: the rf_* columns (default), the second-hop rf_hop_* "
                          "ones (MuSiQue), or both")
@@ -136,6 +145,16 @@ def main(argv=None) -> None:
     old = [Candidate("dense", configs["dense"])] + [
         Candidate(f"dense+{s}", configs["dense"], k, p) for s, k, p in rankers]
     new = old + [Candidate(f"{new_name}+{s}", configs[new_name], k, p) for s, k, p in rankers]
+    all_groups = {**(GROUPS if "rf_links_top3" in new_columns else {}),
+                  **(HOP_GROUPS if "rf_hop_title_top1" in new_columns else {})}
+    for group in args.only:
+        if group not in all_groups:
+            ap.error(f"--only {group!r}: groups of --features {args.features} are "
+                     f"{sorted(all_groups)}")
+        name = f"{new_name}-only-{group}"
+        replays[name] = _variant(full, name, all_groups[group], new_columns)
+        configs[name] = recorded.replace(name=name)
+        new += [Candidate(f"{name}+{s}", configs[name], k, p) for s, k, p in rankers]
     common = dict(measures=measures, folds=5, group_by=group_by, seed=0, k=20,
                   categories=categories, measure_on="retrieved")
     results = {}
