@@ -14,7 +14,10 @@ under a recipe with a reranker ranks exactly as the model ranks the recorded fra
 
 With the recipe's ``ranker_features`` on, the ``ranker_features`` stage records nine more
 columns (``rf_*``: links and dense similarity to the top hits, the spelling field's BM25,
-time-window membership, speaker and entity overlap), which :data:`EXTRA_FEATURES` read.
+time-window membership, speaker and entity overlap), which :data:`EXTRA_FEATURES` read;
+with its ``second_hop_features`` on, nine ``rf_hop_*`` columns (the candidate's title in the
+top hits' text and theirs in its, BM25 and dense for the query expanded with the top hit,
+homonyms of the top hit), which :data:`HOP_FEATURES` read.
 
 Not recorded per candidate, so not a feature: the number of hops a spread candidate travelled
 (only its spread score is: the relevance of a ``spread``-sourced candidate).
