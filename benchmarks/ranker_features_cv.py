@@ -4,6 +4,12 @@ speaker and entity overlap), by nested grouped CV (issue 17, dense targets).
 
     PYTHONPATH=. <venv with dense and learn>/bin/python benchmarks/ranker_features_cv.py
         {musique,locomo} [--rankers logistic lambdarank ...] [--out DIR]
+        [--features {rf,hop,rf+hop}] [--only GROUP ...]
+
+``--features hop`` (MuSiQue's second hop) records the ``rf_hop_*`` columns instead
+(``second_hop_features=True``, configuration ``dense-hop``; groups ``title``, ``prf``,
+``homonym``), ``rf+hop`` both; ``--only GROUP`` adds, on the new side, each ranker on the old
+features plus that group alone, so the choice of group is made inside the folds too.
 
 Replays the ``dense`` recipe (graph budgets off) **once** with ``ranker_features=True``
 (cached as Parquet under ``<out>/replays``). The stage changes no score and no order, so the
@@ -43,7 +49,7 @@ from memlab.cli import _shared_trace
 from memlab.harness.replay import ReplayResult, replay
 from memlab.learn.nested import Candidate, nested_choose, parse_ranker_spec
 from memlab.surfacing.config import get_recipe
-from memlab.surfacing.stages.ranker_features import RANKER_FEATURE_COLUMNS
+from memlab.surfacing.stages.ranker_features import HOP_FEATURE_COLUMNS, RANKER_FEATURE_COLUMNS
 from memlab.tuning.search import _t_interval
 
 SETUPS = {"musique": ("R@5", ["MRR", "R@10"], "question", None),
@@ -52,6 +58,15 @@ GROUPS = {"links": ("rf_links_top1", "rf_links_top3", "rf_links_top5", "rf_dense
           "trigram": ("rf_trigram",),
           "window": ("rf_window", "rf_window_days"),
           "names": ("rf_speaker", "rf_entities")}
+HOP_GROUPS = {"title": ("rf_hop_title_top1", "rf_hop_title_top3", "rf_hop_top_title3"),
+              "prf": ("rf_hop_prf_title", "rf_hop_prf_content", "rf_hop_dense_top1",
+                      "rf_hop_prf_dense"),
+              "homonym": ("rf_hop_homonym", "rf_hop_rank_nodup")}
+# --features: which recorded columns the "new" side adds (config name, options, columns)
+FEATURE_SETS = {"rf": ("dense-rf", dict(ranker_features=True), RANKER_FEATURE_COLUMNS),
+                "hop": ("dense-hop", dict(second_hop_features=True), HOP_FEATURE_COLUMNS),
+                "rf+hop": ("dense-rf-hop", dict(ranker_features=True, second_hop_features=True),
+                           RANKER_FEATURE_COLUMNS + HOP_FEATURE_COLUMNS)}
 
 
 def _nobudget(config):
@@ -74,15 +89,16 @@ def _cached_replay(trace, config, measures, folder: Path) -> ReplayResult:
     return live
 
 
-def _variant(live: ReplayResult, name: str, keep: tuple[str, ...] | None) -> ReplayResult:
-    """``live`` as configuration ``name``: without the rf_* columns (``keep`` None) or with
+def _variant(live: ReplayResult, name: str, keep: tuple[str, ...] | None,
+             columns: tuple[str, ...] = RANKER_FEATURE_COLUMNS) -> ReplayResult:
+    """``live`` as configuration ``name``: without the ``columns`` (``keep`` None) or with
     those not in ``keep`` set to 0."""
     cands = live.candidates
     if keep is None:
-        cands = cands.drop(columns=[c for c in RANKER_FEATURE_COLUMNS if c in cands])
+        cands = cands.drop(columns=[c for c in columns if c in cands])
     else:
         cands = cands.copy()
-        for c in RANKER_FEATURE_COLUMNS:
+        for c in columns:
             if c not in keep:
                 cands[c] = 0.0
     manifest = json.loads(json.dumps(live.manifest, default=str))
@@ -105,6 +121,12 @@ def main(argv=None) -> None:
     ap.add_argument("--ablate", default=None, help="a ranker spec for the group ablation")
     ap.add_argument("--ablate-only", action="store_true", help="skip the two nested runs")
     ap.add_argument("--out", default="out/ranker_features")
+    ap.add_argument("--only", nargs="+", default=[], metavar="GROUP",
+                    help="also, on the new side, each ranker on the old features plus this "
+                         "group of new ones alone (the others set to 0), chosen in the folds")
+    ap.add_argument("--features", choices=sorted(FEATURE_SETS), default="rf",
+                    help="the new side: the rf_* columns (default), the second-hop rf_hop_* "
+                         "ones (MuSiQue), or both")
     args = ap.parse_args(argv)
     measure, also, group_by, categories = SETUPS[args.data]
     measures = [measure, *also]
@@ -113,14 +135,26 @@ def main(argv=None) -> None:
     trace = _shared_trace(f"shared:{args.data}")
     dense = _nobudget(get_recipe("dense"))
     wall = time.time()
-    full = _cached_replay(trace, dense.replace(name="dense-rf", ranker_features=True),
-                          measures, out / "replays")
-    replays = {"dense": _variant(full, "dense", None), "dense-rf": full}
-    configs = {"dense": dense, "dense-rf": dense.replace(name="dense-rf", ranker_features=True)}
+    new_name, options, new_columns = FEATURE_SETS[args.features]
+    everything = RANKER_FEATURE_COLUMNS + HOP_FEATURE_COLUMNS
+    recorded = dense.replace(name=new_name, **options)
+    full = _cached_replay(trace, recorded, measures, out / "replays")
+    replays = {"dense": _variant(full, "dense", None, everything), new_name: full}
+    configs = {"dense": dense, new_name: recorded}
     rankers = [(s, *parse_ranker_spec(s)) for s in args.rankers]
     old = [Candidate("dense", configs["dense"])] + [
         Candidate(f"dense+{s}", configs["dense"], k, p) for s, k, p in rankers]
-    new = old + [Candidate(f"dense-rf+{s}", configs["dense-rf"], k, p) for s, k, p in rankers]
+    new = old + [Candidate(f"{new_name}+{s}", configs[new_name], k, p) for s, k, p in rankers]
+    all_groups = {**(GROUPS if "rf_links_top3" in new_columns else {}),
+                  **(HOP_GROUPS if "rf_hop_title_top1" in new_columns else {})}
+    for group in args.only:
+        if group not in all_groups:
+            ap.error(f"--only {group!r}: groups of --features {args.features} are "
+                     f"{sorted(all_groups)}")
+        name = f"{new_name}-only-{group}"
+        replays[name] = _variant(full, name, all_groups[group], new_columns)
+        configs[name] = recorded.replace(name=name)
+        new += [Candidate(f"{name}+{s}", configs[name], k, p) for s, k, p in rankers]
     common = dict(measures=measures, folds=5, group_by=group_by, seed=0, k=20,
                   categories=categories, measure_on="retrieved")
     results = {}
@@ -154,22 +188,24 @@ def main(argv=None) -> None:
     for s, _, _ in rankers if results else ():
         cand = results["new"].candidates
         for m in measures:
-            a = cand[(cand["candidate"] == f"dense-rf+{s}") & (cand["measure"] == m)].iloc[0]
+            a = cand[(cand["candidate"] == f"{new_name}+{s}") & (cand["measure"] == m)].iloc[0]
             b = cand[(cand["candidate"] == f"dense+{s}") & (cand["measure"] == m)].iloc[0]
             lo, hi = _t_interval(np.asarray(a["fold_scores"]))
             print(f"  {s} {m}: rf {100 * a['cv_mean']:.1f} [{100 * lo:.1f}, {100 * hi:.1f}] "
                   f"vs old {100 * b['cv_mean']:.1f}: {_paired(a['fold_scores'], b['fold_scores'])}")
     if args.ablate:
         kind, params = parse_ranker_spec(args.ablate)
-        variants = {"dense": replays["dense"], "dense-rf": full}
+        variants = {"dense": replays["dense"], new_name: full}
         cands = [Candidate(f"dense+{args.ablate}", configs["dense"], kind, params),
-                 Candidate(f"dense-rf+{args.ablate}", configs["dense-rf"], kind, params)]
-        for group, cols in GROUPS.items():  # the group alone, and every group but it
-            others = tuple(c for g, cc in GROUPS.items() if g != group for c in cc)
-            for name, keep in ((f"dense-rf-only-{group}", cols),
-                               (f"dense-rf-without-{group}", others)):
-                variants[name] = _variant(full, name, keep)
-                cands.append(Candidate(f"{name}+{args.ablate}", configs["dense-rf"].replace(
+                 Candidate(f"{new_name}+{args.ablate}", configs[new_name], kind, params)]
+        groups = {**(GROUPS if "rf_links_top3" in new_columns else {}),
+                  **(HOP_GROUPS if "rf_hop_title_top1" in new_columns else {})}
+        for group, cols in groups.items():  # the group alone, and every group but it
+            others = tuple(c for g, cc in groups.items() if g != group for c in cc)
+            for name, keep in ((f"{new_name}-only-{group}", cols),
+                               (f"{new_name}-without-{group}", others)):
+                variants[name] = _variant(full, name, keep, new_columns)
+                cands.append(Candidate(f"{name}+{args.ablate}", configs[new_name].replace(
                     name=name), kind, params))
         res = nested_choose(trace, cands, replays=variants, **common)
         c = res.candidates

@@ -11,7 +11,7 @@ from memlab import Memory
 from memlab.datasets.synthetic import synthetic_trace
 from memlab.harness.replay import replay
 from memlab.surfacing.config import DEFAULT, SurfacingConfig
-from memlab.surfacing.rerank import ALL_FEATURES, EXTRA_FEATURES, FEATURES, candidate_features
+from memlab.surfacing.rerank import EXTRA_FEATURES, FEATURES, candidate_features
 from memlab.surfacing.stages.ranker_features import RANKER_FEATURE_COLUMNS, query_entities
 
 
@@ -92,7 +92,7 @@ def test_feature_builder_adds_the_extra_features_only_when_recorded():
                 rf_dense_top3=[0.2, 0.9], rf_trigram=[2.0, 4.0], rf_window=[1, 3],
                 rf_window_days=[0.0, 9.0], rf_speaker=[1, 0], rf_entities=[2, 0])
     f = candidate_features(cols, "deep:multi-hop", 3)
-    assert list(f.columns) == list(ALL_FEATURES)
+    assert list(f.columns) == list(FEATURES + EXTRA_FEATURES)  # no rf_hop_* columns: no HOP
     assert f["trigram_share"].tolist() == [0.5, 1.0] and f["rank_trigram"].tolist() == [2, 1]
     assert f[["window_in", "window_out", "window_none", "window_tail"]].values.tolist() == \
         [[1, 0, 0, 0], [0, 1, 0, 0]]
@@ -125,7 +125,7 @@ def test_live_stage_ranks_as_the_model_ranks_the_frame(trace, live, kind, tmp_pa
     from memlab.learn import fit_ranker, frame_features
     from memlab.tuning.evaluate import rank_frame
     model = fit_ranker(live, kind=kind, seed=3)
-    assert model.features == list(ALL_FEATURES)
+    assert model.features == list(FEATURES + EXTRA_FEATURES)
     path = model.save(tmp_path / f"{kind}.json")
     feats, _ = frame_features(live)
     scores = model.predict(feats)

@@ -6,10 +6,10 @@ Needs the ``learn`` extra (scikit-learn, lightgbm)."""
 
 from memlab.learn.ranker import KINDS, RankerCV, cv_ranker, fit_ranker, frame_features
 from memlab.learn.nested import Candidate, NestedResult, grid_configs, nested_choose
-from memlab.surfacing.rerank import (ALL_FEATURES, EXTRA_FEATURES, FEATURES, RankerModel,
-                                    load_ranker, register_reranker)
+from memlab.surfacing.rerank import (ALL_FEATURES, EXTRA_FEATURES, FEATURES, HOP_FEATURES,
+                                    RankerModel, load_ranker, register_reranker)
 
 __all__ = ["fit_ranker", "cv_ranker", "RankerCV", "frame_features", "KINDS", "FEATURES",
-           "EXTRA_FEATURES", "ALL_FEATURES",
+           "EXTRA_FEATURES", "HOP_FEATURES", "ALL_FEATURES",
            "RankerModel", "load_ranker", "register_reranker", "nested_choose", "NestedResult",
            "Candidate", "grid_configs"]

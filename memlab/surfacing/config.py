@@ -223,7 +223,7 @@ _FIELD_CHECKS = {
     "activation_model": _check_activation_model, "entity_detector": _check_entity_detector,
     "router_rules": _check_router_rules, "strategies": _check_strategies,
     "spread_relevance": _check_spread_relevance, "temporal_restrict": _check_bool,
-    "ranker_features": _check_bool,
+    "ranker_features": _check_bool, "second_hop_features": _check_bool,
     "spreading": _check_nested, "ppr": _check_nested, "dense": _check_nested,
     "reranker": _check_reranker, "spelling_analyzer": _check_spelling_analyzer,
     "temporal_window_tail_days": _check_tail,
@@ -343,6 +343,10 @@ class SurfacingConfig:
     # top hits, the spelling field's BM25, time-window membership, speaker and entity overlap;
     # stages/ranker_features.py) before the budget, for a ranker to learn from and read
     ranker_features: bool = False
+    # router mode: record the second-hop columns (rf_hop_*: the candidate's title in the top
+    # hits' text and theirs in its, BM25 and dense for the query expanded with the top hit,
+    # homonyms of the top hit; stages/ranker_features.py), with or without ``ranker_features``
+    second_hop_features: bool = False
     # LoCoMo quality options (issue 17; README "LoCoMo quality work"), all off by default:
     # temporal:windowed's window extended this many days past its end (events told later:
     # "yesterday I went bowling" in the next session)

@@ -35,7 +35,8 @@ from memlab.surfacing.config import SurfacingConfig
 from memlab.surfacing.router import ENTITY_DETECTORS, route
 from memlab.surfacing.stages import (COMPOSITE_INPUTS, PPR, CandidateTable, GraphRerank,
                                      Pipeline, QueryRun, Spread)
-from memlab.surfacing.stages.ranker_features import RANKER_FEATURE_COLUMNS, RankerFeatures
+from memlab.surfacing.stages.ranker_features import (HOP_FEATURE_COLUMNS,
+                                                     RANKER_FEATURE_COLUMNS, RankerFeatures)
 from memlab.surfacing.stages.scoring import Rerank
 from memlab.surfacing.stages.variants import with_spelling
 from memlab.surfacing.strategies import STRATEGIES
@@ -67,7 +68,8 @@ def _record_columns(table_columns, order) -> dict[str, list]:
 def _feature_columns(table_columns) -> tuple[str, ...]:
     """The ranker-feature columns (``rf_*``) the table has: recorded after the others when the
     recipe's ``ranker_features`` stage ran (issue 17)."""
-    return tuple(name for name in RANKER_FEATURE_COLUMNS if name in table_columns)
+    return tuple(name for name in RANKER_FEATURE_COLUMNS + HOP_FEATURE_COLUMNS
+                 if name in table_columns)
 
 
 def _record_arrays(table_columns, order) -> dict[str, np.ndarray]:
@@ -266,7 +268,7 @@ def assemble(store: MemoryStore, ws: Workspace, *, session_id: str, query: str, 
     if not legacy and (config.graph_bridge_boost > 0 or config.graph_guard_k > 0) and \
             any(isinstance(s, (Spread, PPR)) for s in pipeline):  # issue 17: graph re-ranking
         pipeline = pipeline.before_phase("select", GraphRerank())
-    if not legacy and config.ranker_features:  # the rf_* columns, after any graph re-ranking
+    if not legacy and (config.ranker_features or config.second_hop_features):  # rf_* columns
         pipeline = pipeline.before_phase("select", RankerFeatures())
     if not legacy and config.reranker is not None:  # a learned stage re-scores before the budget
         pipeline = pipeline.before_phase("select", Rerank())

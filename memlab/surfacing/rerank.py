@@ -14,7 +14,10 @@ under a recipe with a reranker ranks exactly as the model ranks the recorded fra
 
 With the recipe's ``ranker_features`` on, the ``ranker_features`` stage records nine more
 columns (``rf_*``: links and dense similarity to the top hits, the spelling field's BM25,
-time-window membership, speaker and entity overlap), which :data:`EXTRA_FEATURES` read.
+time-window membership, speaker and entity overlap), which :data:`EXTRA_FEATURES` read;
+with its ``second_hop_features`` on, nine ``rf_hop_*`` columns (the candidate's title in the
+top hits' text and theirs in its, BM25 and dense for the query expanded with the top hit,
+homonyms of the top hit), which :data:`HOP_FEATURES` read.
 
 Not recorded per candidate, so not a feature: the number of hops a spread candidate travelled
 (only its spread score is: the relevance of a ``spread``-sourced candidate).
@@ -35,9 +38,9 @@ import numpy as np
 import pandas as pd
 
 from memlab._registry import register
-from memlab.surfacing.stages.ranker_features import RANKER_FEATURE_COLUMNS
+from memlab.surfacing.stages.ranker_features import HOP_FEATURE_COLUMNS, RANKER_FEATURE_COLUMNS
 
-__all__ = ["FEATURES", "EXTRA_FEATURES", "ALL_FEATURES", "SOURCES", "STRATEGY_NAMES", "RANKED_SIGNALS", "RANKER_FORMAT",
+__all__ = ["FEATURES", "EXTRA_FEATURES", "HOP_FEATURES", "ALL_FEATURES", "SOURCES", "STRATEGY_NAMES", "RANKED_SIGNALS", "RANKER_FORMAT",
            "candidate_features", "RankerModel", "load_ranker", "register_reranker",
            "RERANKERS", "rerank_scores", "is_ranker_file", "ranker_label"]
 
@@ -67,7 +70,16 @@ EXTRA_FEATURES: tuple[str, ...] = (
     "window_none", "window_in", "window_tail", "window_out", "window_days",
     "speaker_match", "entity_overlap",
 )
-ALL_FEATURES: tuple[str, ...] = FEATURES + EXTRA_FEATURES
+# issue 17 (MuSiQue's second hop): features of the ``rf_hop_*`` columns the same stage records
+# when the recipe's ``second_hop_features`` is on
+HOP_FEATURES: tuple[str, ...] = (
+    "hop_title_top1", "hop_title_top3", "hop_top_title3",
+    "hop_prf_title", "hop_prf_title_share", "rank_hop_prf_title",
+    "hop_prf_content", "hop_prf_content_share", "rank_hop_prf_content",
+    "hop_dense_top1", "hop_prf_dense", "rank_hop_prf_dense",
+    "hop_homonym", "hop_rank_nodup",
+)
+ALL_FEATURES: tuple[str, ...] = FEATURES + EXTRA_FEATURES + HOP_FEATURES
 
 
 def candidate_features(columns: Mapping[str, Any], strategy: Sequence[str] | str,
@@ -75,7 +87,7 @@ def candidate_features(columns: Mapping[str, Any], strategy: Sequence[str] | str
                        group: Sequence[int] | None = None) -> pd.DataFrame:
     """The feature matrix (one row per candidate, columns :data:`FEATURES`, and
     :data:`EXTRA_FEATURES` after them when ``columns`` has the ranker-feature stage's ``rf_*``
-    columns).
+    columns, then :data:`HOP_FEATURES` when it has its ``rf_hop_*`` ones).
 
     ``columns`` holds the candidate columns a record has (``bm25``, ``dense``, ``relevance``,
     ``relevance_term``, ``recency``, ``activation``, ``centrality_raw``, ``centrality``,
@@ -117,8 +129,17 @@ def candidate_features(columns: Mapping[str, Any], strategy: Sequence[str] | str
             method="min", ascending=False).to_numpy()
     out["query_words"] = np.broadcast_to(np.asarray(query_words, dtype=float), (n,)).copy()
     out["candidates"] = pd.Series(np.ones(n)).groupby(group).transform("sum").to_numpy()
-    if "rf_links_top3" not in columns:
-        return pd.DataFrame(out, columns=list(FEATURES))
+    names = list(FEATURES)
+    if "rf_links_top3" in columns:
+        names += EXTRA_FEATURES
+        _extra_features(columns, out, group, n)
+    if "rf_hop_title_top1" in columns:
+        names += HOP_FEATURES
+        _hop_features(columns, out, group)
+    return pd.DataFrame(out, columns=names)
+
+
+def _extra_features(columns, out, group, n) -> None:
     rf = {name: np.nan_to_num(np.asarray(columns[name], dtype=float))
           for name in RANKER_FEATURE_COLUMNS}
     for hits in (1, 3, 5):
@@ -134,7 +155,21 @@ def candidate_features(columns: Mapping[str, Any], strategy: Sequence[str] | str
     out["window_days"] = rf["rf_window_days"]
     out["speaker_match"] = rf["rf_speaker"]
     out["entity_overlap"] = rf["rf_entities"]
-    return pd.DataFrame(out, columns=list(ALL_FEATURES))
+
+
+def _hop_features(columns, out, group) -> None:
+    hop = {name: np.nan_to_num(np.asarray(columns[name], dtype=float))
+           for name in HOP_FEATURE_COLUMNS}
+    for name in ("title_top1", "title_top3", "top_title3", "prf_title", "prf_content",
+                 "dense_top1", "prf_dense", "homonym", "rank_nodup"):
+        out[f"hop_{name}"] = hop[f"rf_hop_{name}"]
+    for name in ("prf_title", "prf_content", "prf_dense"):
+        series = pd.Series(out[f"hop_{name}"]).groupby(group)
+        if name != "prf_dense":
+            best = series.transform("max").to_numpy()
+            out[f"hop_{name}_share"] = np.divide(out[f"hop_{name}"], best,
+                                                 out=np.zeros(len(best)), where=best > 0)
+        out[f"rank_hop_{name}"] = series.rank(method="min", ascending=False).to_numpy()
 
 
 class RankerModel:

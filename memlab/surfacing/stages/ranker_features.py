@@ -22,6 +22,23 @@ table (the ``rerank`` stage) and from a replay's recorded frame (training, cross
   word of the query; ``rf_entities``: how many of the query's capitalised words (not its
   first) are words of the item's content.
 
+**Second-hop evidence** (the recipe's ``second_hop_features``; MuSiQue's misses are second
+hops: the bridge passage is about an entity the first-hop passage names), ``rf_hop_*``; an
+item's title is its ``title``/``label``/``name`` metadata without a parenthetical suffix, its
+body its content without a leading line equal to its title; matching is on lower-cased words:
+
+* ``rf_hop_title_top1`` / ``rf_hop_title_top3``: the candidate's title is in the body of the
+  top hit / of how many of the top 3 (itself excluded); ``rf_hop_top_title3``: how many of the
+  top 3's titles are in the candidate's body (itself excluded);
+* ``rf_hop_prf_title`` / ``rf_hop_prf_content``: the candidate's BM25 (the workspace's
+  analyzer, the recipe's k1 and b) for the query followed by the top hit's title / body, a
+  second retrieval pass conditioned on the first hop; ``rf_hop_dense_top1``: cosine to the top
+  hit (itself 0) and ``rf_hop_prf_dense``: cosine to the normalised sum of the query's and the
+  top hit's vectors (both 0 without a dense recipe);
+* ``rf_hop_homonym``: 1 when the candidate is not the top hit but has its title ("X
+  (footballer)" against "X"); ``rf_hop_rank_nodup``: its 1-based rank by the score at this
+  point among the candidates that are not such homonyms (a homonym keeps its full rank).
+
 Router mode runs it right before the budget (after the graph re-ranker, before ``rerank``)
 when the recipe's ``ranker_features`` is on; it changes no score and no order, and is off in
 legacy mode. Counterfactual re-scoring reads the recorded columns and does not re-run it.
@@ -39,13 +56,17 @@ from memlab.surfacing.composite import order_candidates
 from memlab.surfacing.stages.base import CandidateTable, QueryRun, Stage, register_stage
 from memlab.surfacing.stages.graph_rerank import linked_counts
 from memlab.surfacing.timewindow import parse_time_window
+from memlab.text import TITLE_KEYS, strip_parenthetical
 
-__all__ = ["RankerFeatures", "ranker_features", "RANKER_FEATURE_COLUMNS", "TAIL_DAYS",
-           "query_entities"]
+__all__ = ["RankerFeatures", "ranker_features", "RANKER_FEATURE_COLUMNS", "HOP_FEATURE_COLUMNS",
+           "TAIL_DAYS", "query_entities", "item_title"]
 
 RANKER_FEATURE_COLUMNS = ("rf_links_top1", "rf_links_top3", "rf_links_top5", "rf_dense_top3",
                           "rf_trigram", "rf_window", "rf_window_days", "rf_speaker",
                           "rf_entities")
+HOP_FEATURE_COLUMNS = ("rf_hop_title_top1", "rf_hop_title_top3", "rf_hop_top_title3",
+                       "rf_hop_prf_title", "rf_hop_prf_content", "rf_hop_dense_top1",
+                       "rf_hop_prf_dense", "rf_hop_homonym", "rf_hop_rank_nodup")
 TAIL_DAYS = 7.0
 _DAY = 86400.0
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\u2019\-]+")
@@ -84,6 +105,116 @@ def query_entities(query: str) -> list[str]:
     return out
 
 
+_TOKEN = re.compile(r"\w+")
+
+
+def item_title(item) -> str | None:
+    """``item``'s title: its ``title``, ``label`` or ``name`` metadata (the first a non-empty
+    string), else None.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> item_title(SimpleNamespace(metadata={"label": "", "title": "Paris (France)"}))
+    'Paris (France)'
+    """
+    meta = item.metadata
+    if meta.__class__ is not dict:
+        return None
+    for key in TITLE_KEYS:
+        value = meta.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def _padded(text: str) -> str:
+    """Lower-cased words joined by single spaces, with a space either side (for whole-word
+    substring tests)."""
+    return " " + " ".join(_TOKEN.findall(text.lower())) + " "
+
+
+def _body(content: str, title: str | None) -> str:
+    if title is not None:
+        head, sep, rest = content.partition("\n")
+        if sep and head.strip() == title.strip():
+            return rest
+    return content
+
+
+def _hop_columns(run: QueryRun, table: CandidateTable, order: np.ndarray) -> dict:
+    """The ``rf_hop_*`` columns (module notes) for ``table``, ``order`` the optional
+    candidates' rows, best first."""
+    n = len(table)
+    ws, config, idx = run.ws, run.config, table.idx
+    cols = {name: np.zeros(n) for name in HOP_FEATURE_COLUMNS}
+    cols["rf_hop_rank_nodup"] = np.full(n, float(n + 1))
+    if not len(order):
+        return cols
+    keys: list[str] = []  # each candidate's padded title ("" without one)
+    bodies: list[str] = []
+    for i in idx.tolist():
+        item = ws.item(i)
+        title = item_title(item)
+        key = _padded(strip_parenthetical(title)) if title is not None else ""
+        keys.append(key if key.strip() else "")
+        bodies.append(_padded(_body(item.content or "", title)))
+    top = order[:3].tolist()
+    first = top[0]
+    title_top1, title_top3, top_title3 = (np.zeros(n) for _ in range(3))
+    for row in range(n):
+        key = keys[row]
+        for hit in top:
+            if hit == row:
+                continue
+            if key and key in bodies[hit]:
+                title_top3[row] += 1.0
+                if hit == first:
+                    title_top1[row] = 1.0
+            if keys[hit] and keys[hit] in bodies[row]:
+                top_title3[row] += 1.0
+    cols["rf_hop_title_top1"], cols["rf_hop_title_top3"] = title_top1, title_top3
+    cols["rf_hop_top_title3"] = top_title3
+    # a second BM25 pass: the query followed by the top hit's title / body
+    analyze, index = ws.bm25_for(None)
+    first_item = ws.item(int(idx[first]))
+    first_title = item_title(first_item) or ""
+    for name, extra in (("rf_hop_prf_title", first_title),
+                        ("rf_hop_prf_content", _body(first_item.content or "", first_title
+                                                     or None))):
+        docs, scores = index.scores(analyze(f"{run.query} {extra}"), k1=config.bm25_k1,
+                                    b=config.bm25_b)
+        if len(docs):
+            pos = np.minimum(np.searchsorted(docs, idx), len(docs) - 1)
+            cols[name] = np.where(docs[pos] == idx, scores[pos], 0.0).astype(float)
+    if config.dense is not None:
+        from memlab.signals.dense import DenseIndex, embed_query, get_embedder
+        embedder = get_embedder(config.dense)
+        dindex = ws.dense_index(embedder.name, DenseIndex)
+        dindex.ensure(ws, embedder, sentences=config.dense.sentence_weight > 0)
+        vectors = dindex.items.view()
+        cand = vectors[idx]
+        to_first = cand @ vectors[idx[first]]
+        cols["rf_hop_dense_top1"] = np.where(np.arange(n) == first, 0.0, to_first).astype(float)
+        mixed = embed_query(run.query, config.dense) + vectors[idx[first]]
+        norm = float(np.linalg.norm(mixed))
+        if norm > 0:
+            cols["rf_hop_prf_dense"] = (cand @ (mixed / norm)).astype(float)
+    # homonyms of the top hit, and the rank without them
+    homonym = np.array([row != first and bool(keys[first]) and keys[row] == keys[first]
+                        for row in range(n)])
+    cols["rf_hop_homonym"] = homonym.astype(float)
+    rank = cols["rf_hop_rank_nodup"]
+    kept = 0
+    for full, row in enumerate(order.tolist(), start=1):
+        if homonym[row]:
+            rank[row] = float(full)
+        else:
+            kept += 1
+            rank[row] = float(kept)
+    return cols
+
+
 def _words(text: str) -> set[str]:
     return {w.lower() for w in _word_list(text)}
 
@@ -102,14 +233,24 @@ class RankerFeatures(Stage):
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
         n = len(table)
-        cols = {name: np.zeros(n) for name in RANKER_FEATURE_COLUMNS}
-        if n == 0:
-            return table._with(cols)
-        ws, config, idx = run.ws, run.config, table.idx
+        base, hop = run.config.ranker_features, run.config.second_hop_features
+        names = (RANKER_FEATURE_COLUMNS if base else ()) + (HOP_FEATURE_COLUMNS if hop else ())
+        if n == 0 or not names:
+            return table._with({name: np.zeros(n) for name in names})
         optional = np.flatnonzero(~table.mandatory & ~table.filtered)
         order = order_candidates(table.item_id, table.relevance, table.score, table.mandatory,
                                  table.filtered)
         order = order[np.isin(order, optional)]
+        cols = self._base(run, table, order) if base else {}
+        if hop:
+            cols.update(_hop_columns(run, table, order))
+        return table._with(cols)
+
+    @staticmethod
+    def _base(run: QueryRun, table: CandidateTable, order: np.ndarray) -> dict:
+        n = len(table)
+        cols = {name: np.zeros(n) for name in RANKER_FEATURE_COLUMNS}
+        ws, config, idx = run.ws, run.config, table.idx
         # links to the top hits
         for hits in (1, 3, 5):
             top = idx[order[:hits]]
@@ -169,7 +310,7 @@ class RankerFeatures(Stage):
                     content = _words(text)
                     overlap[row] = sum(e in content for e in entities)
         cols["rf_speaker"], cols["rf_entities"] = speaker, overlap
-        return table._with(cols)
+        return cols
 
 
 def ranker_features() -> RankerFeatures:
