@@ -43,7 +43,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from memlab.cli import _shared_trace
 from memlab.harness.replay import ReplayResult, replay

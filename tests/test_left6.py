@@ -2,7 +2,6 @@
 
 import hashlib
 import json
-import warnings
 
 import pandas as pd
 import pytest

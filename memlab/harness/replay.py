@@ -1029,7 +1029,7 @@ def _run_shards_on_dask(trace: Trace, settings: tuple, shards: list[frozenset[st
                         if placing == 2:
                             raise RuntimeError(
                                 f"shard {i} of the sharded replay: no live worker to run it "
-                                f"again on (every worker was lost)") from exc
+                                f"again on (every worker was lost)") from None
                         continue
                     where = [min(live, key=lambda w: len(processing.get(w, ())))]
                     if direct and not _workers_reachable(client, where):
