@@ -37,15 +37,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.dense_ranker_cv import _cached_replay, _nobudget
 from memlab.cli import _shared_trace
-from memlab.harness.replay import ReplayResult, replay
+from memlab.harness.replay import ReplayResult
 from memlab.learn.nested import Candidate, nested_choose, parse_ranker_spec
 from memlab.surfacing.config import get_recipe
 from memlab.surfacing.stages.ranker_features import HOP_FEATURE_COLUMNS, RANKER_FEATURE_COLUMNS
@@ -66,26 +66,6 @@ FEATURE_SETS = {"rf": ("dense-rf", dict(ranker_features=True), RANKER_FEATURE_CO
                 "hop": ("dense-hop", dict(second_hop_features=True), HOP_FEATURE_COLUMNS),
                 "rf+hop": ("dense-rf-hop", dict(ranker_features=True, second_hop_features=True),
                            RANKER_FEATURE_COLUMNS + HOP_FEATURE_COLUMNS)}
-
-
-def _nobudget(config):
-    return config.replace(**{stage: dataclasses.replace(getattr(config, stage), budget_ms=None)
-                             for stage in ("ppr", "spreading")
-                             if getattr(config, stage) is not None})
-
-
-def _cached_replay(trace, config, measures, folder: Path) -> ReplayResult:
-    key = hashlib.sha256(json.dumps([trace.hash(), config.to_dict(), measures], sort_keys=True,
-                                    default=str).encode()).hexdigest()[:16]
-    path = folder / f"{config.name}-{key}"
-    if (path / "manifest.json").is_file():
-        return ReplayResult.load(path)
-    started = time.process_time()
-    live = replay(trace, config, mode="router", k=20, measures=measures, seed=0,
-                  measure_on="retrieved", record_candidates=True)
-    print(f"  replayed {config.name}: {time.process_time() - started:.0f} s CPU", flush=True)
-    live.save(path)
-    return live
 
 
 def _variant(live: ReplayResult, name: str, keep: tuple[str, ...] | None,
