@@ -56,12 +56,12 @@ REINFORCE_BATCH = 64  # default number of reinforcements per journal row (``rein
 COMPACT_AFTER = 100_000  # default journal rows after the latest snapshot that trigger one
 
 
-@functools.lru_cache(maxsize=1)
-def _retrieval_params() -> tuple[str, ...]:
-    """The parameter names of ``MemoryStore.record_retrieval``, in order (its journal payload's
-    keys: :meth:`JournalMixin.retrieval_payload`)."""
-    from memlab.store.items import ItemsMixin
-    return tuple(inspect.signature(ItemsMixin.record_retrieval).parameters)[1:]
+@functools.lru_cache(maxsize=4)
+def _retrieval_params(store_class: type) -> tuple[str, ...]:
+    """The parameter names of ``store_class.record_retrieval``, in order (its journal payload's
+    keys: :meth:`JournalMixin.retrieval_payload`); read from the class, not imported from the
+    items module, which imports this one."""
+    return tuple(inspect.signature(store_class.record_retrieval).parameters)[1:]
 
 
 def journaled(method):
@@ -564,7 +564,8 @@ class JournalMixin:
         under the exclusive lock (:meth:`record_encoded`) does not encode it there."""
         if self._journal is None:
             return None
-        return encode({name: call[name] for name in _retrieval_params() if name in call})
+        return encode({name: call[name] for name in _retrieval_params(type(self))
+                       if name in call})
 
     def record_encoded(self, call: dict[str, Any], payload: str | None,
                        ids: list[str] | None = None) -> bool:
