@@ -167,3 +167,56 @@ def start_thread(target, *args, name: str | None = None) -> tuple[threading.Thre
     thread = threading.Thread(target=run, daemon=True, name=name)
     thread.start()
     return thread, out
+
+
+class SlowDisk:
+    """Replaces a journal's ``append_many``: the first call announces itself (``entered``) and
+    waits for ``release`` (then writes, or raises ``fail``); later calls go straight through.
+    With ``lock``, each call records ``(lock.epoch % 2, lock.held_exclusively())`` in ``seen``."""
+
+    def __init__(self, journal, lock=None, fail: BaseException | None = None) -> None:
+        self.journal, self.real, self.lock = journal, journal.append_many, lock
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.fail, self.calls, self.seen = fail, 0, []
+
+    def __call__(self, ops):
+        self.calls += 1
+        if self.lock is not None:
+            self.seen.append((self.lock.epoch % 2, self.lock.held_exclusively()))
+        if self.calls == 1:
+            self.entered.set()
+            assert self.release.wait(SAFETY_S)
+            if self.fail is not None:
+                raise self.fail
+        return self.real(ops)
+
+
+# ---------------------------------------------------------------- learned rankers
+def assert_live_ranks_as_the_frame(trace, live, kind: str, folder, option: str,
+                                   features: list, columns) -> Path:
+    """A ``kind`` model fitted on ``live`` (reading exactly ``features``) ranks a replay under
+    ``DEFAULT`` with ``option=True`` and the model as its reranker exactly as it ranks
+    ``live``'s recorded frame, and the live stage records the same ``columns``; returns the
+    saved model's path."""
+    import numpy as np
+
+    from memlab.harness.replay import replay
+    from memlab.learn import fit_ranker, frame_features
+    from memlab.surfacing.config import DEFAULT
+    from memlab.tuning.evaluate import rank_frame
+    model = fit_ranker(live, kind=kind, seed=3)
+    assert model.features == list(features)
+    path = model.save(Path(folder) / f"{kind}.json")
+    scores = model.predict(frame_features(live)[0])
+    with pytest.warns(Warning, match="in-sample"):
+        staged = replay(trace, DEFAULT.replace(**{option: True}, reranker=str(path)),
+                        measures=["R@10", "MRR"])
+    for measure in ("R@10", "MRR"):
+        offline = rank_frame(live.candidates, live.decisions, scores, measure)
+        online = staged.metrics[staged.metrics["measure"] == measure].set_index("qid")["value"]
+        assert offline.index.tolist() == online.index.tolist()
+        np.testing.assert_array_equal(offline.to_numpy(), online.to_numpy())
+    key = ["qid", "item_id"]
+    recorded = live.candidates.set_index(key)[list(columns)].sort_index()
+    assert recorded.equals(staged.candidates.set_index(key)[list(columns)].sort_index())
+    return path

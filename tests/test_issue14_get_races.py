@@ -32,7 +32,7 @@ from memlab.errors import UnknownItemError
 from memlab.persist import PersistenceError
 from memlab.snapshot import state_digest
 
-from _support import start_thread as _start, until as _until  # noqa: E402
+from _support import SlowDisk as _SlowDisk, start_thread as _start, until as _until  # noqa: E402
 SAFETY_S = 30.0  # only ever reached by a regression
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 READER = "getter"  # the name of the reading thread the hooks stop
@@ -45,24 +45,6 @@ def _memory(path, **options) -> Memory:
                   [("deploy", "deploys run on fridays"), ("pizza", "lunch is pizza on fridays"),
                    ("runbook", "the deploy runbook lists every step")]])
     return mem
-
-
-class _SlowDisk:
-    """``Journal.append_many`` that stops (once) until released, optionally failing then."""
-
-    def __init__(self, journal, fail: BaseException | None = None) -> None:
-        self.real = journal.append_many
-        self.entered, self.release = threading.Event(), threading.Event()
-        self.fail, self.calls = fail, 0
-
-    def __call__(self, ops):
-        self.calls += 1
-        if self.calls == 1:
-            self.entered.set()
-            assert self.release.wait(SAFETY_S)
-            if self.fail is not None:
-                raise self.fail
-        return self.real(ops)
 
 
 class _Gate:

@@ -23,7 +23,7 @@ from memlab.graph.ppr import PPR_METHODS, exact_ppr, ppr_result, register_ppr_me
 from memlab.persist import PersistenceError
 from memlab.snapshot import state_digest
 
-from _support import start_thread as _start  # noqa: E402
+from _support import SlowDisk as _SlowDisk, start_thread as _start  # noqa: E402
 SAFETY_S = 30.0  # only ever reached by a regression
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
@@ -36,25 +36,6 @@ def _memory(path, batch: int = 64) -> Memory:
                   [("deploy", "deploys run on fridays"), ("pizza", "lunch is pizza on fridays"),
                    ("runbook", "the deploy runbook lists every step")]])
     return mem
-
-
-class _SlowDisk:
-    """Replaces a journal's ``append_many``: the first call announces itself and waits for
-    ``release`` (then writes, or raises ``fail``); later calls go straight through."""
-
-    def __init__(self, journal, fail: BaseException | None = None) -> None:
-        self.journal, self.real = journal, journal.append_many
-        self.entered, self.release = threading.Event(), threading.Event()
-        self.fail, self.calls = fail, 0
-
-    def __call__(self, ops):
-        self.calls += 1
-        if self.calls == 1:
-            self.entered.set()
-            assert self.release.wait(SAFETY_S)
-            if self.fail is not None:
-                raise self.fail
-        return self.real(ops)
 
 
 @pytest.mark.parametrize("read", ["search", "get", "context", "search_many"])

@@ -26,7 +26,7 @@ from memlab.errors import UnknownItemError
 from memlab.persist import PersistenceError
 from memlab.snapshot import state_digest
 
-from _support import start_thread as _start, until as _until  # noqa: E402
+from _support import SlowDisk as _SlowDisk, start_thread as _start, until as _until  # noqa: E402
 SAFETY_S = 30.0  # only ever reached by a regression
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
@@ -225,25 +225,6 @@ def test_the_io_window_makes_the_epoch_even_only_for_its_holder():
                 assert lock.epoch == before + 1
         assert lock.epoch % 2 == 1 and lock.epoch > before
     assert lock.epoch % 2 == 0
-
-
-class _SlowDisk:
-    """``Journal.append_many`` that stops (once) until released, optionally failing then."""
-
-    def __init__(self, journal, lock, fail: BaseException | None = None) -> None:
-        self.real, self.lock = journal.append_many, lock
-        self.entered, self.release = threading.Event(), threading.Event()
-        self.fail, self.calls, self.seen = fail, 0, []
-
-    def __call__(self, ops):
-        self.calls += 1
-        self.seen.append((self.lock.epoch % 2, self.lock.held_exclusively()))
-        if self.calls == 1:
-            self.entered.set()
-            assert self.release.wait(SAFETY_S)
-            if self.fail is not None:
-                raise self.fail
-        return self.real(ops)
 
 
 def test_a_get_completes_while_a_write_holds_the_lock_for_its_fsync(tmp_path, monkeypatch):

@@ -14,6 +14,8 @@ from memlab.surfacing.config import DEFAULT, SurfacingConfig
 from memlab.surfacing.rerank import EXTRA_FEATURES, FEATURES, candidate_features
 from memlab.surfacing.stages.ranker_features import RANKER_FEATURE_COLUMNS, query_entities
 
+from _support import assert_live_ranks_as_the_frame  # noqa: E402
+
 
 def _memory() -> Memory:
     mem = Memory(surfacing_mode="router", config=DEFAULT.replace(ranker_features=True))
@@ -122,26 +124,8 @@ def test_the_option_changes_no_ranking(trace, live):
 def test_live_stage_ranks_as_the_model_ranks_the_frame(trace, live, kind, tmp_path):
     """A model on the new features ranks a replay under its recipe exactly as it ranks the
     recorded frame: the rf_* columns are computed the same way live and from the record."""
-    from memlab.learn import fit_ranker, frame_features
-    from memlab.tuning.evaluate import rank_frame
-    model = fit_ranker(live, kind=kind, seed=3)
-    assert model.features == list(FEATURES + EXTRA_FEATURES)
-    path = model.save(tmp_path / f"{kind}.json")
-    feats, _ = frame_features(live)
-    scores = model.predict(feats)
-    with pytest.warns(Warning, match="in-sample"):
-        staged = replay(trace, DEFAULT.replace(ranker_features=True, reranker=str(path)),
-                        measures=["R@10", "MRR"])
-    for measure in ("R@10", "MRR"):
-        offline = rank_frame(live.candidates, live.decisions, scores, measure)
-        online = staged.metrics[staged.metrics["measure"] == measure].set_index("qid")["value"]
-        assert offline.index.tolist() == online.index.tolist()
-        np.testing.assert_array_equal(offline.to_numpy(), online.to_numpy())
-    # the live stage recorded the same rf_* values as the replay it was trained on
-    key = ["qid", "item_id"]
-    a = live.candidates.set_index(key)[list(RANKER_FEATURE_COLUMNS)].sort_index()
-    b = staged.candidates.set_index(key)[list(RANKER_FEATURE_COLUMNS)].sort_index()
-    assert a.equals(b)
+    assert_live_ranks_as_the_frame(trace, live, kind, tmp_path, "ranker_features",
+                                   FEATURES + EXTRA_FEATURES, RANKER_FEATURE_COLUMNS)
 
 
 def test_a_model_on_new_features_needs_the_option(trace, live, tmp_path):

@@ -14,6 +14,8 @@ from memlab.surfacing.rerank import ALL_FEATURES, EXTRA_FEATURES, FEATURES, HOP_
 from memlab.surfacing.stages.ranker_features import (HOP_FEATURE_COLUMNS,
                                                      RANKER_FEATURE_COLUMNS, item_title)
 
+from _support import assert_live_ranks_as_the_frame  # noqa: E402
+
 QUERY = "Which river flows through the birthplace of Anna Weber the painter?"
 
 
@@ -139,24 +141,7 @@ def test_the_option_changes_no_ranking(trace, live):
 def test_live_stage_ranks_as_the_model_ranks_the_frame(trace, live, kind, tmp_path):
     """A model on the second-hop features ranks a replay under its recipe exactly as it
     ranks the recorded frame, with the same rf_hop_* values."""
-    from memlab.learn import fit_ranker, frame_features
-    from memlab.tuning.evaluate import rank_frame
-    model = fit_ranker(live, kind=kind, seed=3)
-    assert model.features == list(FEATURES + HOP_FEATURES)
-    path = model.save(tmp_path / f"{kind}.json")
-    feats, _ = frame_features(live)
-    scores = model.predict(feats)
-    with pytest.warns(Warning, match="in-sample"):
-        staged = replay(trace, DEFAULT.replace(second_hop_features=True, reranker=str(path)),
-                        measures=["R@10", "MRR"])
-    for measure in ("R@10", "MRR"):
-        offline = rank_frame(live.candidates, live.decisions, scores, measure)
-        online = staged.metrics[staged.metrics["measure"] == measure].set_index("qid")["value"]
-        assert offline.index.tolist() == online.index.tolist()
-        np.testing.assert_array_equal(offline.to_numpy(), online.to_numpy())
-    key = ["qid", "item_id"]
-    a = live.candidates.set_index(key)[list(HOP_FEATURE_COLUMNS)].sort_index()
-    b = staged.candidates.set_index(key)[list(HOP_FEATURE_COLUMNS)].sort_index()
-    assert a.equals(b)
+    path = assert_live_ranks_as_the_frame(trace, live, kind, tmp_path, "second_hop_features",
+                                          FEATURES + HOP_FEATURES, HOP_FEATURE_COLUMNS)
     with pytest.raises(ValueError, match="lack"):  # a recipe without the option refuses it
         replay(trace, DEFAULT.replace(reranker=str(path)))
