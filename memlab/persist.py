@@ -414,7 +414,10 @@ def _truncation(path: Path, head: bytes, size: int) -> tuple[int, int] | None:
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(head[28:32], "big")
     wal = Path(f"{path}-wal")
-    wal_empty = not wal.exists() or wal.stat().st_size == 0
+    try:  # one stat: another process's close may delete the WAL between two calls
+        wal_empty = wal.stat().st_size == 0
+    except FileNotFoundError:
+        wal_empty = True
     # the header's page count is valid when "version-valid-for" equals the change counter; with
     # a non-empty WAL, pages may legitimately live there still
     if wal_empty and pages and page_size and head[92:96] == head[24:28] \

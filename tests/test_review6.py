@@ -70,3 +70,24 @@ def test_an_address_that_is_not_a_dask_scheduler_is_refused_in_one_line(tmp_path
     finally:
         server.shutdown()
         silent.close()
+
+
+# the WAL of another process can vanish between a check and a stat (a flaky CI failure)
+def test_a_wal_deleted_between_exists_and_stat_is_an_empty_wal(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from memlab import persist
+    from memlab.store import MemoryStore
+    path = tmp_path / "m.db"
+    MemoryStore(path=path, compact_after=None).close()
+    wal = Path(f"{path}-wal")
+    wal.write_bytes(b"")
+    real_stat = Path.stat
+
+    def vanishing(self, *args, **kwargs):
+        if self == wal:
+            raise FileNotFoundError(2, "No such file or directory", str(self))
+        return real_stat(self, *args, **kwargs)
+    monkeypatch.setattr(Path, "stat", vanishing)
+    head = path.read_bytes()[:100]
+    assert persist._truncation(path, head, real_stat(path).st_size) is None
