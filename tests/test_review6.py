@@ -88,6 +88,9 @@ def test_a_wal_deleted_between_exists_and_stat_is_an_empty_wal(tmp_path, monkeyp
         if self == wal:
             raise FileNotFoundError(2, "No such file or directory", str(self))
         return real_stat(self, *args, **kwargs)
+    real_exists = Path.exists
+    monkeypatch.setattr(Path, "exists",  # it is there when looked for, gone when stat'ed
+                        lambda self, *a, **k: True if self == wal else real_exists(self, *a, **k))
     monkeypatch.setattr(Path, "stat", vanishing)
     head = path.read_bytes()[:100]
     assert persist._truncation(path, head, real_stat(path).st_size) is None
