@@ -5,8 +5,25 @@
 ``replay(trace, UNTIMED)`` (DEFAULT without wall-clock budgets) against ``replay(trace, UNTIMED,
 executor="dask", address=...)`` on a LocalCluster of WORKERS single-threaded processes started
 (and warmed up) beforehand, its start printed apart; ROUNDS rounds (default 3), the frames
-checked equal. Within a round the order alternates (serial first in even rounds, sharded first
-in odd ones), so neither side always runs right after the other.
+checked equal. A round has four runs (serial, sharded, the control together, the control one
+after the other) and their order rotates by one every round, so none always runs first or right
+after another.
+
+**The ceiling control** (no Dask): two plain OS processes (``multiprocessing`` with ``spawn``),
+started before the rounds and each warmed up and its heap frozen exactly like a worker of a
+LocalCluster memlab starts (``_prepare_worker``), hold nothing but a pipe to this process. Each
+round they replay the same two shards a sharded replay sends (``_split`` of ``_shards(trace,
+2)``, pickled; ``_replay_shard_pickled``, as a worker runs it) side by side, one shard each
+("together"), and one process replays both, one after the other ("apart"; the process
+alternates). CPU ``apart / busiest together`` and wall ``apart / together`` are the most any
+2-worker executor can get on this machine at that moment: no scheduler, no driver work, no
+serialization beyond the pipe. The processes also time every query's CPU
+(``time.process_time`` around ``_Runner.query``), so the per-query CPU together against alone
+(the same query, same process state) is the hardware and neighbours' cost of running two
+processes side by side. The cores used (CPU s per wall s) of one process against two say what
+share of the machine the run got: under Linux's autogroup scheduling (on here,
+``/proc/sys/kernel/sched_autogroup_enabled``) all the processes of one terminal session share
+one session's fair share of the CPU, whatever their number.
 
 Each round also times a **frozen serial** control: the serial replay with the driver's heap
 frozen (``gc.collect(); gc.freeze()`` before it, ``gc.unfreeze()`` after), as the workers of a
@@ -35,7 +52,9 @@ from __future__ import annotations
 
 import gc
 import json
+import multiprocessing
 import os
+import pickle
 import statistics
 import sys
 import time
@@ -45,7 +64,9 @@ from pathlib import Path
 import pandas as pd
 
 from memlab.datasets.loaders import load_locomo
-from memlab.harness.replay import _warm_worker, dask_address, replay
+from memlab.harness.measures import DEFAULT_MEASURES
+from memlab.harness.replay import (_merge_shards, _shards, _split, _warm_worker, dask_address,
+                                   replay)
 from memlab.surfacing.config import DEFAULT
 
 # no wall-clock budgets (PPR 200 ms, spreading 150 ms by default): on a loaded machine a budget
@@ -54,8 +75,12 @@ UNTIMED = DEFAULT.replace(ppr=replace(DEFAULT.ppr, budget_ms=None),
                           spreading=replace(DEFAULT.spreading, budget_ms=None))
 
 
+# the settings a sharded replay of UNTIMED ships to its workers (measures by name)
+SHIPPED = (UNTIMED, "router", 20, 0, [str(m) for m in DEFAULT_MEASURES], True, None, "porter",
+           "retrieved")
+
 FIRST, LATER = "first round (warmed cluster)", "later rounds (reused cluster)"
-serial = sharded = None  # the last round's results, checked equal
+serial = sharded = control_results = None  # the last round's results, checked equal
 
 
 def _cpu() -> float:
@@ -72,9 +97,90 @@ def timed(client, call):
     return out, wall, cpu, {w: after[w] - before[w] for w in before}
 
 
+def _control_process(conn) -> None:
+    """One process of the ceiling control (no Dask): warmed up and its heap frozen exactly as a
+    worker of a LocalCluster memlab starts (``_prepare_worker``), then, for every message (a
+    list of pickled shards), each shard's replay as a worker runs it (``_replay_shard_pickled``)
+    in this process's main thread, one after the other; back go the result pickles, each
+    shard's CPU and wall seconds and its queries' CPU seconds (``time.process_time`` around
+    ``_Runner.query``, in trace order)."""
+    import importlib
+
+    replay_module = importlib.import_module("memlab.harness.replay")  # the module, not the
+    # function memlab.harness exports under the same name
+
+    replay_module._prepare_worker()
+    per_query: list[float] = []
+    plain_query = replay_module._Runner.query
+
+    def query(self, event):
+        started = time.process_time()
+        plain_query(self, event)
+        per_query.append(time.process_time() - started)
+
+    replay_module._Runner.query = query
+    conn.send("ready")
+    while (message := conn.recv()) is not None:
+        out = []
+        for data in message:
+            per_query.clear()
+            cpu, wall = time.process_time(), time.perf_counter()
+            result = replay_module._replay_shard_pickled(data, SHIPPED)
+            out.append((result, time.process_time() - cpu, time.perf_counter() - wall,
+                        list(per_query)))
+        conn.send(out)
+
+
+class Control:
+    """Two plain OS processes (``spawn``), started and warmed before the rounds (their start not
+    counted, as the cluster's is not). ``together()``: shard i to process i, sent at once;
+    ``apart(p)``: both shards to process p, one after the other. Each returns (wall s as the
+    driver saw it, from sending the shards to holding every result's bytes; per shard: CPU s,
+    per-query CPU s; the results' pickles)."""
+
+    def __init__(self, shards: list[bytes]) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.shards, self.conns, self.procs = shards, [], []
+        for _ in shards:
+            ours, theirs = context.Pipe()
+            proc = context.Process(target=_control_process, args=(theirs,), daemon=True)
+            proc.start()
+            self.conns.append(ours)
+            self.procs.append(proc)
+        for conn in self.conns:
+            assert conn.recv() == "ready"
+
+    def together(self):
+        wall = time.perf_counter()
+        for conn, data in zip(self.conns, self.shards):
+            conn.send([data])
+        outs = [conn.recv()[0] for conn in self.conns]
+        return time.perf_counter() - wall, [(o[1], o[3]) for o in outs], [o[0] for o in outs]
+
+    def apart(self, p: int):
+        wall = time.perf_counter()
+        self.conns[p].send(self.shards)
+        outs = self.conns[p].recv()
+        return time.perf_counter() - wall, [(o[1], o[3]) for o in outs], [o[0] for o in outs]
+
+    def close(self) -> None:
+        for conn, proc in zip(self.conns, self.procs):
+            conn.send(None)
+            proc.join(30)
+
+
 def comparable(result):
     keep = [c for c in result.decisions.columns if not c.endswith("_ms")]
     return result.decisions[keep], result.candidates, result.metrics, result.log
+
+
+def _inflation(alone: list[list[float]], together: list[list[float]]) -> tuple[float, float]:
+    """Per-query CPU together against alone, over both shards' queries: (ratio of the sums,
+    median of the per-query ratios)."""
+    a = [x for shard in alone for x in shard]
+    t = [x for shard in together for x in shard]
+    assert len(a) == len(t)
+    return sum(t) / sum(a), statistics.median(y / x for x, y in zip(a, t) if x > 0)
 
 
 def main() -> None:
@@ -85,6 +191,13 @@ def main() -> None:
     trace = load_locomo(root / "locomo" / "locomo_dev.json")
     from distributed import Client
 
+    # the control's shards are the ones a sharded replay of 2 workers sends (same split)
+    shard_bytes = [pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL)
+                   for s in _split(trace, _shards(trace, 2))]
+    started = time.perf_counter()
+    control = Control(shard_bytes)
+    print(f"control: 2 plain processes (spawn, warmed up, heap frozen): "
+          f"{time.perf_counter() - started:.1f} s to start", flush=True)
     started = time.perf_counter()
     with dask_address("dask", None, workers) as address, Client(address) as client:
         print(f"LocalCluster of {workers} (warmed up): {time.perf_counter() - started:.1f} s "
@@ -93,8 +206,7 @@ def main() -> None:
         rows = []
         for r in range(rounds):
             load = os.getloadavg()[0]
-            row = {"round": r, "phase": FIRST if r == 0 else LATER, "load_1min": round(load, 2),
-                   "order": "serial first" if r % 2 == 0 else "sharded first"}
+            row = {"round": r, "phase": FIRST if r == 0 else LATER, "load_1min": round(load, 2)}
 
             def run_serial():
                 global serial
@@ -117,15 +229,42 @@ def main() -> None:
                     client, lambda: replay(trace, UNTIMED, progress=False, executor="dask",
                                            address=address))
                 row.update(dask_wall_s=round(d_wall, 2), dask_driver_cpu_s=round(d_cpu, 2),
-                           dask_worker_cpu_s=sorted(round(v, 2) for v in d_workers.values()),
-                           dask_critical_path_s=round(max(d_workers.values()) + d_cpu, 2))
+                           dask_worker_cpu_s=sorted(round(v, 3) for v in d_workers.values()),
+                           dask_critical_path_s=round(max(d_workers.values()) + d_cpu, 3))
 
-            for run in ((run_serial, run_sharded) if r % 2 == 0 else (run_sharded, run_serial)):
+            def run_together():
+                global control_results
+                wall, shards, control_results = control.together()
+                row.update(control_wall_s=round(wall, 2),
+                           control_worker_cpu_s=[round(c, 3) for c, _ in shards],
+                           control_critical_path_s=round(max(c for c, _ in shards), 3))
+                row["_together"] = [q for _, q in shards]
+
+            def run_apart():
+                wall, shards, _ = control.apart(r % 2)
+                row.update(apart_wall_s=round(wall, 2),
+                           apart_cpu_s=round(sum(c for c, _ in shards), 3),
+                           apart_shard_cpu_s=[round(c, 3) for c, _ in shards])
+                row["_apart"] = [q for _, q in shards]
+
+            # the order rotates by one every round: each run comes first, second, ... in turn
+            runs = [run_serial, run_sharded, run_together, run_apart]
+            runs = runs[r % 4:] + runs[:r % 4]
+            row["order"] = [f.__name__[4:] for f in runs]
+            for run in runs:
                 run()
+            sums, median_q = _inflation(row.pop("_apart"), row.pop("_together"))
+            row.update(query_cpu_together_over_alone=round(sums, 3),
+                       query_cpu_median_ratio=round(median_q, 3),
+                       load_1min_end=round(os.getloadavg()[0], 2))
             rows.append(row)
             print(json.dumps(row), flush=True)
         for got, want in zip(comparable(sharded), comparable(serial)):
             pd.testing.assert_frame_equal(got, want)
+        merged = _merge_shards([pickle.loads(b) for b in control_results])
+        pd.testing.assert_frame_equal(merged["candidates"], serial.candidates)
+        pd.testing.assert_frame_equal(merged["metrics"], serial.metrics)
+    control.close()
     cold = None
     if "--cold" in sys.argv:
         t = time.perf_counter()
@@ -135,21 +274,51 @@ def main() -> None:
     def median(key, phase):
         return statistics.median(row[key] for row in rows if row["phase"] == phase)
 
-    print(f"{len(trace.queries)} queries, {sharded.manifest['executor']}, frames equal")
+    print(f"{len(trace.queries)} queries, {sharded.manifest['executor']}, frames equal "
+          f"(the control's candidates and metrics too)")
     for phase in (FIRST, LATER):
         if not any(row["phase"] == phase for row in rows):
             continue
-        n = sum(row["phase"] == phase for row in rows)
+        of = [row for row in rows if row["phase"] == phase]
+        n = len(of)
+        loads = [row["load_1min"] for row in of] + [row["load_1min_end"] for row in of]
         d_wall, d_path = median("dask_wall_s", phase), median("dask_critical_path_s", phase)
-        busiest = statistics.median(max(row["dask_worker_cpu_s"]) for row in rows
-                                    if row["phase"] == phase)
-        print(f"{phase} ({n} round{'s' * (n > 1)}, medians): dask wall {d_wall:.2f} s, "
-              f"critical path (CPU) {d_path:.2f} s (busiest worker {busiest:.2f} s + driver "
+        busiest = statistics.median(max(row["dask_worker_cpu_s"]) for row in of)
+        print(f"{phase} ({n} round{'s' * (n > 1)}, medians, load {min(loads):.2f}-"
+              f"{max(loads):.2f}): dask wall {d_wall:.2f} s, critical path (CPU) {d_path:.2f} s "
+              f"(busiest worker {busiest:.2f} s + driver "
               f"{median('dask_driver_cpu_s', phase):.2f} s)")
         for side, prefix in (("serial", "serial"), ("frozen serial", "frozen_serial")):
             s_wall, s_cpu = median(f"{prefix}_wall_s", phase), median(f"{prefix}_cpu_s", phase)
-            print(f"  against {side}: wall {s_wall:.2f} s, speedup {s_wall / d_wall:.2f}x; "
+            print(f"  dask against {side}: wall {s_wall:.2f} s, speedup {s_wall / d_wall:.2f}x; "
                   f"CPU {s_cpu:.2f} s, speedup {s_cpu / d_path:.2f}x")
+        # the ceiling: the same two shards, one after the other in one process against side by
+        # side in two, per round, then the median (no Dask, no driver work at all)
+        cpu_x = [row["apart_cpu_s"] / row["control_critical_path_s"] for row in of]
+        wall_x = [row["apart_wall_s"] / row["control_wall_s"] for row in of]
+        dask_x = [row["frozen_serial_cpu_s"] / row["dask_critical_path_s"] for row in of]
+        dask_wall_x = [row["frozen_serial_wall_s"] / row["dask_wall_s"] for row in of]
+        c_cpu, c_wall = statistics.median(cpu_x), statistics.median(wall_x)
+        print(f"  control (no Dask): one process, shards one after the other: CPU "
+              f"{median('apart_cpu_s', phase):.2f} s, wall {median('apart_wall_s', phase):.2f} s;"
+              f" two processes together: busiest {median('control_critical_path_s', phase):.2f} s"
+              f" CPU, wall {median('control_wall_s', phase):.2f} s")
+        print(f"  ceiling (control speedup, median of per-round ratios): CPU {c_cpu:.2f}x "
+              f"(range {min(cpu_x):.2f}-{max(cpu_x):.2f}), wall {c_wall:.2f}x "
+              f"(range {min(wall_x):.2f}-{max(wall_x):.2f})")
+        # cores the run's processes got, CPU seconds per wall second: one process against two
+        rate_apart = [row["apart_cpu_s"] / row["apart_wall_s"] for row in of]
+        rate_together = [sum(row["control_worker_cpu_s"]) / row["control_wall_s"] for row in of]
+        print(f"  cores used (CPU s / wall s): one process {statistics.median(rate_apart):.2f}, "
+              f"two together {statistics.median(rate_together):.2f}; control CPU speedup "
+              f"against the frozen serial replay "
+              f"{statistics.median(r['frozen_serial_cpu_s'] / r['control_critical_path_s'] for r in of):.2f}x")
+        print(f"  per-query CPU together / alone: sums {median('query_cpu_together_over_alone', phase):.3f}"
+              f", median per query {median('query_cpu_median_ratio', phase):.3f}")
+        print(f"  dask / control: CPU {statistics.median(dask_x) / c_cpu:.2f} "
+              f"(dask vs frozen serial {statistics.median(dask_x):.2f}x), wall "
+              f"{statistics.median(dask_wall_x) / c_wall:.2f} (dask vs frozen serial "
+              f"{statistics.median(dask_wall_x):.2f}x)")
     if cold is not None:
         print(f"--cold (not a phase above): replay(executor='dask') starting its own cluster, "
               f"its start included: {cold:.2f} s wall")
