@@ -41,6 +41,12 @@ Two speedups are printed, as medians over rounds, against the plain and the froz
   every worker before and after, Dask's own work in the worker included) plus the driver's.
   That is the wall time the call would take on an idle machine with a core per process.
 
+Per phase it also prints the control's speedups (the ceiling: CPU and wall, its own ratio and
+its CPU against the frozen serial replay), the cores used, the per-query CPU together / alone,
+and **Dask / control**: per round the control's busiest process over Dask's critical path (CPU)
+and the control's wall together over Dask's wall, medians (1.0: Dask at the ceiling). The
+control always splits the trace in two (the 2-worker ceiling), whatever WORKERS is.
+
 The load average (1 min) is printed beside each round. Both sides are warmed the same way
 before the first round (the workers when the cluster starts, the driver here: one tiny replay
 each, ``_warm_worker``). Phases: the **first round (warmed cluster)** is each side's first
@@ -321,12 +327,14 @@ def main() -> None:
         # cores the run's processes got, CPU seconds per wall second: one process against two
         rate_apart = [row["apart_cpu_s"] / row["apart_wall_s"] for row in of]
         rate_together = [sum(row["control_worker_cpu_s"]) / row["control_wall_s"] for row in of]
+        against = statistics.median(r["frozen_serial_cpu_s"] / r["control_critical_path_s"]
+                                    for r in of)
         print(f"  cores used (CPU s / wall s): one process {statistics.median(rate_apart):.2f}, "
               f"two together {statistics.median(rate_together):.2f}; control CPU speedup "
-              f"against the frozen serial replay "
-              f"{statistics.median(r['frozen_serial_cpu_s'] / r['control_critical_path_s'] for r in of):.2f}x")
-        print(f"  per-query CPU together / alone: sums {median('query_cpu_together_over_alone', phase):.3f}"
-              f", median per query {median('query_cpu_median_ratio', phase):.3f}")
+              f"against the frozen serial replay {against:.2f}x")
+        print(f"  per-query CPU together / alone: sums "
+              f"{median('query_cpu_together_over_alone', phase):.3f}, median per query "
+              f"{median('query_cpu_median_ratio', phase):.3f}")
         print(f"  dask / control (median of per-round ratios): CPU "
               f"{statistics.median(near_cpu):.2f} (range {min(near_cpu):.2f}-{max(near_cpu):.2f}),"
               f" wall {statistics.median(near_wall):.2f} (range {min(near_wall):.2f}-"
