@@ -17,7 +17,8 @@ columns (``rf_*``: links and dense similarity to the top hits, the spelling fiel
 time-window membership, speaker and entity overlap), which :data:`EXTRA_FEATURES` read;
 with its ``second_hop_features`` on, nine ``rf_hop_*`` columns (the candidate's title in the
 top hits' text and theirs in its, BM25 and dense for the query expanded with the top hit,
-homonyms of the top hit), which :data:`HOP_FEATURES` read.
+homonyms of the top hit), which :data:`HOP_FEATURES` read (only the groups recorded:
+:data:`HOP_FEATURE_GROUPS`, when the option names some).
 
 Not recorded per candidate, so not a feature: the number of hops a spread candidate travelled
 (only its spread score is: the relevance of a ``spread``-sourced candidate).

@@ -39,6 +39,12 @@ body its content without a leading line equal to its title; matching is on lower
   (footballer)" against "X"); ``rf_hop_rank_nodup``: its 1-based rank by the score at this
   point among the candidates that are not such homonyms (a homonym keeps its full rank).
 
+The three groups (*title*, *prf*, *homonym*: :data:`HOP_GROUPS`) can be recorded alone:
+``second_hop_features="prf"`` or ``"title+homonym"`` (a list of names too) computes and records
+only those groups' columns, with the values they have when every group is recorded
+(``True``), so a ranker trained on such a replay reads only those groups and a nested choice
+can choose among them (``memlab tune --grid second_hop_features=false,title,prf,homonym,true``).
+
 Router mode runs it right before the budget (after the graph re-ranker, before ``rerank``)
 when the recipe's ``ranker_features`` is on; it changes no score and no order, and is off in
 legacy mode. Counterfactual re-scoring reads the recorded columns and does not re-run it.
