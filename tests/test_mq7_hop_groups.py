@@ -260,3 +260,40 @@ def test_dense_conversational_records_and_ranks_as_before(embedder):
         want = frame[frame["qid"] == qid].sort_values(["model", "item_id"],
                                                       ascending=[False, True])
         assert got.sort_values("rank")["item_id"].tolist() == want["item_id"].tolist(), qid
+
+
+def test_dense_multihop_is_the_dense_recipe_plus_its_chosen_groups_and_ranker(trace):
+    """The shipped ``dense-multihop``: ``dense`` with the chosen second-hop groups and the
+    chosen ranker, which reads exactly those groups' features; chosen by the nested choice over
+    the groups the command declares; runnable (a replay records only its groups' columns)."""
+    import json
+
+    pytest.importorskip("lightgbm")
+    from memlab.signals.dense import DenseConfig
+    from memlab.surfacing.config import _RECIPE_DIR, get_recipe
+    from memlab.surfacing.rerank import load_ranker
+    recipe = json.loads((_RECIPE_DIR / "dense-multihop.json").read_text())
+    prov = recipe["provenance"]
+    assert prov["base_recipe"] == "dense" and "--group-by question" in prov["command"]
+    assert "--grid second_hop_features=false,title,prf,homonym,true" in prov["command"]
+    assert len(prov["candidates"]) == 20 and prov["fold_choices"] and len(prov["cv"]) == 3
+    loaded, dense = get_recipe("dense-multihop"), get_recipe("dense")
+    differs = {k for k, v in loaded.to_dict().items() if dense.to_dict()[k] != v}
+    assert differs == {"name", "reranker", "second_hop_features"}
+    assert loaded.second_hop_features == prov["chosen"]["point"]["second_hop_features"]
+    model = load_ranker(loaded.reranker)
+    assert model.kind == prov["chosen"]["ranker"]
+    assert model.manifest["trace"]["hash"] == prov["trace"]
+    assert len(model.manifest["train_qids"]) == 100
+    groups = hop_groups(loaded.second_hop_features)
+    assert model.features == list(FEATURES) + [n for g in groups for n in HOP_FEATURE_GROUPS[g]]
+    cv = {row["measure"]: row for row in prov["cv"]}
+    for row in cv.values():
+        assert row["ci_low"] <= row["cv_mean"] <= row["ci_high"]
+        assert np.isclose(row["diff_mean"], row["cv_mean"] - row["base_cv_mean"])
+    # runnable anywhere (the hashing embedder needs no model files): its groups' columns only
+    cheap = loaded.replace(dense=DenseConfig(**{**loaded.dense.to_dict(), "embedder": "hashing",
+                                                "cache_dir": ""}))
+    out = replay(trace, cheap, measures=["MRR"], progress=False)
+    assert [c for c in out.candidates if c.startswith("rf_")] == \
+        [c for g in groups for c in HOP_GROUPS[g]]
