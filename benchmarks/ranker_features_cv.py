@@ -48,7 +48,8 @@ from memlab.cli import _shared_trace
 from memlab.harness.replay import ReplayResult
 from memlab.learn.nested import Candidate, nested_choose, parse_ranker_spec
 from memlab.surfacing.config import get_recipe
-from memlab.surfacing.stages.ranker_features import HOP_FEATURE_COLUMNS, RANKER_FEATURE_COLUMNS
+from memlab.surfacing.stages.ranker_features import (HOP_FEATURE_COLUMNS, HOP_GROUPS,
+                                                     RANKER_FEATURE_COLUMNS)
 from memlab.tuning.search import _t_interval
 
 SETUPS = {"musique": ("R@5", ["MRR", "R@10"], "question", None),
@@ -57,10 +58,6 @@ GROUPS = {"links": ("rf_links_top1", "rf_links_top3", "rf_links_top5", "rf_dense
           "trigram": ("rf_trigram",),
           "window": ("rf_window", "rf_window_days"),
           "names": ("rf_speaker", "rf_entities")}
-HOP_GROUPS = {"title": ("rf_hop_title_top1", "rf_hop_title_top3", "rf_hop_top_title3"),
-              "prf": ("rf_hop_prf_title", "rf_hop_prf_content", "rf_hop_dense_top1",
-                      "rf_hop_prf_dense"),
-              "homonym": ("rf_hop_homonym", "rf_hop_rank_nodup")}
 # --features: which recorded columns the "new" side adds (config name, options, columns)
 FEATURE_SETS = {"rf": ("dense-rf", dict(ranker_features=True), RANKER_FEATURE_COLUMNS),
                 "hop": ("dense-hop", dict(second_hop_features=True), HOP_FEATURE_COLUMNS),

@@ -27,8 +27,9 @@ _TRACE_HELP = ("a trace: a JSON Lines file (see memlab.harness.trace), or fixtur
                "for a seeded synthetic trace, or shared:locomo / shared:musique for the shared "
                "datasets (see memlab eval --data)")
 _CONFIG_HELP = ("a recipe name (default, seed_compat, bm25; the shipped recipe files "
-                "multihop, conversational, dense, dense-conversational; or NAME.json in "
-                "$MEMLAB_RECIPE_PATH) or a JSON file holding SurfacingConfig.to_dict() output")
+                "multihop, conversational, dense, dense-conversational, dense-multihop; or "
+                "NAME.json in $MEMLAB_RECIPE_PATH) or a JSON file holding "
+                "SurfacingConfig.to_dict() output")
 
 
 def _file_bytes(db: str) -> int:

@@ -183,6 +183,16 @@ def _check_bool(cfg: "SurfacingConfig", name: str, value: Any) -> None:
         raise ValueError(f"{name} must be True or False, got {value!r}")
 
 
+def _check_hop(cfg: "SurfacingConfig", name: str, value: Any) -> None:
+    """``second_hop_features``: True, False, or the groups to record (stages/ranker_features.py
+    ``HOP_GROUPS``), kept as one canonical value: False, True (every group), or the group names
+    in ``HOP_GROUPS`` order joined by ``+`` (``"prf"``, ``"title+homonym"``)."""
+    from memlab.surfacing.stages.ranker_features import HOP_GROUPS, hop_groups
+    groups = hop_groups(value)
+    canonical = bool(groups) if len(groups) in (0, len(HOP_GROUPS)) else "+".join(groups)
+    object.__setattr__(cfg, name, canonical)
+
+
 def _check_nested(cfg: "SurfacingConfig", name: str, value: Any) -> None:
     kind = {"spreading": SpreadConfig, "ppr": PPRConfig, "dense": DenseConfig}[name]
     if isinstance(value, Mapping):
@@ -223,7 +233,7 @@ _FIELD_CHECKS = {
     "activation_model": _check_activation_model, "entity_detector": _check_entity_detector,
     "router_rules": _check_router_rules, "strategies": _check_strategies,
     "spread_relevance": _check_spread_relevance, "temporal_restrict": _check_bool,
-    "ranker_features": _check_bool, "second_hop_features": _check_bool,
+    "ranker_features": _check_bool, "second_hop_features": _check_hop,
     "spreading": _check_nested, "ppr": _check_nested, "dense": _check_nested,
     "reranker": _check_reranker, "spelling_analyzer": _check_spelling_analyzer,
     "temporal_window_tail_days": _check_tail,
@@ -345,8 +355,10 @@ class SurfacingConfig:
     ranker_features: bool = False
     # router mode: record the second-hop columns (rf_hop_*: the candidate's title in the top
     # hits' text and theirs in its, BM25 and dense for the query expanded with the top hit,
-    # homonyms of the top hit; stages/ranker_features.py), with or without ``ranker_features``
-    second_hop_features: bool = False
+    # homonyms of the top hit; stages/ranker_features.py), with or without ``ranker_features``;
+    # True records every group, a group name ("title", "prf", "homonym") or names joined by
+    # "+" ("title+prf") only those groups' columns (and a ranker then reads only those)
+    second_hop_features: bool | str = False
     # LoCoMo quality options (issue 17; README "LoCoMo quality work"), all off by default:
     # temporal:windowed's window extended this many days past its end (events told later:
     # "yesterday I went bowling" in the next session)

@@ -17,7 +17,8 @@ columns (``rf_*``: links and dense similarity to the top hits, the spelling fiel
 time-window membership, speaker and entity overlap), which :data:`EXTRA_FEATURES` read;
 with its ``second_hop_features`` on, nine ``rf_hop_*`` columns (the candidate's title in the
 top hits' text and theirs in its, BM25 and dense for the query expanded with the top hit,
-homonyms of the top hit), which :data:`HOP_FEATURES` read.
+homonyms of the top hit), which :data:`HOP_FEATURES` read (only the groups recorded:
+:data:`HOP_FEATURE_GROUPS`, when the option names some).
 
 Not recorded per candidate, so not a feature: the number of hops a spread candidate travelled
 (only its spread score is: the relevance of a ``spread``-sourced candidate).
@@ -38,9 +39,10 @@ import numpy as np
 import pandas as pd
 
 from memlab._registry import register
-from memlab.surfacing.stages.ranker_features import HOP_FEATURE_COLUMNS, RANKER_FEATURE_COLUMNS
+from memlab.surfacing.stages.ranker_features import (HOP_GROUPS,
+                                                     RANKER_FEATURE_COLUMNS)
 
-__all__ = ["FEATURES", "EXTRA_FEATURES", "HOP_FEATURES", "ALL_FEATURES", "SOURCES", "STRATEGY_NAMES", "RANKED_SIGNALS", "RANKER_FORMAT",
+__all__ = ["FEATURES", "EXTRA_FEATURES", "HOP_FEATURES", "HOP_FEATURE_GROUPS", "ALL_FEATURES", "SOURCES", "STRATEGY_NAMES", "RANKED_SIGNALS", "RANKER_FORMAT",
            "candidate_features", "RankerModel", "load_ranker", "register_reranker",
            "RERANKERS", "rerank_scores", "is_ranker_file", "ranker_label"]
 
@@ -79,6 +81,11 @@ HOP_FEATURES: tuple[str, ...] = (
     "hop_dense_top1", "hop_prf_dense", "rank_hop_prf_dense",
     "hop_homonym", "hop_rank_nodup",
 )
+# the features each second-hop group's columns give (``HOP_GROUPS``; in HOP_FEATURES order): a
+# recipe recording only some groups (``second_hop_features="prf"``) gives only theirs
+HOP_FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
+    "title": HOP_FEATURES[:3], "prf": HOP_FEATURES[3:12], "homonym": HOP_FEATURES[12:],
+}
 ALL_FEATURES: tuple[str, ...] = FEATURES + EXTRA_FEATURES + HOP_FEATURES
 
 
@@ -87,7 +94,8 @@ def candidate_features(columns: Mapping[str, Any], strategy: Sequence[str] | str
                        group: Sequence[int] | None = None) -> pd.DataFrame:
     """The feature matrix (one row per candidate, columns :data:`FEATURES`, and
     :data:`EXTRA_FEATURES` after them when ``columns`` has the ranker-feature stage's ``rf_*``
-    columns, then :data:`HOP_FEATURES` when it has its ``rf_hop_*`` ones).
+    columns, then :data:`HOP_FEATURES` when it has its ``rf_hop_*`` ones: those of each group of
+    :data:`HOP_FEATURE_GROUPS` whose columns it has).
 
     ``columns`` holds the candidate columns a record has (``bm25``, ``dense``, ``relevance``,
     ``relevance_term``, ``recency``, ``activation``, ``centrality_raw``, ``centrality``,
@@ -133,9 +141,11 @@ def candidate_features(columns: Mapping[str, Any], strategy: Sequence[str] | str
     if "rf_links_top3" in columns:
         names += EXTRA_FEATURES
         _extra_features(columns, out, group, n)
-    if "rf_hop_title_top1" in columns:
-        names += HOP_FEATURES
-        _hop_features(columns, out, group)
+    hop = tuple(g for g, cols in HOP_GROUPS.items() if all(c in columns for c in cols))
+    if hop:
+        for g in hop:
+            names += HOP_FEATURE_GROUPS[g]
+        _hop_features(columns, out, group, hop)
     return pd.DataFrame(out, columns=names)
 
 
@@ -157,13 +167,12 @@ def _extra_features(columns, out, group, n) -> None:
     out["entity_overlap"] = rf["rf_entities"]
 
 
-def _hop_features(columns, out, group) -> None:
-    hop = {name: np.nan_to_num(np.asarray(columns[name], dtype=float))
-           for name in HOP_FEATURE_COLUMNS}
-    for name in ("title_top1", "title_top3", "top_title3", "prf_title", "prf_content",
-                 "dense_top1", "prf_dense", "homonym", "rank_nodup"):
-        out[f"hop_{name}"] = hop[f"rf_hop_{name}"]
-    for name in ("prf_title", "prf_content", "prf_dense"):
+def _hop_features(columns, out, group, groups) -> None:
+    for g in groups:
+        for column in HOP_GROUPS[g]:
+            out["hop_" + column.removeprefix("rf_hop_")] = np.nan_to_num(
+                np.asarray(columns[column], dtype=float))
+    for name in ("prf_title", "prf_content", "prf_dense") if "prf" in groups else ():
         series = pd.Series(out[f"hop_{name}"]).groupby(group)
         if name != "prf_dense":
             best = series.transform("max").to_numpy()
@@ -198,7 +207,8 @@ class RankerModel:
         missing = [f for f in self.features if f not in features.columns]
         if missing:
             raise ValueError(f"the ranker reads features the candidates lack: {missing[:4]} "
-                             f"(ranker features need a recipe with ranker_features=True)")
+                             f"(ranker features need a recipe with ranker_features=True, "
+                             f"second-hop ones second_hop_features naming their group)")
         x = features[self.features].to_numpy(dtype=float)
         if self.kind == "logistic":
             p = self.params

@@ -39,6 +39,12 @@ body its content without a leading line equal to its title; matching is on lower
   (footballer)" against "X"); ``rf_hop_rank_nodup``: its 1-based rank by the score at this
   point among the candidates that are not such homonyms (a homonym keeps its full rank).
 
+The three groups (*title*, *prf*, *homonym*: :data:`HOP_GROUPS`) can be recorded alone:
+``second_hop_features="prf"`` or ``"title+homonym"`` (a list of names too) computes and records
+only those groups' columns, with the values they have when every group is recorded
+(``True``), so a ranker trained on such a replay reads only those groups and a nested choice
+can choose among them (``memlab tune --grid second_hop_features=false,title,prf,homonym,true``).
+
 Router mode runs it right before the budget (after the graph re-ranker, before ``rerank``)
 when the recipe's ``ranker_features`` is on; it changes no score and no order, and is off in
 legacy mode. Counterfactual re-scoring reads the recorded columns and does not re-run it.
@@ -59,7 +65,7 @@ from memlab.surfacing.timewindow import parse_time_window
 from memlab.text import TITLE_KEYS, strip_parenthetical
 
 __all__ = ["RankerFeatures", "ranker_features", "RANKER_FEATURE_COLUMNS", "HOP_FEATURE_COLUMNS",
-           "TAIL_DAYS", "query_entities", "item_title"]
+           "HOP_GROUPS", "hop_groups", "TAIL_DAYS", "query_entities", "item_title"]
 
 RANKER_FEATURE_COLUMNS = ("rf_links_top1", "rf_links_top3", "rf_links_top5", "rf_dense_top3",
                           "rf_trigram", "rf_window", "rf_window_days", "rf_speaker",
@@ -67,9 +73,48 @@ RANKER_FEATURE_COLUMNS = ("rf_links_top1", "rf_links_top3", "rf_links_top5", "rf
 HOP_FEATURE_COLUMNS = ("rf_hop_title_top1", "rf_hop_title_top3", "rf_hop_top_title3",
                        "rf_hop_prf_title", "rf_hop_prf_content", "rf_hop_dense_top1",
                        "rf_hop_prf_dense", "rf_hop_homonym", "rf_hop_rank_nodup")
+# the second-hop columns by group, in HOP_FEATURE_COLUMNS order: a recipe's
+# ``second_hop_features`` may name groups to record only those (``"prf"``, ``"title+prf"``)
+HOP_GROUPS: dict[str, tuple[str, ...]] = {
+    "title": ("rf_hop_title_top1", "rf_hop_title_top3", "rf_hop_top_title3"),
+    "prf": ("rf_hop_prf_title", "rf_hop_prf_content", "rf_hop_dense_top1", "rf_hop_prf_dense"),
+    "homonym": ("rf_hop_homonym", "rf_hop_rank_nodup"),
+}
 TAIL_DAYS = 7.0
 _DAY = 86400.0
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\u2019\-]+")
+
+
+def hop_groups(value) -> tuple[str, ...]:
+    """The second-hop groups a recipe's ``second_hop_features`` records, in :data:`HOP_GROUPS`
+    order: none for False, every group for True, else the groups it names (a group name, names
+    joined by ``+``, or a sequence of names).
+
+    Raises
+    ------
+    ValueError
+        ``second_hop_features`` is none of these (an unknown or repeated group, an empty list).
+
+    Examples
+    --------
+    >>> hop_groups(False), hop_groups("prf"), hop_groups("homonym+title")
+    ((), ('prf',), ('title', 'homonym'))
+    >>> hop_groups(True)
+    ('title', 'prf', 'homonym')
+    """
+    if isinstance(value, bool):
+        return tuple(HOP_GROUPS) if value else ()
+    names = value.split("+") if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not names or \
+            not all(isinstance(n, str) for n in names):
+        names = None
+    else:
+        names = [n.strip().lower() for n in names]
+    if names is None or any(n not in HOP_GROUPS for n in names) or len(set(names)) != len(names):
+        raise ValueError(f"second_hop_features must be True, False, a group of "
+                         f"{list(HOP_GROUPS)}, groups joined by '+' or a non-empty list of "
+                         f"distinct groups, got {value!r}")
+    return tuple(g for g in HOP_GROUPS if g in names)
 
 
 def _word_list(text: str) -> list[str]:
@@ -142,76 +187,85 @@ def _body(content: str, title: str | None) -> str:
     return content
 
 
-def _hop_columns(run: QueryRun, table: CandidateTable, order: np.ndarray) -> dict:
-    """The ``rf_hop_*`` columns (module notes) for ``table``, ``order`` the optional
-    candidates' rows, best first."""
+def _hop_columns(run: QueryRun, table: CandidateTable, order: np.ndarray,
+                 groups: tuple[str, ...] = tuple(HOP_GROUPS)) -> dict:
+    """The ``rf_hop_*`` columns of ``groups`` (module notes) for ``table``, ``order`` the
+    optional candidates' rows, best first."""
     n = len(table)
     ws, config, idx = run.ws, run.config, table.idx
-    cols = {name: np.zeros(n) for name in HOP_FEATURE_COLUMNS}
-    cols["rf_hop_rank_nodup"] = np.full(n, float(n + 1))
+    names = [name for g in groups for name in HOP_GROUPS[g]]
+    cols = {name: np.zeros(n) for name in HOP_FEATURE_COLUMNS if name in names}
+    if "homonym" in groups:
+        cols["rf_hop_rank_nodup"] = np.full(n, float(n + 1))
     if not len(order):
         return cols
+    first = order[0]
     keys: list[str] = []  # each candidate's padded title ("" without one)
     bodies: list[str] = []
-    for i in idx.tolist():
-        item = ws.item(i)
-        title = item_title(item)
-        key = _padded(strip_parenthetical(title)) if title is not None else ""
-        keys.append(key if key.strip() else "")
-        bodies.append(_padded(_body(item.content or "", title)))
-    top = order[:3].tolist()
-    first = top[0]
-    title_top1, title_top3, top_title3 = (np.zeros(n) for _ in range(3))
-    for row in range(n):
-        key = keys[row]
-        for hit in top:
-            if hit == row:
-                continue
-            if key and key in bodies[hit]:
-                title_top3[row] += 1.0
-                if hit == first:
-                    title_top1[row] = 1.0
-            if keys[hit] and keys[hit] in bodies[row]:
-                top_title3[row] += 1.0
-    cols["rf_hop_title_top1"], cols["rf_hop_title_top3"] = title_top1, title_top3
-    cols["rf_hop_top_title3"] = top_title3
-    # a second BM25 pass: the query followed by the top hit's title / body
-    analyze, index = ws.bm25_for(None)
-    first_item = ws.item(int(idx[first]))
-    first_title = item_title(first_item) or ""
-    for name, extra in (("rf_hop_prf_title", first_title),
-                        ("rf_hop_prf_content", _body(first_item.content or "", first_title
-                                                     or None))):
-        docs, scores = index.scores(analyze(f"{run.query} {extra}"), k1=config.bm25_k1,
-                                    b=config.bm25_b)
-        if len(docs):
-            pos = np.minimum(np.searchsorted(docs, idx), len(docs) - 1)
-            cols[name] = np.where(docs[pos] == idx, scores[pos], 0.0).astype(float)
-    if config.dense is not None:
-        from memlab.signals.dense import DenseIndex, embed_query, get_embedder
-        embedder = get_embedder(config.dense)
-        dindex = ws.dense_index(embedder.name, DenseIndex)
-        dindex.ensure(ws, embedder, sentences=config.dense.sentence_weight > 0)
-        vectors = dindex.items.view()
-        cand = vectors[idx]
-        to_first = cand @ vectors[idx[first]]
-        cols["rf_hop_dense_top1"] = np.where(np.arange(n) == first, 0.0, to_first).astype(float)
-        mixed = embed_query(run.query, config.dense) + vectors[idx[first]]
-        norm = float(np.linalg.norm(mixed))
-        if norm > 0:
-            cols["rf_hop_prf_dense"] = (cand @ (mixed / norm)).astype(float)
-    # homonyms of the top hit, and the rank without them
-    homonym = np.array([row != first and bool(keys[first]) and keys[row] == keys[first]
-                        for row in range(n)])
-    cols["rf_hop_homonym"] = homonym.astype(float)
-    rank = cols["rf_hop_rank_nodup"]
-    kept = 0
-    for full, row in enumerate(order.tolist(), start=1):
-        if homonym[row]:
-            rank[row] = float(full)
-        else:
-            kept += 1
-            rank[row] = float(kept)
+    if "title" in groups or "homonym" in groups:
+        for i in idx.tolist():
+            item = ws.item(i)
+            title = item_title(item)
+            key = _padded(strip_parenthetical(title)) if title is not None else ""
+            keys.append(key if key.strip() else "")
+            if "title" in groups:
+                bodies.append(_padded(_body(item.content or "", title)))
+    if "title" in groups:
+        top = order[:3].tolist()
+        title_top1, title_top3, top_title3 = (np.zeros(n) for _ in range(3))
+        for row in range(n):
+            key = keys[row]
+            for hit in top:
+                if hit == row:
+                    continue
+                if key and key in bodies[hit]:
+                    title_top3[row] += 1.0
+                    if hit == first:
+                        title_top1[row] = 1.0
+                if keys[hit] and keys[hit] in bodies[row]:
+                    top_title3[row] += 1.0
+        cols["rf_hop_title_top1"], cols["rf_hop_title_top3"] = title_top1, title_top3
+        cols["rf_hop_top_title3"] = top_title3
+    if "prf" in groups:
+        # a second BM25 pass: the query followed by the top hit's title / body
+        analyze, index = ws.bm25_for(None)
+        first_item = ws.item(int(idx[first]))
+        first_title = item_title(first_item) or ""
+        for name, extra in (("rf_hop_prf_title", first_title),
+                            ("rf_hop_prf_content", _body(first_item.content or "", first_title
+                                                         or None))):
+            docs, scores = index.scores(analyze(f"{run.query} {extra}"), k1=config.bm25_k1,
+                                        b=config.bm25_b)
+            if len(docs):
+                pos = np.minimum(np.searchsorted(docs, idx), len(docs) - 1)
+                cols[name] = np.where(docs[pos] == idx, scores[pos], 0.0).astype(float)
+        if config.dense is not None:
+            from memlab.signals.dense import DenseIndex, embed_query, get_embedder
+            embedder = get_embedder(config.dense)
+            dindex = ws.dense_index(embedder.name, DenseIndex)
+            dindex.ensure(ws, embedder, sentences=config.dense.sentence_weight > 0)
+            vectors = dindex.items.view()
+            cand = vectors[idx]
+            to_first = cand @ vectors[idx[first]]
+            cols["rf_hop_dense_top1"] = np.where(np.arange(n) == first, 0.0,
+                                                 to_first).astype(float)
+            mixed = embed_query(run.query, config.dense) + vectors[idx[first]]
+            norm = float(np.linalg.norm(mixed))
+            if norm > 0:
+                cols["rf_hop_prf_dense"] = (cand @ (mixed / norm)).astype(float)
+    if "homonym" in groups:
+        # homonyms of the top hit, and the rank without them
+        homonym = np.array([row != first and bool(keys[first]) and keys[row] == keys[first]
+                            for row in range(n)])
+        cols["rf_hop_homonym"] = homonym.astype(float)
+        rank = cols["rf_hop_rank_nodup"]
+        kept = 0
+        for full, row in enumerate(order.tolist(), start=1):
+            if homonym[row]:
+                rank[row] = float(full)
+            else:
+                kept += 1
+                rank[row] = float(kept)
     return cols
 
 
@@ -233,8 +287,9 @@ class RankerFeatures(Stage):
 
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
         n = len(table)
-        base, hop = run.config.ranker_features, run.config.second_hop_features
-        names = (RANKER_FEATURE_COLUMNS if base else ()) + (HOP_FEATURE_COLUMNS if hop else ())
+        base, hop = run.config.ranker_features, hop_groups(run.config.second_hop_features)
+        names = (RANKER_FEATURE_COLUMNS if base else ()) + tuple(
+            name for name in HOP_FEATURE_COLUMNS if any(name in HOP_GROUPS[g] for g in hop))
         if n == 0 or not names:
             return table._with({name: np.zeros(n) for name in names})
         optional = np.flatnonzero(~table.mandatory & ~table.filtered)
@@ -243,7 +298,7 @@ class RankerFeatures(Stage):
         order = order[np.isin(order, optional)]
         cols = self._base(run, table, order) if base else {}
         if hop:
-            cols.update(_hop_columns(run, table, order))
+            cols.update(_hop_columns(run, table, order, hop))
         return table._with(cols)
 
     @staticmethod
