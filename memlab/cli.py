@@ -646,6 +646,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "(default: 256)")
     serve.add_argument("--timeout-keep-alive", type=float, default=5.0, metavar="SECONDS",
                        help="close an idle keep-alive connection after SECONDS (default: 5)")
+    serve.add_argument("--group-commit", action="store_true", help="with --db: write the "
+                       "journal (one fsync for every thread's queued rows) after the store's "
+                       "lock is released, so reads do not wait for a write's disk I/O "
+                       "(MemoryStore(fsync_outside_lock=True); a write still returns only once "
+                       "it is on disk)")
     serve.add_argument("--switch-interval", type=float, default=None, metavar="SECONDS",
                        help="the server process's GIL switch interval (sys.setswitchinterval, "
                        "in (0, 1] seconds; default: Python's, 0.005). A smaller one lets a "
@@ -979,7 +984,8 @@ def _run(args: argparse.Namespace) -> int:
                                  maintenance=not args.no_maintenance, limits=Limits.from_env(),
                                  record_max_bytes=args.record_max_bytes,
                                  record_redact=args.record_redact,
-                                 compact_after=args.compact_after or None)
+                                 compact_after=args.compact_after or None,
+                                 fsync_outside_lock=args.group_commit)
         except ValueError as exc:
             raise _named(exc, dash_db=args.db) from None
         hosts = [*LOCAL_HOSTS, args.host, *args.allow_host]
