@@ -61,6 +61,46 @@ def test_serve_sets_the_switch_interval_while_it_serves_and_restores_it(given, m
     assert sys.getswitchinterval() == before
 
 
+def test_serve_group_commit_opens_the_store_with_fsync_outside_the_lock(tmp_path, monkeypatch):
+    uvicorn = pytest.importorskip("uvicorn")
+    import memlab.service as service
+    from memlab.cli import main
+    created = []
+    original = service.ServiceState
+
+    class Recording(original):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            created.append(self)
+
+    monkeypatch.setattr(service, "ServiceState", Recording)
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: None)
+    for flags, expected in (([], False), (["--group-commit"], True)):
+        db = tmp_path / f"m{len(created)}.db"
+        assert main(["serve", "--port", "0", "--db", str(db), *flags]) == 0
+        assert created[-1].store.fsync_outside_lock is expected
+        created[-1].store.close()
+
+
+def test_service_state_validates_fsync_outside_lock(tmp_path):
+    from memlab import Memory, MemoryStore
+    from memlab.service import ServiceState
+    with pytest.raises(ValueError, match="fsync_outside_lock must be a bool, got 'yes'"):
+        ServiceState(db_path=str(tmp_path / "a.db"), fsync_outside_lock="yes")
+    with pytest.raises(ValueError, match="fsync_outside_lock is for the store opened"):
+        ServiceState(MemoryStore(), fsync_outside_lock=True)
+    state = ServiceState(db_path=str(tmp_path / "b.db"), fsync_outside_lock=True)
+    try:
+        assert state.store.fsync_outside_lock is True
+        state.memory().add("deploy checklist", item_id="a")
+    finally:
+        state.store.close()
+    reopened = MemoryStore(path=str(tmp_path / "b.db"))
+    # the write returned once it was on disk
+    assert Memory(store=reopened).get("a", reinforce=False)["content"] == "deploy checklist"
+    reopened.close()
+
+
 def test_importing_the_library_leaves_the_switch_interval_alone():
     code = ("import sys; sys.setswitchinterval(0.0123); import memlab, memlab.cli, "
             "memlab.service, memlab.store, memlab._rwlock; print(sys.getswitchinterval())")
