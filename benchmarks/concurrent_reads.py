@@ -398,6 +398,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="http-proc: options of `memlab serve` for every tree (default: "
                              "'--no-maintenance --compact-after 0'); per tree: PATH+serve=FLAGS")
     parser.add_argument("--json", help="also write every process's result here")
+    parser.add_argument("--combine", nargs="+", metavar="JSON", help="run nothing: print the "
+                        "table over the runs of these --json files together")
     parser.add_argument("--worker", nargs=2, metavar=("MODE", "MIX"), help=argparse.SUPPRESS)
     parser.add_argument("--build-store", metavar="FILE", help=argparse.SUPPRESS)
     parser.add_argument("--http-clients", nargs=3, metavar=("URL", "PID", "MIX"),
@@ -418,6 +420,14 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--modes http-proc runs `memlab serve` as a user does (uvicorn's "
                          f"choice of stack): h11 cannot be forced there (tree {tree!r}, "
                          f"--http-stack {args.http_stack})")
+    if args.combine:  # the table over runs saved by earlier --json runs (rounds pooled)
+        runs = [r for f in args.combine for r in json.loads(Path(f).read_text())]
+        trees = list(dict.fromkeys(r["tree"] for r in runs))
+        modes = list(dict.fromkeys(r["mode"] for r in runs))
+        mixes = list(dict.fromkeys(r["mix"] for r in runs))
+        print(f"{len(runs)} runs from {len(args.combine)} file(s)")
+        summarise(runs, trees, modes, mixes)
+        return
     if args.build_store:
         build_store(args.build_store, args.items, seed=7)
         return
@@ -474,37 +484,43 @@ def main(argv: list[str] | None = None) -> None:
                           flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(runs, indent=1))
-    print("\nmedian over rounds, ms (p50 / p99); ratio = last tree / first tree")
-    first, last = args.trees[0], args.trees[-1]
-    for mode in args.modes:
-        for mix in args.mixes:
+    summarise(runs, args.trees, args.modes, args.mixes)
+
+
+def summarise(runs: list[dict], trees: list[str], modes: list[str], mixes: list[str]) -> None:
+    """Print the medians over rounds of ``runs`` (what ``--json`` writes) per tree, mode, mix
+    and kind, the ratio of the last tree to the first, seconds and CPU per request."""
+    print("\nmedian over rounds, ms (p50 / p99), and (x) each tree's to the first tree's")
+    first = trees[0]
+    for mode in modes:
+        for mix in mixes:
             for kind in KINDS:
                 cells, med = [], {}
-                for tree in args.trees:
+                for tree in trees:
                     rs = [r["ms"][kind] for r in runs if r["tree"] == tree and r["mode"] == mode
                           and r["mix"] == mix and kind in r["ms"]]
                     if not rs:
                         continue
                     med[tree] = (statistics.median(r["p50"] for r in rs),
                                  statistics.median(r["p99"] for r in rs))
-                    cells.append(f"{_label(tree)}: {med[tree][0]:7.2f} / {med[tree][1]:7.2f}")
+                    cell = f"{_label(tree)}: {med[tree][0]:7.2f} / {med[tree][1]:7.2f}"
+                    if tree != first and first in med:  # against the first tree
+                        cell += (f" ({med[tree][0] / med[first][0]:.2f}x / "
+                                 f"{med[tree][1] / med[first][1]:.2f}x)")
+                    cells.append(cell)
                 if not cells:
                     continue
-                ratio = ""
-                if first in med and last in med and first != last:
-                    ratio = (f"  ratio p50 {med[last][0] / med[first][0]:.2f}, "
-                             f"p99 {med[last][1] / med[first][1]:.2f}")
-                print(f"{mode:9s} {mix:5s} {kind:7s} " + "   ".join(cells) + ratio)
-    for mode in args.modes:
-        seconds = {_label(t): round(statistics.median(
-            r["seconds"] for r in runs if r["tree"] == t and r["mode"] == mode), 2)
-            for t in args.trees}
+                print(f"{mode:9s} {mix:5s} {kind:7s} " + "   ".join(cells))
+    for mode in modes:
+        of = {t: [r for r in runs if r["tree"] == t and r["mode"] == mode] for t in trees}
+        of = {t: rs for t, rs in of.items() if rs}
+        seconds = {_label(t): round(statistics.median(r["seconds"] for r in rs), 2)
+                   for t, rs in of.items()}
         print(f"median seconds per run, {mode}:", seconds)
         parts = {"http": ("process", "server"), "http-proc": ("server", "clients")}
         for part in parts.get(mode, ("process",)):
-            cpu = {_label(t): round(statistics.median(
-                r["cpu_ms"][part] for r in runs if r["tree"] == t and r["mode"] == mode), 2)
-                for t in args.trees}
+            cpu = {_label(t): round(statistics.median(r["cpu_ms"][part] for r in rs), 2)
+                   for t, rs in of.items()}
             print(f"median CPU ms per request, {mode}, {part}:", cpu)
     loads = [x for r in runs for x in r.get("loadavg", []) if x is not None]
     if os.path.exists("/proc/loadavg"):
