@@ -17,8 +17,9 @@ the clients' own CPU (``httpx``) no longer competes with the server for its GIL.
 
 Trees alternate within each round (A B, then B A, ...) so that a change in the machine's load
 hits both. Each process reports every request's latency; the table gives, per tree, mode, mix and
-request kind, the median over rounds of p50 and p99 (ms), and the ratio of the last tree to the
-first. Each process also reports its CPU time per request (``time.process_time``), and in
+request kind, the median over rounds of p50 and p99 (ms), and each tree's ratio to the first
+tree's (``--combine A.json B.json`` prints the same table over the runs of earlier ``--json``
+files, pooled). Each process also reports its CPU time per request (``time.process_time``), and in
 ``http`` mode the server's part of it: the process's CPU minus the client threads' own
 (``time.thread_time`` at each client's end), i.e. uvicorn's thread and the route workers.
 

@@ -156,3 +156,19 @@ def test_http_proc_runs_a_real_server_and_a_client_process(tmp_path):
         assert set(run["cpu_ms"]) == {"server", "clients"}
         assert run["cpu_ms"]["server"] >= 0 and len(run["loadavg"]) == 2
     assert "median CPU ms per request, http-proc, server" in done.stdout
+
+
+def test_combine_pools_saved_runs_into_one_table(tmp_path, capsys):
+    def run(tree, rnd, p99):
+        return {"tree": tree, "mode": "http-proc", "mix": "load", "round": rnd, "seconds": 2.0,
+                "errors": [], "loadavg": [1.0, 2.0],
+                "cpu_ms": {"server": 1.0, "clients": 0.5},
+                "ms": {"get": {"p50": p99 / 4, "p99": p99, "n": 10}}}
+    (tmp_path / "a.json").write_text(json.dumps([run("/t/base", 0, 40.0), run("/t/new", 0, 20.0)]))
+    (tmp_path / "b.json").write_text(json.dumps([run("/t/base", 1, 60.0), run("/t/new", 1, 30.0),
+                                                 run("/t/base", 2, 50.0), run("/t/new", 2, 10.0)]))
+    _bench().main(["--combine", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
+    out = capsys.readouterr().out
+    assert "6 runs from 2 file(s)" in out
+    # medians over the three rounds: base p99 50, new p99 20 (0.40x); p50 12.5 and 5
+    assert "base:   12.50 /   50.00   new:    5.00 /   20.00 (0.40x / 0.40x)" in out
