@@ -4,7 +4,10 @@ Compares source trees (e.g. ``main`` and a branch) in one run. For every round a
 a fresh Python process (``PYTHONPATH`` = that tree) builds a durable store of ``--items`` seeded
 items, then ``--clients`` threads send ``--ops`` requests each, either to a
 :class:`memlab.Memory` in the process (``threads``) or over loopback HTTP to the service
-(``http``: uvicorn in a thread, ``httpx`` clients; what ``memlab serve`` runs). Two mixes:
+(``http``: uvicorn in a thread, ``httpx`` clients; what ``memlab serve`` runs), or, in
+``http-proc`` (the issue's 8-client load test as an outside check runs it), to a real
+``memlab serve --db STORE`` in its own process, from ``--clients`` threads of another process:
+the clients' own CPU (``httpx``) no longer competes with the server for its GIL. Mixes:
 
 * ``reads``: per ten requests three searches, three gets, three contexts and one add;
 * ``load``: the service load test's mix (``tests/test_service.py -m slow -k load``) with gets in
@@ -14,15 +17,28 @@ items, then ``--clients`` threads send ``--ops`` requests each, either to a
 
 Trees alternate within each round (A B, then B A, ...) so that a change in the machine's load
 hits both. Each process reports every request's latency; the table gives, per tree, mode, mix and
-request kind, the median over rounds of p50 and p99 (ms), and the ratio of the last tree to the
-first. Each process also reports its CPU time per request (``time.process_time``), and in
+request kind, the median over rounds of p50 and p99 (ms), and each tree's ratio to the first
+tree's (``--combine A.json B.json`` prints the same table over the runs of earlier ``--json``
+files, pooled). Each process also reports its CPU time per request (``time.process_time``), and in
 ``http`` mode the server's part of it: the process's CPU minus the client threads' own
 (``time.thread_time`` at each client's end), i.e. uvicorn's thread and the route workers.
+
+``http-proc`` in detail: for every run the tree's own memlab builds the store (a fresh file),
+then ``python -m memlab serve --db FILE --port P`` plus ``--serve-options`` (the same for
+every tree; default ``--no-maintenance --compact-after 0``, as the ``http`` mode's service) is
+started with that tree on ``PYTHONPATH`` and the flags of ``--serve-extra`` for trees written
+``PATH+serve=FLAGS`` (e.g. ``.+serve=--switch-interval=0.001``). The client process (this
+file, ``--http-clients``) waits for ``/health``; each client sends ``--warmup`` requests of its
+mix, all clients meet at a barrier, and only then are latencies recorded. The server's CPU per
+request is the change of its ``utime + stime`` (``/proc/PID/stat``, the counters
+``getrusage`` reports) between that barrier and the last answer, divided by the measured
+requests; the load average is read at both ends.
 
 Run::
 
     python benchmarks/concurrent_reads.py --trees /path/to/main /path/to/branch --rounds 3
     python benchmarks/concurrent_reads.py --trees . .+group-commit --modes threads
+    python benchmarks/concurrent_reads.py --trees /path/to/base . --modes http-proc --rounds 3
 
 A tree written ``PATH+group-commit`` is that tree with ``MemoryStore(fsync_outside_lock=True)``
 for the in-process clients (``threads``; the HTTP service keeps its default). A tree written
@@ -65,19 +81,28 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 # ---------------------------------------------------------------------------- one process
+def build_store(path: str, items: int, seed: int) -> None:
+    """Write a durable store of ``items`` seeded items to ``path`` (runs in the tree's memlab)."""
+    import random
+
+    from memlab import Memory, MemoryStore
+
+    rng = random.Random(seed)
+    store = MemoryStore(path=path)
+    loader = Memory(store=store, surfacing_mode="router", config="default")
+    loader.add_many([{"content": _content(rng, i), "item_id": f"i{i}"} for i in range(items)])
+    store.close()
+
+
 def worker(mode: str, mix: str, clients: int, ops: int, items: int, seed: int) -> dict:
     """Build a store, run the clients, return latencies per kind (runs in the tree's memlab)."""
     import random
 
     from memlab import Memory, MemoryStore
 
-    rng = random.Random(seed)
     tmp = Path(tempfile.mkdtemp(prefix="memlab-concurrent-"))
     path = tmp / "m.db"
-    store = MemoryStore(path=str(path))
-    loader = Memory(store=store, surfacing_mode="router", config="default")
-    loader.add_many([{"content": _content(rng, i), "item_id": f"i{i}"} for i in range(items)])
-    store.close()
+    build_store(str(path), items, seed)
     latencies: dict[str, list[float]] = {kind: [] for kind in KINDS}
     errors: list[str] = []
     plan = MIXES[mix]
@@ -173,6 +198,142 @@ def worker(mode: str, mix: str, clients: int, ops: int, items: int, seed: int) -
                    for kind, v in latencies.items() if v}}
 
 
+def _proc_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (``/proc/PID/stat``: the counters
+    that ``getrusage`` reports for it)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _loadavg() -> float | None:
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except OSError:
+        return None
+
+
+def http_clients(url: str, server_pid: int, mix: str, clients: int, ops: int, warmup: int,
+                 items: int, seed: int, ready_timeout: float = 120.0) -> dict:
+    """The client side of ``http-proc``: ``clients`` threads of this process send ``warmup``
+    unmeasured requests each, meet at a barrier, then ``ops`` measured ones to the server at
+    ``url`` (process ``server_pid``, whose CPU is read at the barrier and at the end)."""
+    import random
+
+    import httpx
+
+    deadline = time.monotonic() + ready_timeout
+    while True:  # the server is up once /health answers
+        try:
+            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if not Path(f"/proc/{server_pid}").exists():
+            raise RuntimeError(f"the server (pid {server_pid}) exited before it answered")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the server at {url} did not answer /health in "
+                               f"{ready_timeout:.0f} s")
+        time.sleep(0.05)
+    latencies: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    errors: list[str] = []
+    plan = MIXES[mix]
+    marks: dict[str, float] = {}
+
+    def measured_start() -> None:  # run by one thread once every client has warmed up
+        marks.update(server=_proc_cpu_seconds(server_pid), cpu=time.process_time(),
+                     wall=time.perf_counter())
+
+    barrier = threading.Barrier(clients, action=measured_start)
+
+    def client(n: int) -> None:
+        r = random.Random(seed * 1000 + n)
+        warm = random.Random(seed * 1000 + n + 500_000)
+
+        def send(http, kind: str, i: int, rng) -> int:
+            query = " ".join(rng.choice(WORDS) for _ in range(3))
+            if kind == "search":
+                return http.post("/v1/search", json={"query": query})
+            if kind == "get":
+                return http.get(f"/v1/items/i{rng.randrange(items)}")
+            if kind == "context":
+                return http.post("/v1/context", json={"session_id": f"s{n}", "query": query})
+            return http.post("/v1/items", json={"content": f"client {n} note {i} {query}"})
+
+        with httpx.Client(base_url=url, timeout=120) as http:
+            for i in range(warmup):
+                send(http, plan[(i + n) % len(plan)], -1 - i, warm)
+            barrier.wait()
+            for i in range(ops):
+                kind = plan[(i + n) % len(plan)]
+                t = time.perf_counter()
+                resp = send(http, kind, i, r)
+                latencies[kind].append((time.perf_counter() - t) * 1e3)
+                if resp.status_code != 200:
+                    errors.append(f"{kind} {resp.status_code} {resp.text[:80]}")
+
+    load_start = _loadavg()
+    _run(clients, client, errors)
+    end = time.perf_counter()
+    server_cpu = _proc_cpu_seconds(server_pid) - marks.get("server", float("nan"))
+    cpu = time.process_time() - marks.get("cpu", float("nan"))
+    requests = sum(len(v) for v in latencies.values()) or 1
+    return {"seconds": end - marks.get("wall", float("nan")), "errors": errors[:5],
+            "cpu_ms": {"server": server_cpu / requests * 1e3, "clients": cpu / requests * 1e3},
+            "loadavg": [load_start, _loadavg()],
+            "ms": {kind: {"p50": _percentile(v, 0.5), "p99": _percentile(v, 0.99), "n": len(v)}
+                   for kind, v in latencies.items() if v}}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_http_proc(tree: str, serve_flags: list[str], mix: str, args) -> dict:
+    """One ``http-proc`` run: build the store with ``tree``'s memlab, serve it with ``tree``'s
+    ``memlab serve`` in its own process, drive it from a client process; return the clients'
+    report (latencies, server CPU per request, load averages)."""
+    import shutil
+    import signal
+
+    tmp = Path(tempfile.mkdtemp(prefix="memlab-http-proc-"))
+    db = tmp / "m.db"
+    env = dict(os.environ, PYTHONPATH=str(Path(tree).resolve()))
+    subprocess.run([sys.executable, __file__, "--build-store", str(db), "--items",
+                    str(args.items)], env=env, check=True, cwd=tempfile.gettempdir())
+    port = _free_port()
+    log = open(tmp / "server.log", "w+")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "memlab", "serve", "--db", str(db), "--port", str(port),
+         *args.serve_options, *serve_flags],
+        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tempfile.gettempdir())
+    try:
+        client_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        out = subprocess.run(
+            [sys.executable, __file__, "--http-clients", f"http://127.0.0.1:{port}",
+             str(server.pid), mix, "--clients", str(args.clients), "--ops", str(args.ops),
+             "--warmup", str(args.warmup), "--items", str(args.items)],
+            env=client_env, capture_output=True, text=True, cwd=tempfile.gettempdir())
+        if out.returncode != 0:
+            log.seek(0)
+            raise RuntimeError(f"http-proc clients failed: {out.stderr[-2000:]}\n"
+                               f"server log: {log.read()[-2000:]}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGINT)  # uvicorn's graceful shutdown closes the store
+            try:
+                server.wait(60)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _run(clients: int, client, errors: list[str]) -> float:
     def guarded(n: int) -> None:
         try:
@@ -194,14 +355,27 @@ GROUP_COMMIT = "MEMLAB_BENCH_GROUP_COMMIT"
 HTTP_STACK = "MEMLAB_BENCH_HTTP_STACK"
 
 
-def _tree_spec(tree: str) -> tuple[str, bool, str]:
-    """``PATH``, ``PATH+group-commit`` or ``PATH+h11``: the source tree, whether its in-process
-    store commits outside the lock, and its server's HTTP stack (``auto`` or ``h11``)."""
+def _tree_spec(tree: str) -> tuple[str, bool, str, list[str]]:
+    """``PATH``, ``PATH+group-commit``, ``PATH+h11`` or ``PATH+serve=FLAGS``: the source tree,
+    whether its in-process store commits outside the lock, its server's HTTP stack (``auto`` or
+    ``h11``), and extra ``memlab serve`` flags for ``http-proc`` (comma-separated in FLAGS)."""
+    flags: list[str] = []
+    if "+serve=" in tree:
+        tree, _, extra = tree.partition("+serve=")
+        flags = [f for f in extra.split(",") if f]
+        if not flags:
+            raise ValueError(f"tree {tree!r}: +serve= needs at least one memlab serve flag")
     if tree.endswith("+group-commit"):
-        return tree[: -len("+group-commit")], True, "auto"
+        return tree[: -len("+group-commit")], True, "auto", flags
     if tree.endswith("+h11"):
-        return tree[: -len("+h11")], False, "h11"
-    return tree, False, "auto"
+        return tree[: -len("+h11")], False, "h11", flags
+    return tree, False, "auto", flags
+
+
+def _label(tree: str) -> str:
+    """A short name of a ``--trees`` entry for the tables (its last path component)."""
+    name = Path(tree).name
+    return name if name not in ("", ".", "..") else tree
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -213,15 +387,58 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ops", type=int, default=300, help="requests per client")
     parser.add_argument("--items", type=int, default=2000)
     parser.add_argument("--modes", nargs="+", default=["threads", "http"],
-                        choices=["threads", "http"])
+                        choices=["threads", "http", "http-proc"])
     parser.add_argument("--mixes", nargs="+", default=["reads", "load"], choices=sorted(MIXES))
     parser.add_argument("--http-stack", choices=["auto", "h11"], default="auto",
                         help="the server's event loop and HTTP parser in http mode: uvicorn's "
                              "choice (uvloop and httptools when installed, as `memlab serve`) "
                              "or asyncio and h11 forced (per tree: PATH+h11)")
+    parser.add_argument("--warmup", type=int, default=30, help="http-proc: unmeasured requests "
+                        "per client before the measured ones (default: 30)")
+    parser.add_argument("--serve-options", default="--no-maintenance --compact-after 0",
+                        help="http-proc: options of `memlab serve` for every tree (default: "
+                             "'--no-maintenance --compact-after 0'); per tree: PATH+serve=FLAGS")
     parser.add_argument("--json", help="also write every process's result here")
+    parser.add_argument("--combine", nargs="+", metavar="JSON", help="run nothing: print the "
+                        "table over the runs of these --json files together")
     parser.add_argument("--worker", nargs=2, metavar=("MODE", "MIX"), help=argparse.SUPPRESS)
+    parser.add_argument("--build-store", metavar="FILE", help=argparse.SUPPRESS)
+    parser.add_argument("--http-clients", nargs=3, metavar=("URL", "PID", "MIX"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    for name in ("rounds", "clients", "ops", "items"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if args.warmup < 0:
+        parser.error(f"--warmup must be >= 0, got {args.warmup}")
+    args.serve_options = args.serve_options.split()
+    for tree in args.trees:
+        try:
+            _, _, stack, flags = _tree_spec(tree)
+        except ValueError as exc:
+            parser.error(str(exc))
+        if "http-proc" in args.modes and (stack == "h11" or args.http_stack == "h11"):
+            parser.error(f"--modes http-proc runs `memlab serve` as a user does (uvicorn's "
+                         f"choice of stack): h11 cannot be forced there (tree {tree!r}, "
+                         f"--http-stack {args.http_stack})")
+    if args.combine:  # the table over runs saved by earlier --json runs (rounds pooled)
+        runs = [r for f in args.combine for r in json.loads(Path(f).read_text())]
+        trees = list(dict.fromkeys(r["tree"] for r in runs))
+        modes = list(dict.fromkeys(r["mode"] for r in runs))
+        mixes = list(dict.fromkeys(r["mix"] for r in runs))
+        print(f"{len(runs)} runs from {len(args.combine)} file(s)")
+        summarise(runs, trees, modes, mixes)
+        return
+    if args.build_store:
+        build_store(args.build_store, args.items, seed=7)
+        return
+    if args.http_clients:
+        url, pid, mix = args.http_clients
+        if mix not in MIXES:
+            parser.error(f"--http-clients: unknown mix {mix!r}")
+        print(json.dumps(http_clients(url, int(pid), mix, args.clients, args.ops, args.warmup,
+                                      args.items, seed=7)))
+        return
     if args.worker:
         print(json.dumps(worker(*args.worker, args.clients, args.ops, args.items, seed=7)))
         return
@@ -233,24 +450,34 @@ def main(argv: list[str] | None = None) -> None:
             for mix in args.mixes:
                 trees = args.trees if rnd % 2 == 0 else list(reversed(args.trees))
                 for tree in trees:
-                    path, group_commit, stack = _tree_spec(tree)
-                    env = dict(os.environ, PYTHONPATH=str(Path(path).resolve()))
-                    env.pop(GROUP_COMMIT, None)
-                    if group_commit:
-                        env[GROUP_COMMIT] = "1"
-                    env[HTTP_STACK] = args.http_stack if stack == "auto" else stack
-                    out = subprocess.run(
-                        [sys.executable, __file__, "--worker", mode, mix, "--clients",
-                         str(args.clients), "--ops", str(args.ops), "--items", str(args.items)],
-                        env=env, capture_output=True, text=True, check=True,
-                        cwd=tempfile.gettempdir())
-                    result = json.loads(out.stdout.strip().splitlines()[-1])
+                    path, group_commit, stack, serve_flags = _tree_spec(tree)
+                    if mode == "http-proc":
+                        result = run_http_proc(path, serve_flags, mix, args)
+                    else:
+                        env = dict(os.environ, PYTHONPATH=str(Path(path).resolve()))
+                        env.pop(GROUP_COMMIT, None)
+                        if group_commit:
+                            env[GROUP_COMMIT] = "1"
+                        env[HTTP_STACK] = args.http_stack if stack == "auto" else stack
+                        out = subprocess.run(
+                            [sys.executable, __file__, "--worker", mode, mix, "--clients",
+                             str(args.clients), "--ops", str(args.ops), "--items",
+                             str(args.items)],
+                            env=env, capture_output=True, text=True, check=True,
+                            cwd=tempfile.gettempdir())
+                        result = json.loads(out.stdout.strip().splitlines()[-1])
                     result.update(tree=tree, mode=mode, mix=mix, round=rnd)
                     runs.append(result)
                     cpu = result["cpu_ms"]
-                    print(f"round {rnd} {mode:7s} {mix:5s} {Path(tree).name:18s} "
-                          f"{result['seconds']:6.1f} s  cpu/request {cpu['process']:.2f} ms"
-                          + (f" (server {cpu['server']:.2f})" if mode == "http" else "")
+                    if mode == "http-proc":
+                        cost = (f"server cpu/request {cpu['server']:.2f} ms (clients "
+                                f"{cpu['clients']:.2f}) load {result['loadavg'][0]}->"
+                                f"{result['loadavg'][1]}")
+                    else:
+                        cost = (f"cpu/request {cpu['process']:.2f} ms"
+                                + (f" (server {cpu['server']:.2f})" if mode == "http" else ""))
+                    print(f"round {rnd} {mode:9s} {mix:5s} {_label(tree):18s} "
+                          f"{result['seconds']:6.1f} s  {cost}"
                           + "  " + "  ".join(
                               f"{k} {v['p50']:.2f}/{v['p99']:.2f}"
                               for k, v in result["ms"].items())
@@ -258,37 +485,48 @@ def main(argv: list[str] | None = None) -> None:
                           flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(runs, indent=1))
-    print("\nmedian over rounds, ms (p50 / p99); ratio = last tree / first tree")
-    first, last = args.trees[0], args.trees[-1]
-    for mode in args.modes:
-        for mix in args.mixes:
+    summarise(runs, args.trees, args.modes, args.mixes)
+
+
+def summarise(runs: list[dict], trees: list[str], modes: list[str], mixes: list[str]) -> None:
+    """Print the medians over rounds of ``runs`` (what ``--json`` writes) per tree, mode, mix
+    and kind, the ratio of the last tree to the first, seconds and CPU per request."""
+    print("\nmedian over rounds, ms (p50 / p99), and (x) each tree's to the first tree's")
+    first = trees[0]
+    for mode in modes:
+        for mix in mixes:
             for kind in KINDS:
                 cells, med = [], {}
-                for tree in args.trees:
+                for tree in trees:
                     rs = [r["ms"][kind] for r in runs if r["tree"] == tree and r["mode"] == mode
                           and r["mix"] == mix and kind in r["ms"]]
                     if not rs:
                         continue
                     med[tree] = (statistics.median(r["p50"] for r in rs),
                                  statistics.median(r["p99"] for r in rs))
-                    cells.append(f"{Path(tree).name}: {med[tree][0]:7.2f} / {med[tree][1]:7.2f}")
+                    cell = f"{_label(tree)}: {med[tree][0]:7.2f} / {med[tree][1]:7.2f}"
+                    if tree != first and first in med:  # against the first tree
+                        cell += (f" ({med[tree][0] / med[first][0]:.2f}x / "
+                                 f"{med[tree][1] / med[first][1]:.2f}x)")
+                    cells.append(cell)
                 if not cells:
                     continue
-                ratio = ""
-                if first in med and last in med and first != last:
-                    ratio = (f"  ratio p50 {med[last][0] / med[first][0]:.2f}, "
-                             f"p99 {med[last][1] / med[first][1]:.2f}")
-                print(f"{mode:7s} {mix:5s} {kind:7s} " + "   ".join(cells) + ratio)
-    seconds = {tree: statistics.median(r["seconds"] for r in runs if r["tree"] == tree)
-               for tree in args.trees}
-    print("median seconds per process run:", {Path(t).name: round(s, 1)
-                                              for t, s in seconds.items()})
-    for mode in args.modes:
-        for part in (("process", "server") if mode == "http" else ("process",)):
-            cpu = {Path(t).name: round(statistics.median(
-                r["cpu_ms"][part] for r in runs if r["tree"] == t and r["mode"] == mode), 2)
-                for t in args.trees}
+                print(f"{mode:9s} {mix:5s} {kind:7s} " + "   ".join(cells))
+    for mode in modes:
+        of = {t: [r for r in runs if r["tree"] == t and r["mode"] == mode] for t in trees}
+        of = {t: rs for t, rs in of.items() if rs}
+        seconds = {_label(t): round(statistics.median(r["seconds"] for r in rs), 2)
+                   for t, rs in of.items()}
+        print(f"median seconds per run, {mode}:", seconds)
+        parts = {"http": ("process", "server"), "http-proc": ("server", "clients")}
+        for part in parts.get(mode, ("process",)):
+            cpu = {_label(t): round(statistics.median(r["cpu_ms"][part] for r in rs), 2)
+                   for t, rs in of.items()}
             print(f"median CPU ms per request, {mode}, {part}:", cpu)
+    loads = [x for r in runs for x in r.get("loadavg", []) if x is not None]
+    if os.path.exists("/proc/loadavg"):
+        print("load average at the end:", Path("/proc/loadavg").read_text().split()[:3],
+              f"(per http-proc run: {min(loads):.2f}..{max(loads):.2f})" if loads else "")
 
 
 if __name__ == "__main__":

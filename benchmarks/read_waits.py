@@ -16,6 +16,9 @@ took the write side or ran a commit. Works on any tree (``--trees``), one proces
 round, trees alternating::
 
     python benchmarks/read_waits.py --trees /path/to/base /path/to/main . --rounds 2
+
+A tree written ``PATH+turn=K`` sets the lock's ``reader_turn`` to K; ``PATH+switch=S`` runs the
+worker with ``sys.setswitchinterval(S)`` (what ``memlab serve --switch-interval S`` does).
 """
 
 from __future__ import annotations
@@ -86,6 +89,9 @@ def worker(mix: str, clients: int, ops: int, items: int, seed: int, options: dic
     store.close()
     local = _instrument()
     turn = options.pop("reader_turn", None)
+    interval = options.pop("switch_interval", None)
+    if interval is not None:  # PATH+switch=S: this worker process's GIL switch interval
+        sys.setswitchinterval(interval)
     store = MemoryStore(path=str(path), compact_after=None, **options)
     if turn is not None:
         store.lock.reader_turn = turn
@@ -118,12 +124,14 @@ def worker(mix: str, clients: int, ops: int, items: int, seed: int, options: dic
                             "flags": sorted(local.flags)})
 
     threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    wall, cpu = time.perf_counter(), time.process_time()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     store.close()
-    return {"records": records}
+    return {"records": records, "seconds": wall, "cpu_ms": cpu / len(records) * 1e3}
 
 
 def summarise(records: list[dict]) -> dict:
@@ -160,7 +168,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker:
         result = worker(args.worker, args.clients, args.ops, args.items, 7,
                         json.loads(args.options))
-        print(json.dumps(summarise(result["records"])))
+        print(json.dumps({"kinds": summarise(result["records"]), "seconds": result["seconds"],
+                          "cpu_ms": result["cpu_ms"]}))
         return
     if os.path.exists("/proc/loadavg"):
         print("load average:", Path("/proc/loadavg").read_text().split()[:3], flush=True)
@@ -174,6 +183,12 @@ def main(argv: list[str] | None = None) -> None:
                 elif "+turn=" in tree:  # PATH+turn=K: the lock's reader_turn set to K
                     path, turn = tree.split("+turn=")
                     options = {"reader_turn": int(turn)}
+                elif "+switch=" in tree:  # PATH+switch=S: sys.setswitchinterval(S) first
+                    path, interval = tree.split("+switch=")
+                    options = {"switch_interval": float(interval)}
+                    if not 0 < options["switch_interval"] <= 1:
+                        parser.error(f"tree {tree!r}: the switch interval must be in (0, 1] "
+                                     f"seconds, got {interval}")
                 env = dict(os.environ, PYTHONPATH=str(Path(path).resolve()))
                 out = subprocess.run(
                     [sys.executable, __file__, "--worker", mix, "--clients", str(args.clients),
@@ -181,9 +196,12 @@ def main(argv: list[str] | None = None) -> None:
                      "--options", json.dumps(options)],
                     env=env, capture_output=True, text=True, check=True,
                     cwd=tempfile.gettempdir())
-                summary = json.loads(out.stdout.strip().splitlines()[-1])
-                print(f"\nround {rnd} {mix} {tree}")
-                for kind, s in summary.items():
+                result = json.loads(out.stdout.strip().splitlines()[-1])
+                print(f"\nround {rnd} {mix} {tree}: {result['seconds']:.2f} s, CPU "
+                      f"{result['cpu_ms']:.2f} ms per request, load average "
+                      + (Path("/proc/loadavg").read_text().split()[0]
+                         if os.path.exists("/proc/loadavg") else "?"))
+                for kind, s in result["kinds"].items():
                     tail = " ".join(f"{p} {s['tail'][p]:5.1f}" for p in PARTS)
                     every = " ".join(f"{p} {s['all'][p]:5.2f}" for p in PARTS)
                     print(f"  {kind:7s} p50 {s['p50']:6.2f} p99 {s['p99']:6.2f} | slowest 1%: "

@@ -647,6 +647,16 @@ def build_parser() -> argparse.ArgumentParser:
                        "(default: 256)")
     serve.add_argument("--timeout-keep-alive", type=float, default=5.0, metavar="SECONDS",
                        help="close an idle keep-alive connection after SECONDS (default: 5)")
+    serve.add_argument("--group-commit", action="store_true", help="with --db: write the "
+                       "journal (one fsync for every thread's queued rows) after the store's "
+                       "lock is released, so reads do not wait for a write's disk I/O "
+                       "(MemoryStore(fsync_outside_lock=True); a write still returns only once "
+                       "it is on disk)")
+    serve.add_argument("--switch-interval", type=float, default=None, metavar="SECONDS",
+                       help="the server process's GIL switch interval (sys.setswitchinterval, "
+                       "in (0, 1] seconds; default: Python's, 0.005). A smaller one lets a "
+                       "short request run between the slices of long ones; see README "
+                       "'Where item 9 stands' for what it measured")
 
     mcp = sub.add_parser("mcp", help="the MCP server over stdio", description=(
         "Serve memlab's tools over the Model Context Protocol on stdin/stdout (the official "
@@ -948,6 +958,9 @@ def _run(args: argparse.Namespace) -> int:
         if args.compact_after < 0:
             raise _Fail(f"--compact-after must be >= 0 (0: never by itself), got "
                         f"{args.compact_after}")
+        if args.switch_interval is not None and not 0 < args.switch_interval <= 1:
+            raise _Fail(f"--switch-interval must be in (0, 1] seconds, got "
+                        f"{args.switch_interval}")
         if args.record:
             _writable_file("--record", args.record)
             if args.db and Path(args.record).resolve() == Path(args.db).resolve():
@@ -972,7 +985,8 @@ def _run(args: argparse.Namespace) -> int:
                                  maintenance=not args.no_maintenance, limits=Limits.from_env(),
                                  record_max_bytes=args.record_max_bytes,
                                  record_redact=args.record_redact,
-                                 compact_after=args.compact_after or None)
+                                 compact_after=args.compact_after or None,
+                                 fsync_outside_lock=args.group_commit)
         except ValueError as exc:
             raise _named(exc, dash_db=args.db) from None
         hosts = [*LOCAL_HOSTS, args.host, *args.allow_host]
@@ -981,10 +995,16 @@ def _run(args: argparse.Namespace) -> int:
         # loop/http "auto" are uvicorn's defaults (uvloop and httptools when installed, else
         # asyncio and h11): the gain measured in README "Concurrency" comes from installing
         # uvloop and httptools (the service extra), not from these arguments
-        uvicorn.run(create_app(state, keys=keys, allowed_hosts=hosts),
-                    host=args.host, port=args.port, log_level="warning", loop="auto",
-                    http="auto", limit_concurrency=args.limit_concurrency,
-                    timeout_keep_alive=args.timeout_keep_alive)
+        interval = sys.getswitchinterval()
+        if args.switch_interval is not None:  # this process only, while it serves
+            sys.setswitchinterval(args.switch_interval)
+        try:
+            uvicorn.run(create_app(state, keys=keys, allowed_hosts=hosts),
+                        host=args.host, port=args.port, log_level="warning", loop="auto",
+                        http="auto", limit_concurrency=args.limit_concurrency,
+                        timeout_keep_alive=args.timeout_keep_alive)
+        finally:
+            sys.setswitchinterval(interval)
         return 0
     if args.command == "mcp":
         import asyncio

@@ -159,6 +159,10 @@ class ServiceState:
         background thread, once this many journal rows follow its latest snapshot (default
         :data:`memlab.store.COMPACT_AFTER`, 100,000; None: never by itself, ``memlab compact``
         still does). Ignored for a ``store`` given (it has its own).
+    fsync_outside_lock : bool
+        The store opened from ``db_path`` writes its journal after its lock is released (group
+        commit, ``MemoryStore(fsync_outside_lock=True)``; ``memlab serve --group-commit``).
+        Off by default; a ``store`` given has its own setting (True with one is an error).
 
     Notes
     -----
@@ -172,15 +176,21 @@ class ServiceState:
                  maintenance: bool = True, record: str | None = None,
                  limits: Limits | None = None, record_max_bytes: int | None = None,
                  record_redact: bool = False,
-                 compact_after: int | None = COMPACT_AFTER) -> None:
+                 compact_after: int | None = COMPACT_AFTER,
+                 fsync_outside_lock: bool = False) -> None:
         if store is not None and db_path is not None:
             raise ValueError("give either store or db_path, not both")
+        if not isinstance(fsync_outside_lock, bool):
+            raise ValueError(f"fsync_outside_lock must be a bool, got {fsync_outside_lock!r}")
+        if fsync_outside_lock and store is not None:
+            raise ValueError("fsync_outside_lock is for the store opened from db_path; give "
+                             "MemoryStore(fsync_outside_lock=True) as store instead")
         if limits is not None and not isinstance(limits, Limits):
             raise ValueError(f"limits must be a Limits, got {limits!r}")
         self.limits = limits or Limits()
         self.db_path = db_path
         self.store = store if store is not None else MemoryStore(
-            path=db_path, compact_after=compact_after)
+            path=db_path, compact_after=compact_after, fsync_outside_lock=fsync_outside_lock)
         self.clock = clock or SystemClock()
         self.config = config
         self.maintenance = maintenance
