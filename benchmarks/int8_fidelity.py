@@ -40,8 +40,12 @@ them):
   per-channel weights on the same MatMuls as ``dyn`` (never the attention products),
   calibrated on the standard-library docstrings (MinMax / 99.999th percentile).
 - ``sq<alpha>``: SmoothQuant-style per-channel activation scaling before each int8 MatMul
-  (``x / s`` by a ``Mul`` node, ``W * s`` folded into the weights, ``s_j = max|x_j|^a /
-  max|W_j|^(1-a)`` from the calibration text), then ``dyn``.
+  (``W * s`` folded into the weights, ``s_j = max|x_j|^a / max|W_j|^(1-a)`` from the
+  calibration text; the input divided by ``s``: one ``Mul`` for Q, K, V, one for the FFN input,
+  folded into the value projection for the attention output), then ``dyn``; ``sq0.65`` is
+  what ``minilm-onnx-int8`` now ships (:func:`memlab.signals.embedders.onnx_minilm.
+  smooth_minilm`). ``sq0.5-mul``: a ``Mul`` for the attention output too; ``sq<alpha>-all``:
+  the FFN output projections smoothed and int8 as well.
 """
 
 from __future__ import annotations
@@ -162,41 +166,76 @@ def activation_maxima(nodes) -> dict[str, np.ndarray]:
     return {node: maxima[t] for node, t in inputs.items()}
 
 
-def smoothquant(name: str, alpha: float) -> Path:
-    """x / s before each int8 MatMul (a Mul node), W * s (rows) folded into its weights."""
+def smoothquant(name: str, alpha: float, *, ffn_out: bool = False, folded: bool = True,
+                reduce_range: bool = False) -> Path:
+    """SmoothQuant-style scaling, then dynamic int8 (``ffn_out``: the FFN output projections
+    in int8 too). Per input channel ``s_j = max|x_j|^a / max|W_j|^(1-a)`` over the calibration
+    text; ``W`` rows are multiplied by ``s`` and the activation divided by it: for Q, K, V (one
+    input) by one shared ``Mul``; for the attention output projection, with ``folded``, by
+    dividing the value projection's columns and bias (attention mixes tokens, not channels, so
+    this is exact and costs nothing), else by a ``Mul``; for the FFN input (and output) by a
+    ``Mul``."""
     import onnx
     from onnx import numpy_helper
+    from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    nodes = [n for n in WEIGHT_MATMULS if n not in FFN_OUT]
-    maxima = activation_maxima(nodes)
+    smoothed = [n for n in WEIGHT_MATMULS if ffn_out or n not in FFN_OUT]
+    maxima = activation_maxima(smoothed)
     model = onnx.load(str(export_minilm()))
     inits = {i.name: i for i in model.graph.initializer}
-    new_nodes = []
+    by_name = {n.name: n for n in model.graph.node}
+
+    def weight(node_name):
+        return numpy_helper.to_array(inits[by_name[node_name].input[1]])
+
+    def put(init_name, array):
+        inits[init_name].CopyFrom(numpy_helper.from_array(array.astype(np.float32), init_name))
+
+    groups = []  # (MatMuls sharing one input, fold into V?)
+    for i in range(LAYERS):
+        groups.append(([f"l{i}.query.mm", f"l{i}.key.mm", f"l{i}.value.mm"], False))
+        groups.append(([f"l{i}.attn.mm"], folded))
+        groups.append(([f"l{i}.ffn.in.mm"], False))
+        if ffn_out:
+            groups.append(([f"l{i}.ffn.out.mm"], False))
+    muls = {}  # input tensor -> (Mul node, its output)
+    for names, fold in groups:
+        x_max = np.max([maxima[n] for n in names], axis=0)
+        w_max = np.max([np.abs(weight(n)).max(axis=1) for n in names], axis=0)
+        s = np.clip(np.maximum(x_max, 1e-5) ** alpha / np.maximum(w_max, 1e-5) ** (1 - alpha),
+                    1e-2, 1e2).astype(np.float32)
+        for n in names:
+            put(by_name[n].input[1], weight(n) * s[:, None])
+        if fold:
+            i = names[0].split(".")[0]
+            v = by_name[f"{i}.value.mm"]
+            put(v.input[1], numpy_helper.to_array(inits[v.input[1]]) / s[None, :])
+            bias = by_name[f"{i}.value"].input[1]
+            put(bias, numpy_helper.to_array(inits[bias]) / s)
+            continue
+        x = by_name[names[0]].input[0]
+        inv = numpy_helper.from_array((1.0 / s).astype(np.float32), f"{names[0]}.sq")
+        model.graph.initializer.append(inv)
+        out = f"{names[0]}.sq.x"
+        muls[x] = (onnx.helper.make_node("Mul", [x, inv.name], [out], name=out), out)
+        for n in names:
+            by_name[n].input[0] = out
+    nodes = []
     for node in model.graph.node:
-        if node.name in maxima:
-            w_init = inits[node.input[1]]
-            w = numpy_helper.to_array(w_init)  # (in, out)
-            s = (np.maximum(maxima[node.name], 1e-5) ** alpha
-                 / np.maximum(np.abs(w).max(axis=1), 1e-5) ** (1 - alpha)).astype(np.float32)
-            s = np.clip(s, 1e-2, 1e2)
-            w_init.CopyFrom(numpy_helper.from_array((w * s[:, None]).astype(np.float32),
-                                                    w_init.name))
-            inv = numpy_helper.from_array((1.0 / s).astype(np.float32), f"{node.name}.sq")
-            model.graph.initializer.append(inv)
-            scaled = f"{node.name}.sq.x"
-            new_nodes.append(onnx.helper.make_node("Mul", [node.input[0], inv.name], [scaled],
-                                                   name=scaled))
-            node.input[0] = scaled
-        new_nodes.append(node)
+        nodes.append(node)
+        for o in node.output:
+            if o in muls:
+                nodes.append(muls[o][0])
     del model.graph.node[:]
-    model.graph.node.extend(new_nodes)
-    smoothed = WORK / f"{name}-fp32.onnx"
-    onnx.save(model, str(smoothed))
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    model.graph.node.extend(nodes)
+    onnx.checker.check_model(model)
+    path = WORK / f"{name}-fp32.onnx"
+    onnx.save(model, str(path))
     out = WORK / f"{name}.onnx"
-    quantize_dynamic(str(smoothed), str(out), weight_type=QuantType.QInt8,
+    quantize_dynamic(str(path), str(out), weight_type=QuantType.QInt8,
                      op_types_to_quantize=["MatMul"], per_channel=True,
-                     nodes_to_exclude=list(FFN_OUT))
+                     nodes_to_exclude=[] if ffn_out else list(FFN_OUT),
+                     reduce_range=reduce_range)
     return out
 
 
@@ -217,8 +256,10 @@ VARIANTS = {
     "dyn-pt": lambda: dynamic("dyn-pt", per_channel=False),
     "qdq-minmax": lambda: static("qdq-minmax", "minmax"),
     "qdq-pct": lambda: static("qdq-pct", "pct"),
-    "sq0.5": lambda: smoothquant("sq0.5", 0.5),
-    "sq0.8": lambda: smoothquant("sq0.8", 0.8),
+    **{f"sq{a}": (lambda a=a: smoothquant(f"sq{a}", a)) for a in (0.3, 0.5, 0.65, 0.8)},
+    "sq0.5-mul": lambda: smoothquant("sq0.5-mul", 0.5, folded=False),
+    **{f"sq{a}-all": (lambda a=a: smoothquant(f"sq{a}-all", a, ffn_out=True))
+       for a in (0.5, 0.8)},
 }
 
 

@@ -366,6 +366,10 @@ EMBEDDERS: dict[str, Callable[[], Embedder]] = {"minilm": MiniLMEmbedder,
                                                 "minilm-openvino-int8": _openvino_int8,
                                                 "minilm-static": _static,
                                                 "hashing": HashingEmbedder}
+# the cache file of an embedder whose model changed under the same registered name (never the
+# old file: its vectors are another model's). minilm-onnx-int8: SmoothQuant scaling before int8
+# (issue 19, round 7; its INT8_VERSION)
+CACHE_FILES = {"minilm-onnx-int8": "minilm-onnx-int8-sq065"}
 # where a registered embedder's vectors were cached before the one-file cache (imported once)
 LEGACY_CACHE_DIRS = {"minilm": "all-MiniLM-L6-v2"}
 _INSTANCES: dict[tuple[str, str], CachedEmbedder] = {}
@@ -401,7 +405,7 @@ def register_embedder(name: str, factory: Callable[[], Embedder], *,
 
 def get_embedder(config: DenseConfig) -> CachedEmbedder:
     """The process-wide (cached) embedder instance for ``config``, its vectors cached under its
-    registered name."""
+    registered name (or the name :data:`CACHE_FILES` gives it, for a model that changed)."""
     if config.embedder not in EMBEDDERS:
         raise ValueError(f"embedder must be one of {sorted(EMBEDDERS)}, got {config.embedder!r}")
     cache_dir = str(default_cache_dir()) if config.cache_dir is None else config.cache_dir
@@ -410,7 +414,7 @@ def get_embedder(config: DenseConfig) -> CachedEmbedder:
         instance = _INSTANCES.get(key)
         if instance is None:
             embedder = EMBEDDERS[config.embedder]()
-            cache = EmbeddingCache(cache_dir, config.embedder,
+            cache = EmbeddingCache(cache_dir, CACHE_FILES.get(config.embedder, config.embedder),
                                    legacy=LEGACY_CACHE_DIRS.get(config.embedder)) \
                 if cache_dir else None
             instance = _INSTANCES[key] = CachedEmbedder(embedder, cache, config.embedder)
