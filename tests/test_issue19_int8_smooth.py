@@ -1,9 +1,9 @@
-"""Issue 19, round 7: ``minilm-onnx-int8`` quantises a SmoothQuant-scaled graph.
+"""Issue 19, round 7: ``minilm-onnx-int8-sq`` quantises a SmoothQuant-scaled graph.
 
 The scaling must leave the float function unchanged (it only moves the activations' outlying
-channels into the weights), the int8 model and the embedding cache must be new names (vectors
-of the earlier int8 model never mix with the new ones), and the int8 vectors must stay close to
-fp32's, one-word strings included. Needs the ``dense-onnx`` extra (skips, saying so, without
+channels into the weights), the smoothed int8 model and its embedding cache must have names of
+their own (its vectors never mix with ``minilm-onnx-int8``'s, whose model is unchanged), and its
+vectors must stay close to fp32's, one-word strings included. Needs the ``dense-onnx`` extra (skips, saying so, without
 it); the first int8 test builds the int8 model into a temporary directory (~10 s of CPU).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memlab.signals.dense import CACHE_FILES, DenseConfig, EmbeddingCache, get_embedder
+from memlab.signals.dense import EMBEDDERS, DenseConfig, EmbeddingCache, get_embedder
 from tests.test_dense_embedders import SENTENCES, _needs_onnx
 
 SHORT = ["x", "yes", "ok", "Paris"]
@@ -78,7 +78,7 @@ def test_smoothing_validates_its_arguments(fp32_path):
 
 def test_int8_model_is_named_by_its_recipe_and_stays_close_to_fp32(models, fp32_path):
     from memlab.signals.embedders.onnx_minilm import INT8_VERSION, OnnxMiniLMEmbedder
-    int8 = OnnxMiniLMEmbedder(quantize=True, directory=models)
+    int8 = OnnxMiniLMEmbedder(quantize=True, smooth=True, directory=models)
     assert INT8_VERSION in int8.path.name and int8.path.name.endswith("-int8.onnx")
     assert int8.name == f"all-MiniLM-L6-v2-onnx-int8-{INT8_VERSION}"
     assert int8.path.name.startswith(fp32_path.name.removesuffix("-fp32.onnx"))
@@ -88,16 +88,23 @@ def test_int8_model_is_named_by_its_recipe_and_stays_close_to_fp32(models, fp32_
     assert cosines.min() >= 0.99, cosines
     single = np.array([(int8.encode([t])[0] * _run(fp32_path, [t])[0]).sum() for t in texts])
     assert single.min() >= 0.995, single
+    # the unsmoothed int8 model is another file, untouched
+    plain = OnnxMiniLMEmbedder(quantize=True, directory=models)
+    assert plain.path != int8.path and plain.path.name.endswith("-g1-int8.onnx")
+    assert plain.name == "all-MiniLM-L6-v2-onnx-int8"
+    with pytest.raises(ValueError, match="smooth must be True only with quantize=True"):
+        OnnxMiniLMEmbedder(smooth=True, directory=models)
 
 
-def test_the_new_int8_vectors_never_come_from_the_old_int8_cache(tmp_path, monkeypatch):
+def test_the_smoothed_vectors_never_come_from_the_plain_int8_cache(tmp_path, monkeypatch):
     _needs_onnx()
     monkeypatch.setenv("MEMLAB_CACHE", str(tmp_path))
-    # an earlier int8 model's cache holds a (wrong) vector for the text
+    # the plain int8 model's cache holds a (here: wrong) vector for the text
     old = EmbeddingCache(tmp_path / "embeddings", "minilm-onnx-int8")
     old.put(["a red apple"], np.full((1, 384), 1 / np.sqrt(384), np.float32))
-    e = get_embedder(DenseConfig(embedder="minilm-onnx-int8"))
-    assert CACHE_FILES["minilm-onnx-int8"] != "minilm-onnx-int8"
-    assert e.cache.path.name == f"{CACHE_FILES['minilm-onnx-int8']}.sqlite"
+    assert "minilm-onnx-int8-sq" in EMBEDDERS
+    e = get_embedder(DenseConfig(embedder="minilm-onnx-int8-sq"))
+    assert e.cache.path.name == "minilm-onnx-int8-sq.sqlite"
+    assert e.model == "all-MiniLM-L6-v2-onnx-int8-sq065"
     v = e.encode(["a red apple"])
     assert e.computed == 1 and abs(float(v[0].sum()) - float(np.sqrt(384))) > 1.0

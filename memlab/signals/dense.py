@@ -13,9 +13,9 @@ over-fetch. Item (and sentence) vectors are computed on first use, for the items
 re-computed for items whose content changed, and cached on disk by (embedder name, SHA-256 of
 the text), one SQLite file per embedder.
 
-Embedders are registered by name (:data:`EMBEDDERS`): ``minilm`` (torch), ``minilm-onnx`` and
-``minilm-onnx-int8`` (ONNX Runtime), ``minilm-openvino`` (OpenVINO), ``minilm-openvino-int8``
-(OpenVINO, NNCF int8), ``minilm-static``
+Embedders are registered by name (:data:`EMBEDDERS`): ``minilm`` (torch), ``minilm-onnx``,
+``minilm-onnx-int8`` and ``minilm-onnx-int8-sq`` (ONNX Runtime), ``minilm-openvino``
+(OpenVINO), ``minilm-openvino-int8`` (OpenVINO, NNCF int8), ``minilm-static``
 (model2vec), ``hashing`` (no model); see :mod:`memlab.signals.embedders`.
 """
 
@@ -339,6 +339,11 @@ def _onnx_int8() -> Embedder:
     return OnnxMiniLMEmbedder(quantize=True)
 
 
+def _onnx_int8_smooth() -> Embedder:
+    from memlab.signals.embedders.onnx_minilm import OnnxMiniLMEmbedder
+    return OnnxMiniLMEmbedder(quantize=True, smooth=True)
+
+
 def _openvino() -> Embedder:
     from memlab.signals.embedders.openvino_minilm import OpenVINOMiniLMEmbedder
     return OpenVINOMiniLMEmbedder()
@@ -355,21 +360,19 @@ def _static() -> Embedder:
 
 
 # name -> factory. "minilm": torch (extra `dense`); "minilm-onnx" / "minilm-onnx-int8": ONNX
-# Runtime, fp32 / dynamic int8 (extra `dense-onnx`); "minilm-openvino": OpenVINO, bf16 on AMX
+# Runtime, fp32 / dynamic int8 (extra `dense-onnx`); "minilm-onnx-int8-sq": dynamic int8 of a
+# SmoothQuant-scaled graph (extra `dense-onnx`; issue 19 round 7); "minilm-openvino": OpenVINO, bf16 on AMX
 # where the CPU has it (extra `dense-openvino`); "minilm-openvino-int8": OpenVINO, NNCF int8
 # (extra `dense-openvino-int8`); "minilm-static": model2vec static vectors
 # distilled from it (extra `dense-static`); "hashing": no model (tests, smoke runs)
 EMBEDDERS: dict[str, Callable[[], Embedder]] = {"minilm": MiniLMEmbedder,
                                                 "minilm-onnx": _onnx_fp32,
                                                 "minilm-onnx-int8": _onnx_int8,
+                                                "minilm-onnx-int8-sq": _onnx_int8_smooth,
                                                 "minilm-openvino": _openvino,
                                                 "minilm-openvino-int8": _openvino_int8,
                                                 "minilm-static": _static,
                                                 "hashing": HashingEmbedder}
-# the cache file of an embedder whose model changed under the same registered name (never the
-# old file: its vectors are another model's). minilm-onnx-int8: SmoothQuant scaling before int8
-# (issue 19, round 7; its INT8_VERSION)
-CACHE_FILES = {"minilm-onnx-int8": "minilm-onnx-int8-sq065"}
 # where a registered embedder's vectors were cached before the one-file cache (imported once)
 LEGACY_CACHE_DIRS = {"minilm": "all-MiniLM-L6-v2"}
 _INSTANCES: dict[tuple[str, str], CachedEmbedder] = {}
@@ -405,7 +408,7 @@ def register_embedder(name: str, factory: Callable[[], Embedder], *,
 
 def get_embedder(config: DenseConfig) -> CachedEmbedder:
     """The process-wide (cached) embedder instance for ``config``, its vectors cached under its
-    registered name (or the name :data:`CACHE_FILES` gives it, for a model that changed)."""
+    registered name."""
     if config.embedder not in EMBEDDERS:
         raise ValueError(f"embedder must be one of {sorted(EMBEDDERS)}, got {config.embedder!r}")
     cache_dir = str(default_cache_dir()) if config.cache_dir is None else config.cache_dir
@@ -414,7 +417,7 @@ def get_embedder(config: DenseConfig) -> CachedEmbedder:
         instance = _INSTANCES.get(key)
         if instance is None:
             embedder = EMBEDDERS[config.embedder]()
-            cache = EmbeddingCache(cache_dir, CACHE_FILES.get(config.embedder, config.embedder),
+            cache = EmbeddingCache(cache_dir, config.embedder,
                                    legacy=LEGACY_CACHE_DIRS.get(config.embedder)) \
                 if cache_dir else None
             instance = _INSTANCES[key] = CachedEmbedder(embedder, cache, config.embedder)

@@ -7,12 +7,12 @@ torch-free install); BERT's encoder is twelve standard operators, and the vector
 torch path's by a test (cosine >= 0.999 fp32, >= 0.99 int8). The graph is exported once per
 weights digest into :func:`~memlab.signals.embedders._assets.models_dir`, and its dynamic int8
 form (``onnxruntime.quantization.quantize_dynamic``: int8 per-channel weights on the MatMuls but
-the FFN output projections) beside it, after SmoothQuant-style channel scaling
+the FFN output projections) beside it. ``smooth``: the int8 form of a SmoothQuant-scaled graph
 (:func:`smooth_minilm`, alpha :data:`SMOOTH_ALPHA`, activation ranges from the standard-library
 calibration text of :func:`~memlab.signals.embedders.openvino_int8.calibration_texts`): the
 float graph computes the same function, but the activations the int8 products see have their
-outlying channels scaled down (issue 19, round 7: chosen by agreement with fp32 on Python's
-language reference, no evaluation text).
+outlying channels scaled down (issue 19, round 7; ``minilm-onnx-int8-sq``: chosen by agreement
+with fp32 on Python's language reference, no evaluation text).
 
 Encoding tokenises with the packaged ``tokenizer.json`` (``tokenizers``), sorts the texts by
 length and runs batches of similar length (little padding), mean-pools over the attention mask
@@ -38,10 +38,10 @@ __all__ = ["build_minilm_graph", "export_minilm", "OnnxMiniLMEmbedder", "length_
            "INT8_VERSION"]
 
 GRAPH_VERSION = 1  # bump when build_minilm_graph changes: exported files are named by it
-# the int8 recipe: SmoothQuant alpha before dynamic int8, FFN output projections fp32. Chosen
-# (issue 19, round 7) as the variant with the smallest query x passage cosine error against
-# fp32 on the language reference shipped with Python (benchmarks/int8_fidelity.py), before any
-# quality run; the int8 file and the embedding cache are named by INT8_VERSION
+# the smoothed int8 recipe (minilm-onnx-int8-sq): SmoothQuant alpha before dynamic int8, FFN
+# output projections fp32. Chosen (issue 19, round 7) as the variant with the smallest query x
+# passage cosine error against fp32 on the language reference shipped with Python
+# (benchmarks/int8_fidelity.py), before any quality run; its int8 file is named by INT8_VERSION
 SMOOTH_ALPHA = 0.65
 INT8_VERSION = "sq065"
 LAYERS = 6
@@ -151,30 +151,37 @@ def build_minilm_graph(weights: dict[str, np.ndarray], *, layers: int = 6, heads
     return model
 
 
-def export_minilm(directory: str | Path | None = None, *, quantize: bool = False) -> Path:
+def export_minilm(directory: str | Path | None = None, *, quantize: bool = False,
+                  smooth: bool = False) -> Path:
     """The exported ONNX model's path, exporting it first if absent (once per weights digest).
 
     ``quantize``: the dynamic int8 form (weights of the MatMuls but the FFN output projections
-    in int8 per channel, activations quantised per batch), made from the fp32 export after
-    :func:`smooth_minilm` (named by :data:`INT8_VERSION` and the calibration text's digest).
+    in int8 per channel, activations quantised per batch), made from the fp32 export;
+    ``smooth`` (with ``quantize``): made from the fp32 export after :func:`smooth_minilm` (a
+    file named by :data:`INT8_VERSION` and the calibration text's digest).
 
     Examples
     --------
     >>> path = export_minilm(quantize=True)  # doctest: +SKIP
     >>> path.name  # doctest: +SKIP
-    'all-MiniLM-L6-v2-53aa51172d14-g1-sq065-c5a1e3a0b1c2d-int8.onnx'
+    'all-MiniLM-L6-v2-53aa51172d14-g1-int8.onnx'
     """
     files = minilm_files()
     directory = Path(directory) if directory is not None else models_dir()
     stem = f"all-MiniLM-L6-v2-{files.digest}-g{GRAPH_VERSION}"
     fp32 = directory / f"{stem}-fp32.onnx"
-    if quantize:
+    if smooth and not quantize:
+        raise ValueError("smooth applies to the int8 form: pass quantize=True with smooth=True")
+    texts = []
+    if not quantize:
+        int8 = fp32
+    elif not smooth:
+        int8 = directory / f"{stem}-int8.onnx"
+    else:
         from memlab.signals.embedders.openvino_int8 import calibration_texts
         texts = calibration_texts()
         calibration = hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:12]
         int8 = directory / f"{stem}-{INT8_VERSION}-c{calibration}-int8.onnx"
-    else:
-        int8 = fp32
     target = int8 if quantize else fp32
     with _EXPORT_LOCK:
         if target.is_file():
@@ -192,10 +199,13 @@ def export_minilm(directory: str | Path | None = None, *, quantize: bool = False
         if quantize:
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
-            smoothed = smooth_minilm(onnx.load(str(fp32)), activation_maxima(
-                fp32, texts, files.tokenizer()), SMOOTH_ALPHA)
+            source = fp32
             tmp_fp32 = int8.with_name(f".{int8.name}.{os.getpid()}.smoothed.tmp.onnx")
-            onnx.save(smoothed, str(tmp_fp32))
+            if smooth:
+                smoothed = smooth_minilm(onnx.load(str(fp32)), activation_maxima(
+                    fp32, texts, files.tokenizer()), SMOOTH_ALPHA)
+                onnx.save(smoothed, str(tmp_fp32))
+                source = tmp_fp32
             tmp = int8.with_name(f".{int8.name}.{os.getpid()}.tmp.onnx")
             # quantize_dynamic logs a generic "consider pre-processing" warning on the root
             # logger (shape inference; our graph has none to do): kept out of users' output
@@ -203,7 +213,7 @@ def export_minilm(directory: str | Path | None = None, *, quantize: bool = False
             try:
                 # the FFN output projections (after GELU: the outlying activations) stay fp32:
                 # with them in int8, passages fell to cosine 0.98 against torch; without, >= 0.99
-                quantize_dynamic(str(tmp_fp32), str(tmp), weight_type=QuantType.QInt8,
+                quantize_dynamic(str(source), str(tmp), weight_type=QuantType.QInt8,
                                  op_types_to_quantize=["MatMul"], per_channel=True,
                                  nodes_to_exclude=[f"l{i}.ffn.out.mm" for i in range(LAYERS)])
             finally:
@@ -355,8 +365,8 @@ def length_batches(lengths: Sequence[int], batch_size: int, max_tokens: int
 
 
 class OnnxMiniLMEmbedder:
-    """all-MiniLM-L6-v2 on ONNX Runtime (``quantize``: dynamic int8), 384-dimensional unit
-    vectors like the torch ``minilm`` embedder's.
+    """all-MiniLM-L6-v2 on ONNX Runtime (``quantize``: dynamic int8; ``smooth``: of the
+    SmoothQuant-scaled graph), 384-dimensional unit vectors like the torch ``minilm`` embedder's.
 
     Examples
     --------
@@ -365,8 +375,9 @@ class OnnxMiniLMEmbedder:
     (1, 384)
     """
 
-    def __init__(self, quantize: bool = False, *, batch_size: int = 64, max_tokens: int = 8192,
-                 threads: int | None = None, directory: str | Path | None = None) -> None:
+    def __init__(self, quantize: bool = False, *, smooth: bool = False, batch_size: int = 64,
+                 max_tokens: int = 8192, threads: int | None = None,
+                 directory: str | Path | None = None) -> None:
         for name, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -375,11 +386,11 @@ class OnnxMiniLMEmbedder:
         except ImportError:
             raise ImportError("the minilm-onnx embedders need the dense-onnx extra: pip install "
                               "'memlab[dense-onnx]' (onnxruntime, onnx, tokenizers)") from None
-        # the int8 name carries the int8 recipe's version: vectors of an older int8 recipe are
-        # another model's
-        self.name = f"all-MiniLM-L6-v2-onnx-int8-{INT8_VERSION}" if quantize else \
-            "all-MiniLM-L6-v2-onnx-fp32"
-        self.path = export_minilm(directory, quantize=quantize)
+        if not isinstance(smooth, bool) or (smooth and not quantize):
+            raise ValueError(f"smooth must be True only with quantize=True, got {smooth!r}")
+        self.name = "all-MiniLM-L6-v2-onnx-" + (f"int8-{INT8_VERSION}" if smooth else
+                                                "int8" if quantize else "fp32")
+        self.path = export_minilm(directory, quantize=quantize, smooth=smooth)
         self.tokenizer = minilm_files().tokenizer()
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or len(os.sched_getaffinity(0))
