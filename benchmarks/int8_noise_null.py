@@ -34,9 +34,11 @@ class NoisyFp32:
         self.name = f"noisy-fp32-{cosine}-{seed}"
         self.sigma = float(np.sqrt((1 / cosine ** 2 - 1) / 384))
         self.seed = seed
-        self.base = get_embedder(DenseConfig(embedder="minilm-onnx"))
+        self.base = None  # made on first use: get_embedder holds its lock while making us
 
     def encode(self, texts):
+        if self.base is None:
+            self.base = get_embedder(DenseConfig(embedder="minilm-onnx"))
         v = self.base.encode(list(texts)).astype(np.float64)
         for i, t in enumerate(texts):
             s = int.from_bytes(hashlib.sha256(f"{self.seed}\x00{t}".encode()).digest()[:8],
