@@ -43,8 +43,9 @@ them):
   (``W * s`` folded into the weights, ``s_j = max|x_j|^a / max|W_j|^(1-a)`` from the
   calibration text; the input divided by ``s``: one ``Mul`` for Q, K, V, one for the FFN input,
   folded into the value projection for the attention output), then ``dyn``; ``sq0.65`` is
-  ``minilm-onnx-int8-sq`` (:func:`memlab.signals.embedders.onnx_minilm.smooth_minilm`). ``sq0.5-mul``: a ``Mul`` for the attention output too; ``sq<alpha>-all``:
-  the FFN output projections smoothed and int8 as well.
+  ``minilm-onnx-int8-sq`` (:func:`memlab.signals.embedders.onnx_minilm.smooth_minilm`).
+  ``sq0.5-mul``: a ``Mul`` for the attention output too; ``sq<alpha>-all``: the FFN output
+  projections smoothed and int8 as well.
 """
 
 from __future__ import annotations
