@@ -596,7 +596,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "relevance (needs the 'dense' extra)")
     ev.add_argument("--embedder", default=None, metavar="NAME", help="the dense rows' embedder, "
                     "a registered name: minilm (torch), minilm-onnx, minilm-onnx-int8, "
-                    "minilm-openvino, minilm-openvino-int8, minilm-static, hashing (implies "
+                    "minilm-openvino, minilm-openvino-int8, minilm-onnx-int8-sq, minilm-static, "
+                    "hashing (implies "
                     "--dense; default: $MEMLAB_EMBEDDER, else minilm)")
     ev.add_argument("--datasets", nargs="+", default=["musique", "locomo"],
                     choices=["musique", "locomo"], help="which datasets (default: both)")

@@ -13,9 +13,9 @@ over-fetch. Item (and sentence) vectors are computed on first use, for the items
 re-computed for items whose content changed, and cached on disk by (embedder name, SHA-256 of
 the text), one SQLite file per embedder.
 
-Embedders are registered by name (:data:`EMBEDDERS`): ``minilm`` (torch), ``minilm-onnx`` and
-``minilm-onnx-int8`` (ONNX Runtime), ``minilm-openvino`` (OpenVINO), ``minilm-openvino-int8``
-(OpenVINO, NNCF int8), ``minilm-static``
+Embedders are registered by name (:data:`EMBEDDERS`): ``minilm`` (torch), ``minilm-onnx``,
+``minilm-onnx-int8`` and ``minilm-onnx-int8-sq`` (ONNX Runtime), ``minilm-openvino``
+(OpenVINO), ``minilm-openvino-int8`` (OpenVINO, NNCF int8), ``minilm-static``
 (model2vec), ``hashing`` (no model); see :mod:`memlab.signals.embedders`.
 """
 
@@ -339,6 +339,11 @@ def _onnx_int8() -> Embedder:
     return OnnxMiniLMEmbedder(quantize=True)
 
 
+def _onnx_int8_smooth() -> Embedder:
+    from memlab.signals.embedders.onnx_minilm import OnnxMiniLMEmbedder
+    return OnnxMiniLMEmbedder(quantize=True, smooth=True)
+
+
 def _openvino() -> Embedder:
     from memlab.signals.embedders.openvino_minilm import OpenVINOMiniLMEmbedder
     return OpenVINOMiniLMEmbedder()
@@ -355,13 +360,15 @@ def _static() -> Embedder:
 
 
 # name -> factory. "minilm": torch (extra `dense`); "minilm-onnx" / "minilm-onnx-int8": ONNX
-# Runtime, fp32 / dynamic int8 (extra `dense-onnx`); "minilm-openvino": OpenVINO, bf16 on AMX
+# Runtime, fp32 / dynamic int8 (extra `dense-onnx`); "minilm-onnx-int8-sq": dynamic int8 of a
+# SmoothQuant-scaled graph (extra `dense-onnx`; issue 19 round 7); "minilm-openvino": OpenVINO, bf16 on AMX
 # where the CPU has it (extra `dense-openvino`); "minilm-openvino-int8": OpenVINO, NNCF int8
 # (extra `dense-openvino-int8`); "minilm-static": model2vec static vectors
 # distilled from it (extra `dense-static`); "hashing": no model (tests, smoke runs)
 EMBEDDERS: dict[str, Callable[[], Embedder]] = {"minilm": MiniLMEmbedder,
                                                 "minilm-onnx": _onnx_fp32,
                                                 "minilm-onnx-int8": _onnx_int8,
+                                                "minilm-onnx-int8-sq": _onnx_int8_smooth,
                                                 "minilm-openvino": _openvino,
                                                 "minilm-openvino-int8": _openvino_int8,
                                                 "minilm-static": _static,

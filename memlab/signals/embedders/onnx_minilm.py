@@ -7,7 +7,12 @@ torch-free install); BERT's encoder is twelve standard operators, and the vector
 torch path's by a test (cosine >= 0.999 fp32, >= 0.99 int8). The graph is exported once per
 weights digest into :func:`~memlab.signals.embedders._assets.models_dir`, and its dynamic int8
 form (``onnxruntime.quantization.quantize_dynamic``: int8 per-channel weights on the MatMuls but
-the FFN output projections) beside it.
+the FFN output projections) beside it. ``smooth``: the int8 form of a SmoothQuant-scaled graph
+(:func:`smooth_minilm`, alpha :data:`SMOOTH_ALPHA`, activation ranges from the standard-library
+calibration text of :func:`~memlab.signals.embedders.openvino_int8.calibration_texts`): the
+float graph computes the same function, but the activations the int8 products see have their
+outlying channels scaled down (issue 19, round 7; ``minilm-onnx-int8-sq``: chosen by agreement
+with fp32 on Python's language reference, no evaluation text).
 
 Encoding tokenises with the packaged ``tokenizer.json`` (``tokenizers``), sorts the texts by
 length and runs batches of similar length (little padding), mean-pools over the attention mask
@@ -17,6 +22,7 @@ uses every core this process may run on (a single text runs on one thread).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
@@ -28,9 +34,17 @@ import numpy as np
 from memlab.signals.embedders._assets import check_texts, minilm_files, models_dir, write_json
 
 __all__ = ["build_minilm_graph", "export_minilm", "OnnxMiniLMEmbedder", "length_batches", "padded_batch", "mean_pool",
-           "encode_by_length"]
+           "encode_by_length", "smooth_minilm", "activation_maxima", "SMOOTH_ALPHA",
+           "INT8_VERSION"]
 
 GRAPH_VERSION = 1  # bump when build_minilm_graph changes: exported files are named by it
+# the smoothed int8 recipe (minilm-onnx-int8-sq): SmoothQuant alpha before dynamic int8, FFN
+# output projections fp32. Chosen (issue 19, round 7) as the variant with the smallest query x
+# passage cosine error against fp32 on the language reference shipped with Python
+# (benchmarks/int8_fidelity.py), before any quality run; its int8 file is named by INT8_VERSION
+SMOOTH_ALPHA = 0.65
+INT8_VERSION = "sq065"
+LAYERS = 6
 _EXPORT_LOCK = threading.Lock()
 
 
@@ -137,11 +151,14 @@ def build_minilm_graph(weights: dict[str, np.ndarray], *, layers: int = 6, heads
     return model
 
 
-def export_minilm(directory: str | Path | None = None, *, quantize: bool = False) -> Path:
+def export_minilm(directory: str | Path | None = None, *, quantize: bool = False,
+                  smooth: bool = False) -> Path:
     """The exported ONNX model's path, exporting it first if absent (once per weights digest).
 
-    ``quantize``: the dynamic int8 form (weights of every MatMul in int8, activations quantised
-    per batch), made from the fp32 export.
+    ``quantize``: the dynamic int8 form (weights of the MatMuls but the FFN output projections
+    in int8 per channel, activations quantised per batch), made from the fp32 export;
+    ``smooth`` (with ``quantize``): made from the fp32 export after :func:`smooth_minilm` (a
+    file named by :data:`INT8_VERSION` and the calibration text's digest).
 
     Examples
     --------
@@ -152,7 +169,19 @@ def export_minilm(directory: str | Path | None = None, *, quantize: bool = False
     files = minilm_files()
     directory = Path(directory) if directory is not None else models_dir()
     stem = f"all-MiniLM-L6-v2-{files.digest}-g{GRAPH_VERSION}"
-    fp32, int8 = directory / f"{stem}-fp32.onnx", directory / f"{stem}-int8.onnx"
+    fp32 = directory / f"{stem}-fp32.onnx"
+    if smooth and not quantize:
+        raise ValueError("smooth applies to the int8 form: pass quantize=True with smooth=True")
+    texts = []
+    if not quantize:
+        int8 = fp32
+    elif not smooth:
+        int8 = directory / f"{stem}-int8.onnx"
+    else:
+        from memlab.signals.embedders.openvino_int8 import calibration_texts
+        texts = calibration_texts()
+        calibration = hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:12]
+        int8 = directory / f"{stem}-{INT8_VERSION}-c{calibration}-int8.onnx"
     target = int8 if quantize else fp32
     with _EXPORT_LOCK:
         if target.is_file():
@@ -170,6 +199,13 @@ def export_minilm(directory: str | Path | None = None, *, quantize: bool = False
         if quantize:
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
+            source = fp32
+            tmp_fp32 = int8.with_name(f".{int8.name}.{os.getpid()}.smoothed.tmp.onnx")
+            if smooth:
+                smoothed = smooth_minilm(onnx.load(str(fp32)), activation_maxima(
+                    fp32, texts, files.tokenizer()), SMOOTH_ALPHA)
+                onnx.save(smoothed, str(tmp_fp32))
+                source = tmp_fp32
             tmp = int8.with_name(f".{int8.name}.{os.getpid()}.tmp.onnx")
             # quantize_dynamic logs a generic "consider pre-processing" warning on the root
             # logger (shape inference; our graph has none to do): kept out of users' output
@@ -177,15 +213,131 @@ def export_minilm(directory: str | Path | None = None, *, quantize: bool = False
             try:
                 # the FFN output projections (after GELU: the outlying activations) stay fp32:
                 # with them in int8, passages fell to cosine 0.98 against torch; without, >= 0.99
-                quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8,
+                quantize_dynamic(str(source), str(tmp), weight_type=QuantType.QInt8,
                                  op_types_to_quantize=["MatMul"], per_channel=True,
-                                 nodes_to_exclude=[f"l{i}.ffn.out.mm" for i in range(6)])
+                                 nodes_to_exclude=[f"l{i}.ffn.out.mm" for i in range(LAYERS)])
             finally:
                 logging.getLogger().removeFilter(_QUIET_PREPROCESS)
+                tmp_fp32.unlink(missing_ok=True)
             tmp.replace(int8)
         write_json(directory / f"{stem}.json", {"source": files.source, "digest": files.digest,
                                                  "graph_version": GRAPH_VERSION, "opset": 17})
     return target
+
+
+def activation_maxima(fp32_path: str | Path, texts: Sequence[str], tokenizer,
+                      *, batch_size: int = 16) -> dict[str, np.ndarray]:
+    """Per input channel, the largest ``|x|`` over the real (unpadded) tokens of ``texts`` at
+    the input of each weight MatMul of the fp32 graph at ``fp32_path`` (name -> vector), run on
+    one thread in length-sorted batches.
+
+    Examples
+    --------
+    >>> from memlab.signals.embedders._assets import minilm_files  # doctest: +SKIP
+    >>> m = activation_maxima(export_minilm(), ["a red apple"], minilm_files().tokenizer())
+    ... # doctest: +SKIP
+    >>> m["l0.query.mm"].shape  # doctest: +SKIP
+    (384,)
+    """
+    import onnx
+    import onnxruntime as ort
+
+    texts = list(texts)
+    if not texts:
+        raise ValueError("texts must hold at least one text, got none")
+    model = onnx.load(str(fp32_path))
+    inputs = {n.name: n.input[0] for n in model.graph.node
+              if n.op_type == "MatMul" and n.name.endswith(".mm")}
+    for tensor in sorted(set(inputs.values())):
+        model.graph.output.append(onnx.helper.make_tensor_value_info(
+            tensor, onnx.TensorProto.FLOAT, None))
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    encodings = tokenizer.encode_batch(texts)
+    lengths = [len(e.ids) for e in encodings]
+    maxima: dict[str, np.ndarray] = {}
+    for rows in length_batches(lengths, batch_size, 4096):
+        ids, mask = padded_batch(encodings, lengths, rows)
+        values = dict(zip(names, session.run(None, {"input_ids": ids, "attention_mask": mask})))
+        for tensor in set(inputs.values()):
+            m = np.abs(values[tensor][mask.astype(bool)]).max(axis=0)
+            maxima[tensor] = np.maximum(maxima[tensor], m) if tensor in maxima else m
+    return {node: maxima[tensor] for node, tensor in sorted(inputs.items())}
+
+
+def smooth_minilm(model, maxima: dict[str, np.ndarray], alpha: float = SMOOTH_ALPHA,
+                  layers: int = LAYERS):
+    """The MiniLM graph ``model`` (from :func:`build_minilm_graph`) with SmoothQuant-style
+    per-channel scaling at the inputs of the MatMuls that are quantised (Q, K, V, the attention
+    output and the FFN input projections of each layer): the same function in float, with the
+    activations' outlying channels moved into the weights.
+
+    For each group of MatMuls sharing an input, ``s_j = max|x_j|^alpha / max|W_j|^(1-alpha)``
+    (``maxima`` from :func:`activation_maxima`; clipped to [0.01, 100]); the weights' rows are
+    multiplied by ``s``, and the input divided by it: Q, K and V by one shared ``Mul`` node, the
+    FFN input by another, and the attention output projection by dividing the value
+    projection's columns and bias (attention mixes tokens, not channels: exact, and free).
+    ``model`` is changed in place and returned.
+
+    Examples
+    --------
+    >>> import onnx  # doctest: +SKIP
+    >>> fp32 = export_minilm()  # doctest: +SKIP
+    >>> texts = ["a red apple", "The capital of France is Paris."]  # doctest: +SKIP
+    >>> smoothed = smooth_minilm(onnx.load(str(fp32)), activation_maxima(
+    ...     fp32, texts, minilm_files().tokenizer()))  # doctest: +SKIP
+    """
+    import onnx
+    from onnx import numpy_helper
+
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1:
+        raise ValueError(f"alpha must be a number in [0, 1], got {alpha!r}")
+    inits = {i.name: i for i in model.graph.initializer}
+    by_name = {n.name: n for n in model.graph.node}
+
+    def array(name: str) -> np.ndarray:
+        return numpy_helper.to_array(inits[name])
+
+    def put(name: str, value: np.ndarray) -> None:
+        inits[name].CopyFrom(numpy_helper.from_array(value.astype(np.float32), name))
+
+    muls = {}
+    for i in range(layers):
+        for names, fold in (([f"l{i}.query.mm", f"l{i}.key.mm", f"l{i}.value.mm"], False),
+                            ([f"l{i}.attn.mm"], True), ([f"l{i}.ffn.in.mm"], False)):
+            missing = [n for n in names if n not in maxima or n not in by_name]
+            if missing:
+                raise ValueError(f"maxima must cover every smoothed MatMul, missing {missing}")
+            x_max = np.max([maxima[n] for n in names], axis=0)
+            w_max = np.max([np.abs(array(by_name[n].input[1])).max(axis=1) for n in names],
+                           axis=0)
+            s = np.clip(np.maximum(x_max, 1e-5) ** alpha
+                        / np.maximum(w_max, 1e-5) ** (1 - alpha), 1e-2, 1e2).astype(np.float32)
+            for n in names:
+                put(by_name[n].input[1], array(by_name[n].input[1]) * s[:, None])
+            if fold:
+                value_w = by_name[f"l{i}.value.mm"].input[1]
+                value_b = by_name[f"l{i}.value"].input[1]
+                put(value_w, array(value_w) / s[None, :])
+                put(value_b, array(value_b) / s)
+                continue
+            x = by_name[names[0]].input[0]
+            inverse = numpy_helper.from_array((1.0 / s).astype(np.float32), f"{names[0]}.sq")
+            model.graph.initializer.append(inverse)
+            scaled = f"{names[0]}.sq.x"
+            muls[x] = onnx.helper.make_node("Mul", [x, inverse.name], [scaled], name=scaled)
+            for n in names:
+                by_name[n].input[0] = scaled
+    nodes = []
+    for node in model.graph.node:
+        nodes.append(node)
+        nodes.extend(muls[o] for o in node.output if o in muls)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return model
 
 
 def length_batches(lengths: Sequence[int], batch_size: int, max_tokens: int
@@ -213,8 +365,8 @@ def length_batches(lengths: Sequence[int], batch_size: int, max_tokens: int
 
 
 class OnnxMiniLMEmbedder:
-    """all-MiniLM-L6-v2 on ONNX Runtime (``quantize``: dynamic int8), 384-dimensional unit
-    vectors like the torch ``minilm`` embedder's.
+    """all-MiniLM-L6-v2 on ONNX Runtime (``quantize``: dynamic int8; ``smooth``: of the
+    SmoothQuant-scaled graph), 384-dimensional unit vectors like the torch ``minilm`` embedder's.
 
     Examples
     --------
@@ -223,8 +375,9 @@ class OnnxMiniLMEmbedder:
     (1, 384)
     """
 
-    def __init__(self, quantize: bool = False, *, batch_size: int = 64, max_tokens: int = 8192,
-                 threads: int | None = None, directory: str | Path | None = None) -> None:
+    def __init__(self, quantize: bool = False, *, smooth: bool = False, batch_size: int = 64,
+                 max_tokens: int = 8192, threads: int | None = None,
+                 directory: str | Path | None = None) -> None:
         for name, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -233,8 +386,11 @@ class OnnxMiniLMEmbedder:
         except ImportError:
             raise ImportError("the minilm-onnx embedders need the dense-onnx extra: pip install "
                               "'memlab[dense-onnx]' (onnxruntime, onnx, tokenizers)") from None
-        self.name = f"all-MiniLM-L6-v2-onnx-{'int8' if quantize else 'fp32'}"
-        self.path = export_minilm(directory, quantize=quantize)
+        if not isinstance(smooth, bool) or (smooth and not quantize):
+            raise ValueError(f"smooth must be True only with quantize=True, got {smooth!r}")
+        self.name = "all-MiniLM-L6-v2-onnx-" + (f"int8-{INT8_VERSION}" if smooth else
+                                                "int8" if quantize else "fp32")
+        self.path = export_minilm(directory, quantize=quantize, smooth=smooth)
         self.tokenizer = minilm_files().tokenizer()
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or len(os.sched_getaffinity(0))
