@@ -279,7 +279,7 @@ def http_clients(url: str, server_pid: int, mix: str, clients: int, ops: int, wa
                 return http.post("/v1/context", json={"session_id": f"s{n}", "query": query})
             return http.post("/v1/items", json={"content": f"client {n} note {i} {query}"})
 
-        with httpx.Client(base_url=url, timeout=120) as http:
+        with httpx.Client(base_url=url, timeout=min(120.0, timeout)) as http:
             for i in range(warmup):
                 send(http, plan[(i + n) % len(plan)], -1 - i, warm)
             barrier.wait(timeout)
@@ -380,10 +380,14 @@ def _run(clients: int, client, barrier: threading.Barrier) -> float:
     client's failure (a broken barrier's too). HTTP error statuses are not failures: the
     clients list them in ``errors``, reported with the results."""
     failures: list[str] = []
+    stopped: list[int] = []  # clients whose barrier broke (another failed, or the timeout)
 
     def guarded(n: int) -> None:
         try:
             client(n)
+        except threading.BrokenBarrierError:
+            barrier.abort()
+            stopped.append(n)
         except BaseException as exc:  # noqa: BLE001 - raised below, once all have ended
             barrier.abort()
             failures.append(f"client {n}: {type(exc).__name__}: {exc}")
@@ -396,7 +400,12 @@ def _run(clients: int, client, barrier: threading.Barrier) -> float:
         t.join()
     if failures:
         raise RuntimeError(f"{len(failures)} of {clients} clients failed: "
-                           + "; ".join(sorted(failures)[:8]))
+                           + "; ".join(sorted(failures)[:8])
+                           + (f" ({len(stopped)} more stopped at the broken start barrier)"
+                              if stopped else ""))
+    if stopped:
+        raise RuntimeError(f"{len(stopped)} of {clients} clients gave up at the start barrier: "
+                           f"the others did not reach it within the timeout (--timeout)")
     return time.perf_counter() - started
 
 
