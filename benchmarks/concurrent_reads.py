@@ -512,7 +512,7 @@ def main(argv: list[str] | None = None) -> None:
         runs = [r for r in runs if r["tree"] in trees]
         modes = list(dict.fromkeys(r["mode"] for r in runs))
         mixes = list(dict.fromkeys(r["mix"] for r in runs))
-        print(f"{len(runs)} runs of {len(trees)} tree(s) from {len(args.combine)} file(s)")
+        print(f"{len(runs)} runs from {len(args.combine)} file(s), of {len(trees)} tree(s)")
         summarise(runs, trees, modes, mixes)
         return
     args.trees = args.trees or [str(Path(__file__).parents[1])]

@@ -205,7 +205,7 @@ def test_combine_pairs_rounds_by_file_and_round(tmp_path, capsys):
     _load("concurrent_reads").main(["--combine", str(tmp_path / "a.json"),
                                     str(tmp_path / "b.json")])
     out = capsys.readouterr().out
-    assert "7 runs of 2 tree(s) from 2 file(s)" in out
+    assert "7 runs from 2 file(s), of 2 tree(s)" in out
     assert "1 run(s) left out: their rounds lack a tree of ['base', 'new']" in out
     # per-round ratios: p50 0.5, 2, 0.25 (median 0.5); p99 0.5, 3, 0.5 (median 0.5)
     assert "http-proc load  get     new: p50 0.50x (ahead in 2 of 3)  p99 0.50x " \
@@ -221,7 +221,7 @@ def test_combine_trees_picks_and_orders_the_trees(tmp_path, capsys):
     bench = _load("concurrent_reads")
     bench.main(["--combine", str(tmp_path / "a.json"), "--trees", "/t/new", "/t/new+x"])
     out = capsys.readouterr().out
-    assert "2 runs of 2 tree(s) from 1 file(s)" in out
+    assert "2 runs from 1 file(s), of 2 tree(s)" in out
     assert "each tree / new:" in out
     assert "new+x: p50 0.80x (ahead in 1 of 1)  p99 1.20x (ahead in 0 of 1)" in out
     assert "base" not in out
