@@ -23,8 +23,9 @@ median of those ratios and the number of rounds the tree was ahead in. Only roun
 ran count. ``--combine A.json B.json`` prints the same over the runs of earlier ``--json`` files
 (a round there is a file and its round number, as each file counts from 0; ``--trees`` picks
 the trees to show, the first being the one compared with). Each process also reports its
-CPU time per request (``time.process_time``), and in ``http`` mode the server's part of it: the process's CPU minus the client threads' own
-(``time.thread_time`` at each client's end), i.e. uvicorn's thread and the route workers.
+CPU time per request (``time.process_time``), and in ``http`` mode the server's part of it:
+the process's CPU minus the client threads' own (``time.thread_time`` at each client's end),
+i.e. uvicorn's thread and the route workers.
 
 ``http-proc`` in detail: for every run the tree's own memlab builds the store (a fresh file),
 then ``python -m memlab serve --db FILE --port P`` plus ``--serve-options`` (the same for
