@@ -151,9 +151,9 @@ def worker(mode: str, mix: str, clients: int, ops: int, items: int, seed: int,
         cpu = time.process_time()
         try:
             elapsed = _run(clients, client, start)
+            cpu = time.process_time() - cpu  # up to the last answer, not the shutdown
         finally:
             store.close()
-        cpu = time.process_time() - cpu
     else:
         import httpx
         import uvicorn
@@ -199,11 +199,11 @@ def worker(mode: str, mix: str, clients: int, ops: int, items: int, seed: int,
         cpu = time.process_time()
         try:
             elapsed = _run(clients, client, start)
+            cpu = time.process_time() - cpu  # up to the last answer, not the shutdown
         finally:
             server.should_exit = True
             thread.join(30)
             state.store.close()
-        cpu = time.process_time() - cpu
     requests = sum(len(v) for v in latencies.values())
     # CPU per request: the whole process, and the part outside the client threads (in http
     # mode: the server, uvicorn's thread and its worker threads; in threads mode: ~0)
