@@ -18,10 +18,14 @@ the clients' own CPU (``httpx``) no longer competes with the server for its GIL.
 Trees alternate within each round (A B, then B A, ...) so that a change in the machine's load
 hits both. Each process reports every request's latency; the table gives, per tree, mode, mix and
 request kind, the median over rounds of p50 and p99 (ms), and each tree's ratio to the first
-tree's (``--combine A.json B.json`` prints the same table over the runs of earlier ``--json``
-files, pooled). Each process also reports its CPU time per request (``time.process_time``), and in
-``http`` mode the server's part of it: the process's CPU minus the client threads' own
-(``time.thread_time`` at each client's end), i.e. uvicorn's thread and the route workers.
+tree's. Then the paired view: in each round, each tree's p50 and p99 over the first tree's; the
+median of those ratios and the number of rounds the tree was ahead in. Only rounds every tree
+ran count. ``--combine A.json B.json`` prints the same over the runs of earlier ``--json`` files
+(a round there is a file and its round number, as each file counts from 0; ``--trees`` picks
+the trees to show, the first being the one compared with). Each process also reports its
+CPU time per request (``time.process_time``), and in ``http`` mode the server's part of it:
+the process's CPU minus the client threads' own (``time.thread_time`` at each client's end),
+i.e. uvicorn's thread and the route workers.
 
 ``http-proc`` in detail: for every run the tree's own memlab builds the store (a fresh file),
 then ``python -m memlab serve --db FILE --port P`` plus ``--serve-options`` (the same for
@@ -41,7 +45,11 @@ Run::
     python benchmarks/concurrent_reads.py --trees /path/to/base . --modes http-proc --rounds 3
 
 A tree written ``PATH+group-commit`` is that tree with ``MemoryStore(fsync_outside_lock=True)``
-for the in-process clients (``threads``; the HTTP service keeps its default). A tree written
+for the in-process clients (``threads``) or ``memlab serve --group-commit`` (``http-proc``).
+A tree flag that a mode cannot honour is refused (``+group-commit`` in ``http``, ``+serve=``
+outside ``http-proc``, ``+h11`` outside ``http``), never dropped. A client that fails breaks
+the start barrier for the others, and the benchmark stops with its error; ``--timeout``
+(default 600 s) bounds the barrier and every child process. A tree written
 ``PATH+h11`` serves with uvicorn's pure-Python stack (``--loop asyncio --http h11``) even when
 uvloop and httptools are installed (``--http-stack h11`` does that for every tree)::
 
@@ -65,6 +73,7 @@ import time
 from pathlib import Path
 
 KINDS = ("search", "get", "context", "add")
+TIMEOUT = 600.0  # seconds: the clients' start barrier, and each child process (--timeout)
 MIXES = {"reads": ["search", "get", "context"] * 3 + ["add"],
          "load": ["add", "context", "search", "get"],
          "readonly": ["search", "get", "context"]}
@@ -94,8 +103,11 @@ def build_store(path: str, items: int, seed: int) -> None:
     store.close()
 
 
-def worker(mode: str, mix: str, clients: int, ops: int, items: int, seed: int) -> dict:
-    """Build a store, run the clients, return latencies per kind (runs in the tree's memlab)."""
+def worker(mode: str, mix: str, clients: int, ops: int, items: int, seed: int,
+           timeout: float = TIMEOUT) -> dict:
+    """Build a store, run the clients, return latencies per kind (runs in the tree's memlab).
+    The clients start together; one that fails before the start (or a start not reached in
+    ``timeout`` seconds) breaks it for all, and :func:`_run` raises."""
     import random
 
     from memlab import Memory, MemoryStore
@@ -121,7 +133,7 @@ def worker(mode: str, mix: str, clients: int, ops: int, items: int, seed: int) -
 
         def client(n: int) -> None:
             query, item = queries(n)
-            start.wait()
+            start.wait(timeout)
             for i in range(ops):
                 kind = plan[(i + n) % len(plan)]
                 t = time.perf_counter()
@@ -137,9 +149,11 @@ def worker(mode: str, mix: str, clients: int, ops: int, items: int, seed: int) -
             client_cpu.append(time.thread_time())
 
         cpu = time.process_time()
-        elapsed = _run(clients, client, errors)
-        cpu = time.process_time() - cpu
-        store.close()
+        try:
+            elapsed = _run(clients, client, start)
+            cpu = time.process_time() - cpu  # up to the last answer, not the shutdown
+        finally:
+            store.close()
     else:
         import httpx
         import uvicorn
@@ -163,7 +177,7 @@ def worker(mode: str, mix: str, clients: int, ops: int, items: int, seed: int) -
         def client(n: int) -> None:
             query, item = queries(n)
             with httpx.Client(base_url=url, timeout=120) as http:
-                start.wait()
+                start.wait(timeout)
                 for i in range(ops):
                     kind = plan[(i + n) % len(plan)]
                     t = time.perf_counter()
@@ -183,11 +197,13 @@ def worker(mode: str, mix: str, clients: int, ops: int, items: int, seed: int) -
             client_cpu.append(time.thread_time())  # this client's own CPU (httpx)
 
         cpu = time.process_time()
-        elapsed = _run(clients, client, errors)
-        cpu = time.process_time() - cpu
-        server.should_exit = True
-        thread.join(30)
-        state.store.close()
+        try:
+            elapsed = _run(clients, client, start)
+            cpu = time.process_time() - cpu  # up to the last answer, not the shutdown
+        finally:
+            server.should_exit = True
+            thread.join(30)
+            state.store.close()
     requests = sum(len(v) for v in latencies.values())
     # CPU per request: the whole process, and the part outside the client threads (in http
     # mode: the server, uvicorn's thread and its worker threads; in threads mode: ~0)
@@ -213,10 +229,15 @@ def _loadavg() -> float | None:
 
 
 def http_clients(url: str, server_pid: int, mix: str, clients: int, ops: int, warmup: int,
-                 items: int, seed: int, ready_timeout: float = 120.0) -> dict:
+                 items: int, seed: int, ready_timeout: float = 120.0,
+                 timeout: float = TIMEOUT) -> dict:
     """The client side of ``http-proc``: ``clients`` threads of this process send ``warmup``
     unmeasured requests each, meet at a barrier, then ``ops`` measured ones to the server at
-    ``url`` (process ``server_pid``, whose CPU is read at the barrier and at the end)."""
+    ``url`` (process ``server_pid``, whose CPU is read at the barrier and at the end).
+
+    A client that raises (in its warm-up or later) breaks the barrier, so the others do not
+    wait for it; the barrier also gives up after ``timeout`` seconds. Either way this raises
+    RuntimeError naming what failed (:func:`_run`), and nothing is reported as measured."""
     import random
 
     import httpx
@@ -259,10 +280,10 @@ def http_clients(url: str, server_pid: int, mix: str, clients: int, ops: int, wa
                 return http.post("/v1/context", json={"session_id": f"s{n}", "query": query})
             return http.post("/v1/items", json={"content": f"client {n} note {i} {query}"})
 
-        with httpx.Client(base_url=url, timeout=120) as http:
+        with httpx.Client(base_url=url, timeout=min(120.0, timeout)) as http:
             for i in range(warmup):
                 send(http, plan[(i + n) % len(plan)], -1 - i, warm)
-            barrier.wait()
+            barrier.wait(timeout)
             for i in range(ops):
                 kind = plan[(i + n) % len(plan)]
                 t = time.perf_counter()
@@ -272,7 +293,7 @@ def http_clients(url: str, server_pid: int, mix: str, clients: int, ops: int, wa
                     errors.append(f"{kind} {resp.status_code} {resp.text[:80]}")
 
     load_start = _loadavg()
-    _run(clients, client, errors)
+    _run(clients, client, barrier)
     end = time.perf_counter()
     server_cpu = _proc_cpu_seconds(server_pid) - marks.get("server", float("nan"))
     cpu = time.process_time() - marks.get("cpu", float("nan"))
@@ -302,8 +323,8 @@ def run_http_proc(tree: str, serve_flags: list[str], mix: str, args) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="memlab-http-proc-"))
     db = tmp / "m.db"
     env = dict(os.environ, PYTHONPATH=str(Path(tree).resolve()))
-    subprocess.run([sys.executable, __file__, "--build-store", str(db), "--items",
-                    str(args.items)], env=env, check=True, cwd=tempfile.gettempdir())
+    _child([sys.executable, __file__, "--build-store", str(db), "--items", str(args.items)],
+           env, args.timeout, f"building the store with {tree}")
     port = _free_port()
     log = open(tmp / "server.log", "w+")
     server = subprocess.Popen(
@@ -312,16 +333,16 @@ def run_http_proc(tree: str, serve_flags: list[str], mix: str, args) -> dict:
         env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tempfile.gettempdir())
     try:
         client_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        out = subprocess.run(
-            [sys.executable, __file__, "--http-clients", f"http://127.0.0.1:{port}",
-             str(server.pid), mix, "--clients", str(args.clients), "--ops", str(args.ops),
-             "--warmup", str(args.warmup), "--items", str(args.items)],
-            env=client_env, capture_output=True, text=True, cwd=tempfile.gettempdir())
-        if out.returncode != 0:
+        try:
+            return _child(
+                [sys.executable, __file__, "--http-clients", f"http://127.0.0.1:{port}",
+                 str(server.pid), mix, "--clients", str(args.clients), "--ops",
+                 str(args.ops), "--warmup", str(args.warmup), "--items", str(args.items),
+                 "--timeout", str(args.timeout)],
+                client_env, args.timeout, "the http-proc clients")
+        except RuntimeError as exc:
             log.seek(0)
-            raise RuntimeError(f"http-proc clients failed: {out.stderr[-2000:]}\n"
-                               f"server log: {log.read()[-2000:]}")
-        return json.loads(out.stdout.strip().splitlines()[-1])
+            raise RuntimeError(f"{exc}\nserver log: {log.read()[-2000:]}") from None
     finally:
         if server.poll() is None:
             server.send_signal(signal.SIGINT)  # uvicorn's graceful shutdown closes the store
@@ -334,12 +355,43 @@ def run_http_proc(tree: str, serve_flags: list[str], mix: str, args) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _run(clients: int, client, errors: list[str]) -> float:
+def _child(argv: list[str], env: dict, timeout: float, what: str) -> dict:
+    """Run this file's child process ``argv``; return the JSON of its last line of output.
+    RuntimeError (with the end of its stderr) if it fails or runs longer than ``timeout``
+    seconds (then it is killed)."""
+    try:
+        out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout,
+                             cwd=tempfile.gettempdir())
+    except subprocess.TimeoutExpired as exc:
+        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) \
+            else exc.stderr or ""
+        raise RuntimeError(f"{what} did not finish in {timeout:g} s (--timeout), killed: "
+                           f"{stderr[-2000:]}") from None
+    if out.returncode != 0:
+        raise RuntimeError(f"{what} failed (exit {out.returncode}): {out.stderr[-2000:]}")
+    lines = out.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {}
+
+
+def _run(clients: int, client, barrier: threading.Barrier) -> float:
+    """Run ``client(n)`` in ``clients`` threads; return the wall seconds.
+
+    A client that raises aborts ``barrier`` (where the others meet before the measured part),
+    so none of them waits for it forever; once all have ended, RuntimeError names every
+    client's failure (a broken barrier's too). HTTP error statuses are not failures: the
+    clients list them in ``errors``, reported with the results."""
+    failures: list[str] = []
+    stopped: list[int] = []  # clients whose barrier broke (another failed, or the timeout)
+
     def guarded(n: int) -> None:
         try:
             client(n)
-        except BaseException as exc:  # noqa: BLE001 - reported with the results
-            errors.append(f"{type(exc).__name__}: {exc}")
+        except threading.BrokenBarrierError:
+            barrier.abort()
+            stopped.append(n)
+        except BaseException as exc:  # noqa: BLE001 - raised below, once all have ended
+            barrier.abort()
+            failures.append(f"client {n}: {type(exc).__name__}: {exc}")
 
     threads = [threading.Thread(target=guarded, args=(n,)) for n in range(clients)]
     started = time.perf_counter()
@@ -347,6 +399,14 @@ def _run(clients: int, client, errors: list[str]) -> float:
         t.start()
     for t in threads:
         t.join()
+    if failures:
+        raise RuntimeError(f"{len(failures)} of {clients} clients failed: "
+                           + "; ".join(sorted(failures)[:8])
+                           + (f" ({len(stopped)} more stopped at the broken start barrier)"
+                              if stopped else ""))
+    if stopped:
+        raise RuntimeError(f"{len(stopped)} of {clients} clients gave up at the start barrier: "
+                           f"the others did not reach it within the timeout (--timeout)")
     return time.perf_counter() - started
 
 
@@ -372,6 +432,27 @@ def _tree_spec(tree: str) -> tuple[str, bool, str, list[str]]:
     return tree, False, "auto", flags
 
 
+def _unhonoured(mode: str, group_commit: bool, stack: str, serve_flags: list[str],
+                http_stack: str = "auto") -> str | None:
+    """Why ``mode`` cannot run a tree as its spec asks (:func:`_tree_spec`), or None.
+
+    ``threads`` runs no server: no ``+serve=``, no ``h11``. ``http`` serves in the worker
+    process with its ``ServiceState`` defaults: no ``+serve=``, no ``+group-commit``.
+    ``http-proc`` runs ``memlab serve`` (``+group-commit`` becomes its ``--group-commit``):
+    no ``h11``."""
+    if serve_flags and mode != "http-proc":
+        return "+serve= flags are `memlab serve` flags, which only http-proc runs"
+    if group_commit and mode == "http":
+        return "+group-commit is not applied to the in-process server (http-proc maps it to " \
+               "`memlab serve --group-commit`, threads to the clients' store)"
+    if stack == "h11" and mode == "threads":
+        return "+h11 is an HTTP stack and threads runs no server"
+    if (stack == "h11" or http_stack == "h11") and mode == "http-proc":
+        return "http-proc runs `memlab serve` as a user does (uvicorn's choice of stack): " \
+               "h11 cannot be forced there"
+    return None
+
+
 def _label(tree: str) -> str:
     """A short name of a ``--trees`` entry for the tables (its last path component)."""
     name = Path(tree).name
@@ -380,8 +461,10 @@ def _label(tree: str) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trees", nargs="+", default=[str(Path(__file__).parents[1])],
-                        help="source trees to compare (each becomes PYTHONPATH)")
+    parser.add_argument("--trees", nargs="+", default=None,
+                        help="source trees to compare (each becomes PYTHONPATH; default: this "
+                             "file's tree); with --combine: the trees to show, the first the "
+                             "one the others are compared with (default: all, in file order)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--ops", type=int, default=300, help="requests per client")
@@ -398,6 +481,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--serve-options", default="--no-maintenance --compact-after 0",
                         help="http-proc: options of `memlab serve` for every tree (default: "
                              "'--no-maintenance --compact-after 0'); per tree: PATH+serve=FLAGS")
+    parser.add_argument("--timeout", type=float, default=TIMEOUT, help="seconds before a "
+                        "child process is killed and the clients' start barrier gives up; "
+                        f"either fails the benchmark (default: {TIMEOUT:g})")
     parser.add_argument("--json", help="also write every process's result here")
     parser.add_argument("--combine", nargs="+", metavar="JSON", help="run nothing: print the "
                         "table over the runs of these --json files together")
@@ -411,24 +497,36 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
     if args.warmup < 0:
         parser.error(f"--warmup must be >= 0, got {args.warmup}")
+    if not args.timeout > 0:
+        parser.error(f"--timeout must be > 0 seconds, got {args.timeout}")
     args.serve_options = args.serve_options.split()
-    for tree in args.trees:
-        try:
-            _, _, stack, flags = _tree_spec(tree)
-        except ValueError as exc:
-            parser.error(str(exc))
-        if "http-proc" in args.modes and (stack == "h11" or args.http_stack == "h11"):
-            parser.error(f"--modes http-proc runs `memlab serve` as a user does (uvicorn's "
-                         f"choice of stack): h11 cannot be forced there (tree {tree!r}, "
-                         f"--http-stack {args.http_stack})")
-    if args.combine:  # the table over runs saved by earlier --json runs (rounds pooled)
-        runs = [r for f in args.combine for r in json.loads(Path(f).read_text())]
-        trees = list(dict.fromkeys(r["tree"] for r in runs))
+    if args.combine:  # the table over runs saved by earlier --json runs (rounds paired)
+        runs = []
+        for n, name in enumerate(args.combine):  # rounds restart at 0 in each file:
+            for r in json.loads(Path(name).read_text()):  # a round is (file, round)
+                runs.append(dict(r, file=n))
+        trees = args.trees or list(dict.fromkeys(r["tree"] for r in runs))
+        missing = [t for t in trees if not any(r["tree"] == t for r in runs)]
+        if missing:
+            parser.error(f"--trees {missing[0]!r} has no runs in the --combine files (they "
+                         f"hold {sorted(set(r['tree'] for r in runs))})")
+        runs = [r for r in runs if r["tree"] in trees]
         modes = list(dict.fromkeys(r["mode"] for r in runs))
         mixes = list(dict.fromkeys(r["mix"] for r in runs))
-        print(f"{len(runs)} runs from {len(args.combine)} file(s)")
+        print(f"{len(runs)} runs from {len(args.combine)} file(s), of {len(trees)} tree(s)")
         summarise(runs, trees, modes, mixes)
         return
+    args.trees = args.trees or [str(Path(__file__).parents[1])]
+    for tree in args.trees:
+        try:
+            _, group_commit, stack, flags = _tree_spec(tree)
+        except ValueError as exc:
+            parser.error(str(exc))
+        for mode in args.modes:  # a flag the mode cannot honour is refused, never dropped
+            problem = _unhonoured(mode, group_commit, stack, flags, args.http_stack)
+            if problem:
+                parser.error(f"--modes {mode}: {problem} (tree {tree!r}, --http-stack "
+                             f"{args.http_stack}); run that mode without it")
     if args.build_store:
         build_store(args.build_store, args.items, seed=7)
         return
@@ -437,10 +535,11 @@ def main(argv: list[str] | None = None) -> None:
         if mix not in MIXES:
             parser.error(f"--http-clients: unknown mix {mix!r}")
         print(json.dumps(http_clients(url, int(pid), mix, args.clients, args.ops, args.warmup,
-                                      args.items, seed=7)))
+                                      args.items, seed=7, timeout=args.timeout)))
         return
     if args.worker:
-        print(json.dumps(worker(*args.worker, args.clients, args.ops, args.items, seed=7)))
+        print(json.dumps(worker(*args.worker, args.clients, args.ops, args.items, seed=7,
+                                timeout=args.timeout)))
         return
     if os.path.exists("/proc/loadavg"):
         print("load average:", Path("/proc/loadavg").read_text().split()[:3], flush=True)
@@ -452,6 +551,8 @@ def main(argv: list[str] | None = None) -> None:
                 for tree in trees:
                     path, group_commit, stack, serve_flags = _tree_spec(tree)
                     if mode == "http-proc":
+                        if group_commit and "--group-commit" not in serve_flags:
+                            serve_flags = [*serve_flags, "--group-commit"]
                         result = run_http_proc(path, serve_flags, mix, args)
                     else:
                         env = dict(os.environ, PYTHONPATH=str(Path(path).resolve()))
@@ -459,13 +560,11 @@ def main(argv: list[str] | None = None) -> None:
                         if group_commit:
                             env[GROUP_COMMIT] = "1"
                         env[HTTP_STACK] = args.http_stack if stack == "auto" else stack
-                        out = subprocess.run(
+                        result = _child(
                             [sys.executable, __file__, "--worker", mode, mix, "--clients",
                              str(args.clients), "--ops", str(args.ops), "--items",
-                             str(args.items)],
-                            env=env, capture_output=True, text=True, check=True,
-                            cwd=tempfile.gettempdir())
-                        result = json.loads(out.stdout.strip().splitlines()[-1])
+                             str(args.items), "--timeout", str(args.timeout)],
+                            env, args.timeout, f"the {mode} worker of {tree}")
                     result.update(tree=tree, mode=mode, mix=mix, round=rnd)
                     runs.append(result)
                     cpu = result["cpu_ms"]
@@ -488,9 +587,49 @@ def main(argv: list[str] | None = None) -> None:
     summarise(runs, args.trees, args.modes, args.mixes)
 
 
+def _round_key(run: dict) -> tuple:
+    """The round a run belongs to: ``(file, round)``, ``file`` being the index of its
+    ``--combine`` file (None in a run's own table), since every file counts rounds from 0."""
+    f = run.get("file")
+    return (-1 if f is None else f, run["round"])
+
+
+def complete_rounds(runs: list[dict], trees: list[str]) -> list[dict]:
+    """The runs of the rounds (per mode and mix) in which every tree of ``trees`` ran: a
+    tree's median then covers the same rounds as the others', and every round pairs."""
+    ran: dict[tuple, set] = {}
+    for r in runs:
+        ran.setdefault((r["mode"], r["mix"], _round_key(r)), set()).add(r["tree"])
+    return [r for r in runs if r["tree"] in trees
+            and ran[(r["mode"], r["mix"], _round_key(r))] >= set(trees)]
+
+
+def paired(runs: list[dict], tree: str, first: str, value) -> tuple[float, int, int] | None:
+    """``tree`` against ``first`` round by round: the median over the rounds both ran
+    (:func:`_round_key`) of ``value(tree's run) / value(first's run)``, the number of those
+    rounds in which ``tree``'s value was lower, and the number of rounds; None if none pair.
+    ``value`` returns None where a run lacks the number (that round is skipped)."""
+    of = {t: {_round_key(r): value(r) for r in runs if r["tree"] == t} for t in (tree, first)}
+    ratios = [of[tree][k] / of[first][k] for k in sorted(of[tree])
+              if k in of[first] and of[tree][k] is not None and of[first][k]]
+    if not ratios:
+        return None
+    return statistics.median(ratios), sum(x < 1 for x in ratios), len(ratios)
+
+
 def summarise(runs: list[dict], trees: list[str], modes: list[str], mixes: list[str]) -> None:
-    """Print the medians over rounds of ``runs`` (what ``--json`` writes) per tree, mode, mix
-    and kind, the ratio of the last tree to the first, seconds and CPU per request."""
+    """Print, per tree, mode, mix and kind, the medians over rounds of ``runs`` (what
+    ``--json`` writes) and each tree's ratio of medians to the first tree's; then the paired
+    view: per round, each tree's p50 and p99 over the first tree's, their median over rounds
+    and the rounds it was ahead in; seconds and CPU per request.
+
+    Only the rounds every tree ran count (:func:`complete_rounds`); a round is a ``(file,
+    round)`` pair, so the rounds of ``--combine`` files never mix."""
+    kept = complete_rounds(runs, trees)
+    if len(kept) < len(runs):
+        print(f"\n{len(runs) - len(kept)} run(s) left out: their rounds lack a tree of "
+              f"{[_label(t) for t in trees]}")
+    runs = kept
     print("\nmedian over rounds, ms (p50 / p99), and (x) each tree's to the first tree's")
     first = trees[0]
     for mode in modes:
@@ -512,6 +651,24 @@ def summarise(runs: list[dict], trees: list[str], modes: list[str], mixes: list[
                 if not cells:
                     continue
                 print(f"{mode:9s} {mix:5s} {kind:7s} " + "   ".join(cells))
+    if len(trees) > 1:
+        print(f"\npaired by round, each tree / {_label(first)}: the median over rounds of the "
+              f"per-round ratio, and the rounds in which the tree was ahead (lower)")
+        for mode in modes:
+            for mix in mixes:
+                of = [r for r in runs if r["mode"] == mode and r["mix"] == mix]
+                for kind in KINDS:
+                    for tree in trees[1:]:
+                        cells = []
+                        for q in ("p50", "p99"):
+                            got = paired(of, tree, first, lambda r, q=q: r["ms"].get(
+                                kind, {}).get(q))
+                            if got:
+                                cells.append(f"{q} {got[0]:.2f}x (ahead in {got[1]} of "
+                                             f"{got[2]})")
+                        if cells:
+                            print(f"{mode:9s} {mix:5s} {kind:7s} {_label(tree)}: "
+                                  + "  ".join(cells))
     for mode in modes:
         of = {t: [r for r in runs if r["tree"] == t and r["mode"] == mode] for t in trees}
         of = {t: rs for t, rs in of.items() if rs}

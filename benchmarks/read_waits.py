@@ -154,6 +154,30 @@ def summarise(records: list[dict]) -> dict:
     return out
 
 
+def _tree_spec(tree: str) -> tuple[str, dict]:
+    """``PATH``, ``PATH+group-commit``, ``PATH+turn=K`` or ``PATH+switch=S``: the source tree
+    and the worker's options; ValueError naming the tree and the value it cannot read."""
+    if tree.endswith("+group-commit"):
+        return tree[: -len("+group-commit")], {"fsync_outside_lock": True}
+    if "+turn=" in tree:  # PATH+turn=K: the lock's reader_turn set to K
+        path, turn = tree.split("+turn=", 1)
+        try:
+            return path, {"reader_turn": int(turn)}
+        except ValueError:
+            raise ValueError(f"tree {tree!r}: +turn= needs an int, got {turn!r}") from None
+    if "+switch=" in tree:  # PATH+switch=S: sys.setswitchinterval(S) first
+        path, interval = tree.split("+switch=", 1)
+        try:
+            seconds = float(interval)
+        except ValueError:
+            seconds = float("nan")
+        if not 0 < seconds <= 1:  # NaN too
+            raise ValueError(f"tree {tree!r}: the switch interval must be a number of seconds "
+                             f"in (0, 1], got {interval!r}")
+        return path, {"switch_interval": seconds}
+    return tree, {}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trees", nargs="+", default=[str(Path(__file__).parents[1])])
@@ -171,24 +195,18 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps({"kinds": summarise(result["records"]), "seconds": result["seconds"],
                           "cpu_ms": result["cpu_ms"]}))
         return
+    for tree in args.trees:  # every spelling checked before the first run
+        try:
+            _tree_spec(tree)
+        except ValueError as exc:
+            parser.error(str(exc))
     if os.path.exists("/proc/loadavg"):
         print("load average:", Path("/proc/loadavg").read_text().split()[:3], flush=True)
     for rnd in range(args.rounds):
         for mix in args.mixes:
             trees = args.trees if rnd % 2 == 0 else list(reversed(args.trees))
             for tree in trees:
-                path, options = tree, {}
-                if tree.endswith("+group-commit"):
-                    path, options = tree[: -len("+group-commit")], {"fsync_outside_lock": True}
-                elif "+turn=" in tree:  # PATH+turn=K: the lock's reader_turn set to K
-                    path, turn = tree.split("+turn=")
-                    options = {"reader_turn": int(turn)}
-                elif "+switch=" in tree:  # PATH+switch=S: sys.setswitchinterval(S) first
-                    path, interval = tree.split("+switch=")
-                    options = {"switch_interval": float(interval)}
-                    if not 0 < options["switch_interval"] <= 1:
-                        parser.error(f"tree {tree!r}: the switch interval must be in (0, 1] "
-                                     f"seconds, got {interval}")
+                path, options = _tree_spec(tree)
                 env = dict(os.environ, PYTHONPATH=str(Path(path).resolve()))
                 out = subprocess.run(
                     [sys.executable, __file__, "--worker", mix, "--clients", str(args.clients),

@@ -962,6 +962,9 @@ def _run(args: argparse.Namespace) -> int:
         if args.switch_interval is not None and not 0 < args.switch_interval <= 1:
             raise _Fail(f"--switch-interval must be in (0, 1] seconds, got "
                         f"{args.switch_interval}")
+        if args.group_commit and not args.db:  # an in-memory store has no journal to commit
+            raise _Fail("--group-commit needs --db (or MEMLAB_DB): without one the store is "
+                        "in memory and has no journal to commit")
         if args.record:
             _writable_file("--record", args.record)
             if args.db and Path(args.record).resolve() == Path(args.db).resolve():

@@ -25,6 +25,7 @@ from memlab.model import validate_id
 from memlab.service.limits import Limits, check_id_text
 from memlab.session import PMMemoryStore
 from memlab.store import COMPACT_AFTER, MemoryStore
+from memlab.store.core import validate_fsync_outside_lock
 
 __all__ = ["ServiceState", "Recorder"]
 
@@ -162,7 +163,8 @@ class ServiceState:
     fsync_outside_lock : bool
         The store opened from ``db_path`` writes its journal after its lock is released (group
         commit, ``MemoryStore(fsync_outside_lock=True)``; ``memlab serve --group-commit``).
-        Off by default; a ``store`` given has its own setting (True with one is an error).
+        Off by default; True needs ``db_path`` (an in-memory store has no journal), and a
+        ``store`` given has its own setting (True with one is an error).
 
     Notes
     -----
@@ -180,11 +182,12 @@ class ServiceState:
                  fsync_outside_lock: bool = False) -> None:
         if store is not None and db_path is not None:
             raise ValueError("give either store or db_path, not both")
-        if not isinstance(fsync_outside_lock, bool):
-            raise ValueError(f"fsync_outside_lock must be a bool, got {fsync_outside_lock!r}")
-        if fsync_outside_lock and store is not None:
+        if validate_fsync_outside_lock(fsync_outside_lock) and store is not None:
             raise ValueError("fsync_outside_lock is for the store opened from db_path; give "
                              "MemoryStore(fsync_outside_lock=True) as store instead")
+        if fsync_outside_lock and db_path is None:  # an in-memory store has no journal
+            raise ValueError("fsync_outside_lock needs db_path (a durable store to write the "
+                             "journal of), got fsync_outside_lock=True with db_path=None")
         if limits is not None and not isinstance(limits, Limits):
             raise ValueError(f"limits must be a Limits, got {limits!r}")
         self.limits = limits or Limits()

@@ -27,6 +27,26 @@ from memlab.text import ANALYZERS
 __all__ = ["MemoryStore"]
 
 
+def validate_fsync_outside_lock(value: Any) -> bool:
+    """``value`` if it is a bool, else a ValueError naming ``fsync_outside_lock``.
+
+    The one check of the option, for :class:`MemoryStore` and the service's
+    :class:`~memlab.service.ServiceState`, which passes it on.
+
+    Examples
+    --------
+    >>> validate_fsync_outside_lock(True)
+    True
+    >>> validate_fsync_outside_lock("yes")
+    Traceback (most recent call last):
+    ...
+    ValueError: fsync_outside_lock must be a bool, got 'yes'
+    """
+    if not isinstance(value, bool):
+        raise ValueError(f"fsync_outside_lock must be a bool, got {value!r}")
+    return value
+
+
 class MemoryStore(JournalMixin, ItemsMixin, EdgesMixin, SessionsMixin):
     """Holds every workspace. Create one and share it between facades.
 
@@ -75,9 +95,7 @@ class MemoryStore(JournalMixin, ItemsMixin, EdgesMixin, SessionsMixin):
                 compact_after, int) or compact_after < 1):
             raise ValueError(f"compact_after must be a positive int or None, got "
                              f"{compact_after!r}")
-        if not isinstance(fsync_outside_lock, bool):
-            raise ValueError(f"fsync_outside_lock must be a bool, got {fsync_outside_lock!r}")
-        self.fsync_outside_lock = fsync_outside_lock
+        self.fsync_outside_lock = validate_fsync_outside_lock(fsync_outside_lock)
         self.reinforce_batch = reinforce_batch
         self.compact_after = compact_after  # journal rows after the snapshot that trigger one
         self._tail_rows = 0  # store rows after the latest snapshot (what a reopen replays)
