@@ -2,38 +2,46 @@
 
     PYTHONPATH=. python benchmarks/replay_dask.py [DATA_ROOT] [WORKERS] [ROUNDS] [--cold]
         [--own-sessions]
+    PYTHONPATH=. python benchmarks/replay_dask.py --summarise FILE [FILE ...]
 
 ``replay(trace, UNTIMED)`` (DEFAULT without wall-clock budgets) against ``replay(trace, UNTIMED,
-executor="dask", address=...)`` on a LocalCluster of WORKERS single-threaded processes started
-(and warmed up) beforehand, its start printed apart; ROUNDS rounds (default 3), the frames
-checked equal. A round has four runs (serial, sharded, the control together, the control one
-after the other) and their order rotates by one every round, so none always runs first or right
-after another.
+executor="dask", address=...)`` on a LocalCluster of WORKERS (at least 2) single-threaded
+processes started (and warmed up) beforehand, its start printed apart; ROUNDS rounds (default 5:
+one first round, four later ones), the frames checked equal. A round has four runs (serial,
+sharded, the control together, the control one after the other); their order follows a Williams
+square over every 4 consecutive rounds (``ORDERS``): each run comes first, second, third and last
+once, and right after each other run once. The later rounds are balanced when their number is a
+multiple of 4 (the script says so when it is not); the first round is one order.
 
-**The ceiling control** (no Dask): two plain OS processes (``multiprocessing`` with ``spawn``),
+**The ceiling control** (no Dask): plain OS processes (``multiprocessing`` with ``spawn``), one
+per shard a sharded replay of WORKERS sends (``_split`` of ``_shards(trace, WORKERS)``, pickled),
 started before the rounds and each warmed up and its heap frozen exactly like a worker of a
 LocalCluster memlab starts (``_prepare_worker``), hold nothing but a pipe to this process. Each
-round they replay the same two shards a sharded replay sends (``_split`` of ``_shards(trace,
-2)``, pickled; ``_replay_shard_pickled``, as a worker runs it) side by side, one shard each
-("together"), and one process replays both, one after the other ("apart"; the process
-alternates). CPU ``apart / busiest together`` and wall ``apart / together`` are the most any
-2-worker executor can get on this machine at that moment: no scheduler, no driver work, no
-serialization beyond the pipe. The processes also time every query's CPU
-(``time.process_time`` around ``_Runner.query``), so the per-query CPU together against alone
-(the same query, same process state) is the hardware and neighbours' cost of running two
-processes side by side. The cores used (CPU s per wall s) of one process against two say what
-share of the machine the run got: under Linux's autogroup scheduling (on here,
-``/proc/sys/kernel/sched_autogroup_enabled``) all the processes of one terminal session share
-one session's fair share of the CPU, whatever their number. ``--own-sessions`` (a diagnostic,
-not a fair comparison) starts each control process in a session of its own (``os.setsid``):
-then the two processes together get two sessions' shares, one process apart still one.
+round they replay those shards (``_replay_shard_pickled``, as a worker runs it) side by side, one
+shard each ("together"), and one process replays all of them, one after the other ("apart"; the
+process alternates round by round). CPU ``apart / busiest together`` and wall ``apart /
+together`` are the most any WORKERS-worker executor can get on this machine at that moment: no
+scheduler, no driver work, no serialization beyond the pipe. The processes also time every
+query's CPU (``time.process_time`` around ``_Runner.query``), so each query's CPU together is
+compared with the same query's CPU in the process that replayed all the shards: the same query
+and the same kind of process (warmed, frozen), but not the same process state (in ``apart`` the
+other processes' shards run in that one process, after or before its own), so the ratio is the
+cost of running the processes side by side (hardware and neighbours) plus whatever the state of a
+process that replays every shard changes. The cores used (CPU s per wall s) of one process
+against all of them say what share of the machine the run got: under Linux's autogroup
+scheduling (on here, ``/proc/sys/kernel/sched_autogroup_enabled``) all the processes of one
+terminal session share one session's fair share of the CPU, whatever their number.
+``--own-sessions`` (a diagnostic, not a fair comparison) starts each control process in a session
+of its own (``os.setsid``): then the processes together get a share each, one process apart
+still one.
 
 Each round also times a **frozen serial** control: the serial replay with the driver's heap
-frozen (``gc.collect(); gc.freeze()`` before it, ``gc.unfreeze()`` after), as the workers of a
-LocalCluster memlab starts are frozen after their warm-up; without it the sharded side has an
-advantage the serial side could have had too (fewer full garbage collections).
+frozen (``gc.collect(); gc.freeze()`` before it, ``gc.unfreeze()`` after), right after the plain
+serial one, as the workers of a LocalCluster memlab starts are frozen after their warm-up;
+without it the sharded side has an advantage the serial side could have had too (fewer full
+garbage collections).
 
-Two speedups are printed, as medians over rounds, against the plain and the frozen serial run:
+Speedups, against the plain and the frozen serial run:
 
 - wall clock (what a user waits for; on a shared machine it mostly measures the others' load);
 - the critical path in CPU seconds: serially the process's CPU time of the replay; sharded, the
@@ -41,20 +49,24 @@ Two speedups are printed, as medians over rounds, against the plain and the froz
   every worker before and after, Dask's own work in the worker included) plus the driver's.
   That is the wall time the call would take on an idle machine with a core per process.
 
-Per phase it also prints the control's speedups (the ceiling: CPU and wall, its own ratio and
-its CPU against the frozen serial replay), the cores used, the per-query CPU together / alone,
-and **Dask / control**: per round the control's busiest process over Dask's critical path (CPU)
-and the control's wall together over Dask's wall, medians (1.0: Dask at the ceiling). The
-control always splits the trace in two (the 2-worker ceiling), whatever WORKERS is.
+**Every speedup and every ratio printed is the median over the phase's rounds of the per-round
+ratio** (its range beside it), followed by the pooled value: the median of the numerators over
+the median of the denominators, which the printed medians of the seconds reproduce (the
+per-round median does not, in general). Per phase it also prints the control's speedups (the
+ceiling: CPU and wall, its own ratio and its CPU against the frozen serial replay), the cores
+used, the per-query CPU together / one process, and **Dask / control**: per round the control's
+busiest process over Dask's critical path (CPU) and the control's wall together over Dask's wall
+(1.0: Dask at the ceiling).
 
-The load average (1 min) is printed beside each round. Both sides are warmed the same way
-before the first round (the workers when the cluster starts, the driver here: one tiny replay
-each, ``_warm_worker``). Phases: the **first round (warmed cluster)** is each side's first
-LoCoMo replay (the workers' first shard, the driver process's first serial replay); the
-**later rounds (reused cluster)** are what a researcher sweeping parameters on one cluster gets
-from the second replay on. Neither includes a cluster's start. ``--cold`` is a different
-measure: one ``replay(executor="dask")`` that starts (and warms) its own cluster, timed whole,
-its start included.
+The load average (1 min) is printed beside each round, and each round's numbers as a JSON line:
+``--summarise`` prints the same summary from saved output (one file or several, then pooled over
+all their rounds). Both sides are warmed the same way before the first round (the workers when
+the cluster starts, the driver here: one tiny replay each, ``_warm_worker``). Phases: the **first
+round (warmed cluster)** is each side's first LoCoMo replay (the workers' first shard, the driver
+process's first serial replay); the **later rounds (reused cluster)** are what a researcher
+sweeping parameters on one cluster gets from the second replay on. Neither includes a cluster's
+start. ``--cold`` is a different measure: one ``replay(executor="dask")`` that starts (and warms)
+its own cluster, timed whole, its start included.
 """
 
 from __future__ import annotations
@@ -145,10 +157,11 @@ def _control_process(conn, own_session: bool = False) -> None:
 
 
 class Control:
-    """Two plain OS processes (``spawn``), started and warmed before the rounds (their start not
-    counted, as the cluster's is not). ``together()``: shard i to process i, sent at once;
-    ``apart(p)``: both shards to process p, one after the other. Each returns (wall s as the
-    driver saw it, from sending the shards to holding every result's bytes; per shard: CPU s,
+    """One plain OS process (``spawn``) per shard, started and warmed before the rounds (their
+    start not counted, as the cluster's is not). ``together()``: shard i to process i, sent at
+    once; ``apart(p)``: every shard to process p, one after the other, in shard order. Each
+    returns (wall s as the driver saw it, from sending the shards to holding every result's
+    bytes; per shard: CPU s,
     per-query CPU s; the results' pickles)."""
 
     def __init__(self, shards: list[bytes], own_sessions: bool = False) -> None:
@@ -189,8 +202,9 @@ def comparable(result):
 
 
 def _inflation(alone: list[list[float]], together: list[list[float]]) -> tuple[float, float]:
-    """Per-query CPU together against alone, over both shards' queries: (ratio of the sums,
-    median of the per-query ratios)."""
+    """Per-query CPU together (each shard in its own process) against apart (every shard in one
+    process, so not the same process state for all but one shard), over all the shards'
+    queries: (ratio of the sums, median of the per-query ratios)."""
     a = [x for shard in alone for x in shard]
     t = [x for shard in together for x in shard]
     assert len(a) == len(t)
@@ -209,11 +223,21 @@ def _busiest(row) -> float:
     return row["dask_critical_path_s"] - row["dask_driver_cpu_s"]
 
 
+def _control_plus_driver(row) -> float:
+    """The control's busiest process plus Dask's driver CPU s (a driver added to the ceiling)."""
+    return row["control_critical_path_s"] + row["dask_driver_cpu_s"]
+
+
 def _ratio(of, num, den) -> str:
-    """A speedup over rounds: the median of the per-round ratios num(row) / den(row), their
-    range, and the pooled value (median of num over the median of den)."""
-    per_round = [num(r) / den(r) for r in of]
-    pooled = statistics.median(num(r) for r in of) / statistics.median(den(r) for r in of)
+    """A speedup over rounds: the median of the per-round ratios num / den (each a row's key or
+    a function of the row), their range, and the pooled value (the median of num over the
+    median of den)."""
+    def value(row, what):
+        return what(row) if callable(what) else row[what]
+
+    per_round = [value(r, num) / value(r, den) for r in of]
+    pooled = (statistics.median(value(r, num) for r in of)
+              / statistics.median(value(r, den) for r in of))
     return (f"{statistics.median(per_round):.2f}x (range {min(per_round):.2f}-"
             f"{max(per_round):.2f}; pooled {pooled:.2f}x)")
 
@@ -241,9 +265,9 @@ def summarise(rows: list[dict], title: str = "") -> None:
         for side, prefix in (("serial", "serial"), ("frozen serial", "frozen_serial")):
             wall, cpu = f"{prefix}_wall_s", f"{prefix}_cpu_s"
             print(f"  dask against {side}: wall {median(wall):.2f} s, speedup "
-                  f"{_ratio(of, lambda r: r[wall], lambda r: r['dask_wall_s'])}; CPU "
+                  f"{_ratio(of, wall, 'dask_wall_s')}; CPU "
                   f"{median(cpu):.2f} s, speedup "
-                  f"{_ratio(of, lambda r: r[cpu], lambda r: r['dask_critical_path_s'])}")
+                  f"{_ratio(of, cpu, 'dask_critical_path_s')}")
         # the ceiling: the same shards, one after the other in one process against side by
         # side in one process each (no Dask, no driver work at all)
         print(f"  control (no Dask): one process, shards one after the other: CPU "
@@ -251,14 +275,14 @@ def summarise(rows: list[dict], title: str = "") -> None:
               f"per shard together: busiest {median('control_critical_path_s'):.2f} s CPU, wall "
               f"{median('control_wall_s'):.2f} s")
         print(f"  ceiling (control speedup): CPU "
-              f"{_ratio(of, lambda r: r['apart_cpu_s'], lambda r: r['control_critical_path_s'])}"
-              f", wall {_ratio(of, lambda r: r['apart_wall_s'], lambda r: r['control_wall_s'])}")
+              f"{_ratio(of, 'apart_cpu_s', 'control_critical_path_s')}"
+              f", wall {_ratio(of, 'apart_wall_s', 'control_wall_s')}")
         print(f"  control CPU speedup against the frozen serial replay "
-              f"{_ratio(of, lambda r: r['frozen_serial_cpu_s'], lambda r: r['control_critical_path_s'])}"
+              f"{_ratio(of, 'frozen_serial_cpu_s', 'control_critical_path_s')}"
               f"; control's busiest + Dask's driver against it "
-              f"{_ratio(of, lambda r: r['frozen_serial_cpu_s'], lambda r: r['control_critical_path_s'] + r['dask_driver_cpu_s'])}"
+              f"{_ratio(of, 'frozen_serial_cpu_s', _control_plus_driver)}"
               f"; one process replaying all shards / frozen serial CPU "
-              f"{_ratio(of, lambda r: r['apart_cpu_s'], lambda r: r['frozen_serial_cpu_s'])}")
+              f"{_ratio(of, 'apart_cpu_s', 'frozen_serial_cpu_s')}")
         # cores the run's processes got, CPU seconds per wall second: one process against all
         rate_apart = [row["apart_cpu_s"] / row["apart_wall_s"] for row in of]
         rate_together = [sum(row["control_worker_cpu_s"]) / row["control_wall_s"] for row in of]
@@ -273,12 +297,12 @@ def summarise(rows: list[dict], title: str = "") -> None:
         # how close Dask gets to the control: control busiest / Dask critical path, control
         # wall together / Dask wall (1.0 = Dask at the ceiling)
         print(f"  dask / control: CPU "
-              f"{_ratio(of, lambda r: r['control_critical_path_s'], lambda r: r['dask_critical_path_s'])}"
-              f", wall {_ratio(of, lambda r: r['control_wall_s'], lambda r: r['dask_wall_s'])}; "
+              f"{_ratio(of, 'control_critical_path_s', 'dask_critical_path_s')}"
+              f", wall {_ratio(of, 'control_wall_s', 'dask_wall_s')}; "
               f"dask's busiest worker / control's busiest "
-              f"{_ratio(of, _busiest, lambda r: r['control_critical_path_s'])}; driver share of "
+              f"{_ratio(of, _busiest, 'control_critical_path_s')}; driver share of "
               f"dask's critical path "
-              f"{_ratio(of, lambda r: r['dask_driver_cpu_s'], lambda r: r['dask_critical_path_s'])}")
+              f"{_ratio(of, 'dask_driver_cpu_s', 'dask_critical_path_s')}")
 
 
 def _summarise_files(paths: list[str]) -> None:
