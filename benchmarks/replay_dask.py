@@ -384,7 +384,7 @@ def main() -> None:
                 global sharded
                 sharded, d_wall, d_cpu, d_workers = timed(
                     client, lambda: replay(trace, UNTIMED, progress=False, executor="dask",
-                                           address=address))
+                                           address=address, n_workers=workers))
                 row.update(dask_wall_s=round(d_wall, 2), dask_driver_cpu_s=round(d_cpu, 2),
                            dask_worker_cpu_s=sorted(round(v, 3) for v in d_workers.values()),
                            dask_critical_path_s=round(max(d_workers.values()) + d_cpu, 3))
