@@ -161,8 +161,7 @@ class Control:
     start not counted, as the cluster's is not). ``together()``: shard i to process i, sent at
     once; ``apart(p)``: every shard to process p, one after the other, in shard order. Each
     returns (wall s as the driver saw it, from sending the shards to holding every result's
-    bytes; per shard: CPU s,
-    per-query CPU s; the results' pickles)."""
+    bytes; per shard: CPU s, per-query CPU s; the results' pickles)."""
 
     def __init__(self, shards: list[bytes], own_sessions: bool = False) -> None:
         context = multiprocessing.get_context("spawn")
