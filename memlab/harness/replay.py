@@ -1433,7 +1433,7 @@ def replay(trace: Trace, config: Any = None, *, mode: str = "router", k: int = 2
         parts, reruns, via_scheduler = _run_shards_on_dask(trace, settings, shards, address,
                                                            n_workers)
         merged = _merge_shards(parts)
-        notes = [f"{len(shards)} shards by workspace"]
+        notes = [f"{len(parts)} shards by workspace"]  # a cluster may re-shard
         if reruns:
             notes.append(f"{reruns} run again after a lost worker")
         if via_scheduler:
