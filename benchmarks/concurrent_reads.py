@@ -228,6 +228,16 @@ def _loadavg() -> float | None:
         return None
 
 
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` still runs: an exited child its parent has not yet waited for
+    is a zombie, whose ``/proc`` entry stays (state ``Z``)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
 def http_clients(url: str, server_pid: int, mix: str, clients: int, ops: int, warmup: int,
                  items: int, seed: int, ready_timeout: float = 120.0,
                  timeout: float = TIMEOUT) -> dict:
@@ -249,7 +259,7 @@ def http_clients(url: str, server_pid: int, mix: str, clients: int, ops: int, wa
                 break
         except httpx.HTTPError:
             pass
-        if not Path(f"/proc/{server_pid}").exists():
+        if not _running(server_pid):
             raise RuntimeError(f"the server (pid {server_pid}) exited before it answered")
         if time.monotonic() > deadline:
             raise RuntimeError(f"the server at {url} did not answer /health in "

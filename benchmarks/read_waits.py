@@ -171,9 +171,9 @@ def _tree_spec(tree: str) -> tuple[str, dict]:
             seconds = float(interval)
         except ValueError:
             seconds = float("nan")
-        if not 0 < seconds <= 1:  # NaN too
+        if not 1e-6 <= seconds <= 1:  # NaN too; Python keeps it in microseconds
             raise ValueError(f"tree {tree!r}: the switch interval must be a number of seconds "
-                             f"in (0, 1], got {interval!r}")
+                             f"in [1e-06, 1], got {interval!r}")
         return path, {"switch_interval": seconds}
     return tree, {}
 

@@ -655,8 +655,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "it is on disk)")
     serve.add_argument("--switch-interval", type=float, default=None, metavar="SECONDS",
                        help="the server process's GIL switch interval (sys.setswitchinterval, "
-                       "in (0, 1] seconds; default: Python's, 0.005). A smaller one lets a "
-                       "short request run between the slices of long ones; see README "
+                       "in [1e-06, 1] seconds: Python keeps microseconds; default: "
+                       "Python's, 0.005). A smaller one lets a short request run between the "
+                       "slices of long ones; see README "
                        "'Where item 9 stands' for what it measured")
 
     mcp = sub.add_parser("mcp", help="the MCP server over stdio", description=(
@@ -959,8 +960,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.compact_after < 0:
             raise _Fail(f"--compact-after must be >= 0 (0: never by itself), got "
                         f"{args.compact_after}")
-        if args.switch_interval is not None and not 0 < args.switch_interval <= 1:
-            raise _Fail(f"--switch-interval must be in (0, 1] seconds, got "
+        if args.switch_interval is not None and not 1e-6 <= args.switch_interval <= 1:
+            raise _Fail(f"--switch-interval must be in [1e-06, 1] seconds, got "
                         f"{args.switch_interval}")
         if args.group_commit and not args.db:  # an in-memory store has no journal to commit
             raise _Fail("--group-commit needs --db (or MEMLAB_DB): without one the store is "

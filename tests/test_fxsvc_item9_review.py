@@ -293,8 +293,8 @@ def test_serve_restores_the_switch_interval_when_uvicorn_raises(monkeypatch):
 
 
 @pytest.mark.parametrize("tree, message", [
-    (".+switch=abc", "the switch interval must be a number of seconds in (0, 1], got 'abc'"),
-    (".+switch=0", "the switch interval must be a number of seconds in (0, 1], got '0'"),
+    (".+switch=abc", "the switch interval must be a number of seconds in [1e-06, 1], got 'abc'"),
+    (".+switch=0", "the switch interval must be a number of seconds in [1e-06, 1], got '0'"),
     (".+switch=nan", "got 'nan'"),
     (".+turn=x", "+turn= needs an int, got 'x'"),
 ])

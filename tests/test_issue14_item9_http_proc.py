@@ -27,7 +27,7 @@ def _bench():
     return module
 
 
-@pytest.mark.parametrize("value, shown", [("0", "0.0"), ("-0.001", "-0.001"), ("nan", "nan"),
+@pytest.mark.parametrize("value, shown", [("0", "0.0"), ("-0.001", "-0.001"), ("nan", "nan"), ("1e-7", "1e-07"),
                                           ("2", "2.0"), ("inf", "inf")])
 def test_serve_refuses_a_switch_interval_out_of_range(value, shown, capsys):
     pytest.importorskip("uvicorn")
@@ -35,7 +35,7 @@ def test_serve_refuses_a_switch_interval_out_of_range(value, shown, capsys):
     before = sys.getswitchinterval()
     assert main(["serve", "--port", "0", "--switch-interval", value]) == 2
     assert capsys.readouterr().err.strip().endswith(
-        f"memlab serve: error: --switch-interval must be in (0, 1] seconds, got {shown}")
+        f"memlab serve: error: --switch-interval must be in [1e-06, 1] seconds, got {shown}")
     assert sys.getswitchinterval() == before
 
 

@@ -23,3 +23,31 @@ def test_a_cluster_with_more_workers_than_asked_is_named_by_the_shards_it_ran():
         sharded = replay(trace, UNTIMED, progress=False, executor="dask", address=address,
                          n_workers=2)
     assert sharded.manifest["executor"] == "dask (3 shards by workspace)"
+
+
+def test_the_http_proc_client_sees_a_server_that_exited_as_gone_at_once():
+    """An exited, unreaped server is a zombie: /proc/PID stays, so the client used to wait
+    the whole ready timeout (120 s) for /health before saying why."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "concurrent_reads", Path(__file__).parents[1] / "benchmarks" / "concurrent_reads.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            time.sleep(0.01)  # until it has exited (not yet waited for)
+        assert Path(f"/proc/{child.pid}").exists()
+        assert not module._running(child.pid)
+        with pytest.raises(RuntimeError, match="exited before it answered"):
+            module.http_clients("http://127.0.0.1:9", child.pid, "reads", 1, 1, 0, 10, 0,
+                                ready_timeout=60.0)
+    finally:
+        child.wait()
+    assert module._running(os.getpid())
