@@ -20,7 +20,7 @@ import pytest
 from memlab import Memory
 from memlab.surfacing.config import (DEFAULT, _RECIPE_DIR, check_reranker_file, get_recipe,
                                      load_recipe_file)
-from memlab.surfacing.rerank import HOP_FEATURE_GROUPS, HOP_FEATURES, _hop_feature_names
+from memlab.surfacing.rerank import HOP_FEATURE_GROUPS, HOP_FEATURES
 from memlab.surfacing.stages.ranker_features import HOP_GROUPS
 
 
@@ -98,6 +98,7 @@ def test_the_shipped_recipes_load_without_a_warning(name):
 
 
 def test_the_hop_feature_groups_are_derived_from_the_stages_groups():
+    from memlab.surfacing.rerank import _hop_feature_names
     for group, columns in HOP_GROUPS.items():
         assert HOP_FEATURE_GROUPS[group] == _hop_feature_names(columns)
         # each column gives its own feature, first
@@ -137,7 +138,7 @@ def nested_plain():
     from memlab.learn.nested import Candidate, nested_choose
     trace = synthetic_trace(300, 40, seed=4)
     cands = [Candidate("default", DEFAULT),
-             Candidate("spelling", DEFAULT.replace(spelling_weight=0.2))]
+             Candidate("spelling", DEFAULT.replace(spelling_weight=0.2, name="spelling"))]
     return trace, nested_choose(trace, cands, measures=["MRR"], folds=4, group_by="question",
                                 seed=7)
 
