@@ -568,7 +568,7 @@ def check_reranker_file(config: SurfacingConfig, where: str = "config") -> None:
     >>> check_reranker_file(bad)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: config: its reranker '...dense-multihop.ranker.json' reads the second-hop group(s) ['prf'] ...
+    ValueError: config: its reranker '...' reads ... ['prf'], ... second_hop_features='title', ...
     """
     if not is_ranker_file(config.reranker):
         return
@@ -603,14 +603,14 @@ def check_reranker_file(config: SurfacingConfig, where: str = "config") -> None:
     unread = [g for g in recorded if g not in needs]
     if unread or (config.ranker_features and not reads_rf):
         from memlab._deprecation import caller_stacklevel
+        unread_rf = config.ranker_features and not reads_rf
         what = ([f"the second-hop group(s) {unread}"] if unread else []) + (
-            ["the rf_* features (ranker_features=True)"]
-            if config.ranker_features and not reads_rf else [])
+            ["the rf_* features (ranker_features=True)"] if unread_rf else [])
         warnings.warn(
             f"{where}: the recipe records {' and '.join(what)} (second_hop_features={value!r}), "
             f"which its reranker {config.reranker!r} does not read (its second-hop groups: "
             f"{list(needs)}): they cost CPU per query for nothing; second_hop_features="
-            f"{spelled(needs)!r}{', ranker_features=False' if not reads_rf and config.ranker_features else ''} ranks the same",
+            f"{spelled(needs)!r}{', ranker_features=False' if unread_rf else ''} ranks the same",
             UserWarning, stacklevel=caller_stacklevel())
 
 
