@@ -188,10 +188,14 @@ def _check_hop(cfg: "SurfacingConfig", name: str, value: Any) -> None:
     """``second_hop_features``: True, False, or the groups to record (stages/ranker_features.py
     ``HOP_GROUPS``), kept as one canonical value: False, True (every group), or the group names
     in ``HOP_GROUPS`` order joined by ``+`` (``"prf"``, ``"title+homonym"``)."""
-    from memlab.surfacing.stages.ranker_features import HOP_GROUPS, hop_groups
-    groups = hop_groups(value)
-    canonical = bool(groups) if len(groups) in (0, len(HOP_GROUPS)) else "+".join(groups)
-    object.__setattr__(cfg, name, canonical)
+    from memlab.surfacing.stages.ranker_features import hop_groups
+    object.__setattr__(cfg, name, _hop_value(hop_groups(value)))
+
+
+def _hop_value(groups: tuple[str, ...]) -> bool | str:
+    """``second_hop_features``' canonical value for ``groups`` (in ``HOP_GROUPS`` order)."""
+    from memlab.surfacing.stages.ranker_features import HOP_GROUPS
+    return bool(groups) if len(groups) in (0, len(HOP_GROUPS)) else "+".join(groups)
 
 
 def _check_nested(cfg: "SurfacingConfig", name: str, value: Any) -> None:
@@ -585,15 +589,12 @@ def check_reranker_file(config: SurfacingConfig, where: str = "config") -> None:
     recorded = hop_groups(config.second_hop_features)
     value = config.second_hop_features
 
-    def spelled(groups: tuple[str, ...]):  # as SurfacingConfig keeps the value
-        return bool(groups) if len(groups) in (0, len(HOP_FEATURE_GROUPS)) else "+".join(groups)
-
     lacking = [g for g in needs if g not in recorded]
     lacks_rf = reads_rf and not config.ranker_features
     if lacking or lacks_rf:
         also = (f" and ranker_features={config.ranker_features!r} (it reads rf_* features)"
                 if lacks_rf else "")
-        fix = f"second_hop_features={spelled(needs)!r}" + (" and ranker_features=True"
+        fix = f"second_hop_features={_hop_value(needs)!r}" + (" and ranker_features=True"
                                                             if reads_rf else "")
         raise ValueError(
             f"{where}: its reranker {config.reranker!r} reads the second-hop group(s) "
@@ -610,7 +611,7 @@ def check_reranker_file(config: SurfacingConfig, where: str = "config") -> None:
             f"{where}: the recipe records {' and '.join(what)} (second_hop_features={value!r}), "
             f"which its reranker {config.reranker!r} does not read (its second-hop groups: "
             f"{list(needs)}): they cost CPU per query for nothing; second_hop_features="
-            f"{spelled(needs)!r}{', ranker_features=False' if unread_rf else ''} ranks the same",
+            f"{_hop_value(needs)!r}{', ranker_features=False' if unread_rf else ''} ranks the same",
             UserWarning, stacklevel=caller_stacklevel())
 
 
