@@ -9,7 +9,7 @@ recipe on any fold by more than its interval").
 Reads ``DIR/folds.csv`` (each outer fold's choice, held-out score per measure, the split's
 seed and held-out question ids) and ``DIR/nested.csv``; rebuilds the grouped split with that
 seed and refuses to go on unless every fold holds exactly the question ids the nested run held
-out there; replays each recipe (graph budgets off, as the nested run's replays; k 20, seed 0)
+out there; replays each recipe (graph budgets off, as the nested run's replays; k 20, its seed)
 and scores it on those folds; prints per fold and measure the nested score and each recipe's,
 the paired difference nested - recipe with its 95 % t-interval over folds and folds +/-, and
 for the first recipe (the base) the worst fold difference against the half-width of the nested
@@ -86,8 +86,8 @@ def main(argv=None) -> None:
         raise SystemExit(str(exc)) from None
     scores = {}
     for name in args.recipes:
-        out = replay(trace, _no_budgets(get_recipe(name)), k=20, measures=measures, seed=0,
-                     progress=False)
+        out = replay(trace, _no_budgets(get_recipe(name)), k=20, measures=measures,
+                     seed=int(folds["seed"].iloc[0]), progress=False)
         values = out.metrics.pivot_table(index="qid", columns="measure", values="value")
         scores[name] = {m: np.array([values[m].reindex(f).mean() for f in split])
                         for m in measures}
