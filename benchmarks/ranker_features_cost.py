@@ -1,11 +1,13 @@
 """Query-time CPU cost of the ranker-feature stage (issue 17): the ``dense`` recipe replayed
-on a shared trace with and without ``ranker_features``, alternated, by process CPU time.
+on a shared trace with and without ``ranker_features``, alternated (the configurations run in
+one order in even rounds and in the reverse order in odd ones), by process CPU time.
 
     PYTHONPATH=. <venv with dense>/bin/python benchmarks/ranker_features_cost.py locomo [--rounds 2]
         [--second-hop prf true ...]
 
 ``--second-hop VALUE ...`` measures ``second_hop_features=VALUE`` (a group, groups joined by
-``+``, or ``true``) instead of ``ranker_features``, each against ``dense`` in the same rounds.
+``+``, or ``true``; read as ``memlab tune --grid`` reads a value) instead of
+``ranker_features``, each against ``dense`` in the same rounds.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import dataclasses
 import os
 import time
 
-from memlab.cli import _shared_trace
+from memlab.cli import _Fail, _grid, _shared_trace
 from memlab.harness.replay import replay
 from memlab.surfacing.config import get_recipe
 
@@ -33,16 +35,22 @@ def main(argv=None) -> None:
     configs = {"dense": dense, "dense+rf": dense.replace(ranker_features=True)}
     if args.second_hop:
         configs = {"dense": dense}
-        for value in args.second_hop:
-            option = {"true": True, "false": False}.get(value.lower(), value)
-            configs[f"dense+hop={value}"] = dense.replace(second_hop_features=option)
+        if any("," in value for value in args.second_hop):
+            ap.error(f"--second-hop takes one value per argument, got {args.second_hop}")
+        try:  # the values as memlab tune --grid reads them (JSON true/false, else the text)
+            values = _grid([f"second_hop_features={','.join(args.second_hop)}"])
+            for text, option in zip(args.second_hop, values["second_hop_features"]):
+                configs[f"dense+hop={text}"] = dense.replace(second_hop_features=option)
+        except (_Fail, ValueError) as exc:
+            ap.error(f"--second-hop: {exc}")
     for config in configs.values():  # warm caches, indexes
         replay(trace, config, k=20, record_candidates=False)
     cpu = {name: [] for name in configs}
-    for _ in range(args.rounds):
-        for name, config in configs.items():
+    for r in range(args.rounds):
+        # alternated: the reverse order in odd rounds, so no configuration always runs first
+        for name in (list(configs) if r % 2 == 0 else list(configs)[::-1]):
             t = time.process_time()
-            replay(trace, config, k=20, record_candidates=False)
+            replay(trace, configs[name], k=20, record_candidates=False)
             cpu[name].append(time.process_time() - t)
     base = sum(cpu["dense"])
     print(f"{args.data}: CPU s per replay {[round(v, 1) for v in cpu['dense']]} for dense")

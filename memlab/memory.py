@@ -15,7 +15,8 @@ from memlab.model import (Edge, SurfacingDecision, SurfacingStrategy, check_text
 from memlab.signals.activation import ACTIVATION_MODELS
 from memlab.store import MemoryStore, NewItem, paused_gc
 from memlab.store.items import claim_item_ids
-from memlab.surfacing.config import DEFAULT, SEED_COMPAT, SurfacingConfig, get_recipe
+from memlab.surfacing.config import (DEFAULT, SEED_COMPAT, SurfacingConfig, check_reranker_file,
+                                     get_recipe)
 from memlab.surfacing.context import ContextRecord, assemble
 from memlab.surfacing.router import ENTITY_DETECTORS, ROUTER_RULES
 from memlab.surfacing.stages.retrieval import bm25_hits, bm25_hits_many
@@ -27,10 +28,15 @@ SURFACING_MODES = ("legacy", "router")
 
 
 def _check_config(config: Any) -> SurfacingConfig:
-    if isinstance(config, str):
+    named = isinstance(config, str)
+    if named:
         config = get_recipe(config)
     if not isinstance(config, SurfacingConfig):
         raise ValueError(f"config must be a SurfacingConfig or a recipe name, got {config!r}")
+    # a ranker file reading features the recipe does not record is refused now, not at the
+    # first get_working_context (a recipe file read by get_recipe was checked already)
+    if not named:
+        check_reranker_file(config)
     checks = [("activation_model", config.activation_model, ACTIVATION_MODELS),
               ("entity_detector", config.entity_detector, ENTITY_DETECTORS)]
     checks += [("router_rules", rule, ROUTER_RULES) for rule in config.router_rules]

@@ -26,6 +26,7 @@ no held-out question was ever read.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -124,7 +125,8 @@ class NestedResult:
     ``ci_high``: mean of held-out fold scores and its 95 % t-interval over folds, clipped to
     [0, 1]), the base candidate on the same folds and the paired difference, and the shipped
     choice's ``in_sample`` score (trained and scored on every question: **not** an estimate).
-    ``folds``: per outer fold the choice, its inner CV score, held-out and base scores.
+    ``folds``: per outer fold the choice, its inner CV score, held-out and base scores, the
+    split's ``seed`` and its held-out question ids (``qids``, a JSON list, sorted).
     ``candidates``: per candidate and measure its plain (non-nested) grouped-CV estimate on
     the outer folds (the numbers the final choice reads) with the paired difference to base.
     ``inner``: per outer fold and candidate the inner CV score the choice compared.
@@ -324,7 +326,10 @@ def nested_choose(trace: Trace, candidates: Sequence[Candidate], *,
                 chosen_values = got
         row: dict[str, Any] = {"fold": i, "chosen": candidates[pick].label,
                                f"inner_{select_on}": inner[pick], "n_test": len(test),
-                               "n_train": len(train)}
+                               "n_train": len(train), "seed": seed,
+                               # the held-out question ids, so a later comparison on "the
+                               # same folds" can check membership, not only sizes
+                               "qids": json.dumps(sorted(str(q) for q in test))}
         for m in measures:
             row[m] = float(chosen_values[m].mean())
             row[f"{m}_base"] = float(held[candidates[0].label][m][-1].mean())
@@ -431,14 +436,22 @@ def grid_configs(base: SurfacingConfig, grid: Mapping[str, Sequence[Any]] | None
                 (s, chosen.get(s, impl)) for s, impl in config.strategies))
         return config
 
+    def canonical(config: SurfacingConfig, key: str, value: Any) -> Any:
+        # the value as the configuration keeps it (second_hop_features "prf+title" is
+        # "title+prf", "PRF" is "prf"), so labels and recorded points match the recipe
+        if key.startswith("strategies."):
+            return value
+        stage, _, name = key.rpartition(".")
+        return getattr(getattr(config, stage) if stage else config, name)
+
     out: list[tuple[dict[str, Any], SurfacingConfig]] = [({}, base)]
     seen = {base.replace(name="_")}
     for values in itertools.product(*grid.values()):
-        point = dict(zip(grid, values))
-        config = apply(point)
+        config = apply(dict(zip(grid, values)))
         if config.replace(name="_") in seen:
             continue
         seen.add(config.replace(name="_"))
+        point = {k: canonical(config, k, v) for k, v in zip(grid, values)}
         label = ",".join(f"{k.removeprefix('strategies.')}={v}" for k, v in point.items()
                          if apply({k: v}).replace(name="_") != base.replace(name="_"))
         out.append((point, config.replace(name=f"{base.name}[{label}]")))

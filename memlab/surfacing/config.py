@@ -32,6 +32,7 @@ import dataclasses
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -187,10 +188,14 @@ def _check_hop(cfg: "SurfacingConfig", name: str, value: Any) -> None:
     """``second_hop_features``: True, False, or the groups to record (stages/ranker_features.py
     ``HOP_GROUPS``), kept as one canonical value: False, True (every group), or the group names
     in ``HOP_GROUPS`` order joined by ``+`` (``"prf"``, ``"title+homonym"``)."""
-    from memlab.surfacing.stages.ranker_features import HOP_GROUPS, hop_groups
-    groups = hop_groups(value)
-    canonical = bool(groups) if len(groups) in (0, len(HOP_GROUPS)) else "+".join(groups)
-    object.__setattr__(cfg, name, canonical)
+    from memlab.surfacing.stages.ranker_features import hop_groups
+    object.__setattr__(cfg, name, _hop_value(hop_groups(value)))
+
+
+def _hop_value(groups: tuple[str, ...]) -> bool | str:
+    """``second_hop_features``' canonical value for ``groups`` (in ``HOP_GROUPS`` order)."""
+    from memlab.surfacing.stages.ranker_features import HOP_GROUPS
+    return bool(groups) if len(groups) in (0, len(HOP_GROUPS)) else "+".join(groups)
 
 
 def _check_nested(cfg: "SurfacingConfig", name: str, value: Any) -> None:
@@ -545,15 +550,69 @@ RECIPE_KEYS = ("format", "name", "config", "provenance")
 
 def check_reranker_file(config: SurfacingConfig, where: str = "config") -> None:
     """Read ``config``'s ranker file now (when its ``reranker`` is a ``*.json`` path), so a
-    missing or bad file is blamed on the recipe that names it, not on a trace mid-replay."""
+    missing or bad file, or one reading features the recipe does not record, is blamed on the
+    recipe that names it, not on a trace mid-replay.
+
+    The model's features must be ones the recipe records: the base features always, the
+    ``rf_*`` ones with ``ranker_features`` on, and the second-hop ones of the groups its
+    ``second_hop_features`` names (``rerank.HOP_FEATURE_GROUPS``). A recipe recording a group
+    (or ``ranker_features``) its ranker does not read gets a warning: the stage then computes
+    columns nobody reads.
+
+    Raises
+    ------
+    ValueError
+        The file cannot be read, is not a ranker, or reads features the recipe does not
+        record (naming the file, the groups it reads and ``second_hop_features``).
+
+    Examples
+    --------
+    >>> check_reranker_file(get_recipe("dense-multihop"))  # records prf, its ranker reads prf
+    >>> bad = get_recipe("dense-multihop").replace(second_hop_features="title")
+    >>> check_reranker_file(bad)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: config: its reranker '...' reads ... ['prf'], ... second_hop_features='title', ...
+    """
     if not is_ranker_file(config.reranker):
         return
-    from memlab.surfacing.rerank import load_ranker
+    from memlab.surfacing.rerank import EXTRA_FEATURES, HOP_FEATURE_GROUPS, load_ranker
+    from memlab.surfacing.stages.ranker_features import hop_groups
     try:
-        load_ranker(config.reranker)
+        model = load_ranker(config.reranker)
     except ValueError as exc:
         raise ValueError(f"{where}: its reranker {config.reranker!r} is not usable: "
                          f"{exc}") from None
+    reads = set(model.features)
+    reads_rf = bool(reads & set(EXTRA_FEATURES))
+    needs = tuple(g for g, names in HOP_FEATURE_GROUPS.items() if reads & set(names))
+    recorded = hop_groups(config.second_hop_features)
+    value = config.second_hop_features
+
+    lacking = [g for g in needs if g not in recorded]
+    lacks_rf = reads_rf and not config.ranker_features
+    if lacking or lacks_rf:
+        also = (f" and ranker_features={config.ranker_features!r} (it reads rf_* features)"
+                if lacks_rf else "")
+        fix = f"second_hop_features={_hop_value(needs)!r}" + (" and ranker_features=True"
+                                                            if reads_rf else "")
+        raise ValueError(
+            f"{where}: its reranker {config.reranker!r} reads the second-hop group(s) "
+            f"{list(needs)}, but the recipe records second_hop_features={value!r}{also}, so "
+            f"its candidates would lack {lacking + (['rf_*'] if lacks_rf else [])}; set {fix} "
+            f"or name a ranker trained on what the recipe records")
+    unread = [g for g in recorded if g not in needs]
+    if unread or (config.ranker_features and not reads_rf):
+        from memlab._deprecation import caller_stacklevel
+        unread_rf = config.ranker_features and not reads_rf
+        what = ([f"the second-hop group(s) {unread}"] if unread else []) + (
+            ["the rf_* features (ranker_features=True)"] if unread_rf else [])
+        warnings.warn(
+            f"{where}: the recipe records {' and '.join(what)} (second_hop_features={value!r}), "
+            f"which its reranker {config.reranker!r} does not read (its second-hop groups: "
+            f"{list(needs)}): they cost CPU per query for nothing; second_hop_features="
+            f"{_hop_value(needs)!r}{', ranker_features=False' if unread_rf else ''} ranks the same",
+            UserWarning, stacklevel=caller_stacklevel())
 
 
 def _recipe_in(folder: Path, name: str) -> Path | None:

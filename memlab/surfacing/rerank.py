@@ -73,19 +73,32 @@ EXTRA_FEATURES: tuple[str, ...] = (
     "speaker_match", "entity_overlap",
 )
 # issue 17 (MuSiQue's second hop): features of the ``rf_hop_*`` columns the same stage records
-# when the recipe's ``second_hop_features`` is on
-HOP_FEATURES: tuple[str, ...] = (
-    "hop_title_top1", "hop_title_top3", "hop_top_title3",
-    "hop_prf_title", "hop_prf_title_share", "rank_hop_prf_title",
-    "hop_prf_content", "hop_prf_content_share", "rank_hop_prf_content",
-    "hop_dense_top1", "hop_prf_dense", "rank_hop_prf_dense",
-    "hop_homonym", "hop_rank_nodup",
-)
-# the features each second-hop group's columns give (``HOP_GROUPS``; in HOP_FEATURES order): a
-# recipe recording only some groups (``second_hop_features="prf"``) gives only theirs
+# when the recipe's ``second_hop_features`` is on. Each column ``rf_hop_X`` gives ``hop_X``;
+# the expanded-query scores also give their share of the query's best (``_HOP_SHARED``) and
+# their rank (``_HOP_RANKED``).
+_HOP_SHARED = ("prf_title", "prf_content")
+_HOP_RANKED = ("prf_title", "prf_content", "prf_dense")
+
+
+def _hop_feature_names(columns: Sequence[str]) -> tuple[str, ...]:
+    names: list[str] = []
+    for column in columns:
+        base = column.removeprefix("rf_hop_")
+        names.append(f"hop_{base}")
+        if base in _HOP_SHARED:
+            names.append(f"hop_{base}_share")
+        if base in _HOP_RANKED:
+            names.append(f"rank_hop_{base}")
+    return tuple(names)
+
+
+# the features each second-hop group's columns give, derived from the stage's ``HOP_GROUPS``
+# (so a group and its features cannot drift apart): a recipe recording only some groups
+# (``second_hop_features="prf"``) gives only theirs
 HOP_FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
-    "title": HOP_FEATURES[:3], "prf": HOP_FEATURES[3:12], "homonym": HOP_FEATURES[12:],
-}
+    group: _hop_feature_names(columns) for group, columns in HOP_GROUPS.items()}
+HOP_FEATURES: tuple[str, ...] = tuple(
+    name for names in HOP_FEATURE_GROUPS.values() for name in names)
 ALL_FEATURES: tuple[str, ...] = FEATURES + EXTRA_FEATURES + HOP_FEATURES
 
 
@@ -172,9 +185,10 @@ def _hop_features(columns, out, group, groups) -> None:
         for column in HOP_GROUPS[g]:
             out["hop_" + column.removeprefix("rf_hop_")] = np.nan_to_num(
                 np.asarray(columns[column], dtype=float))
-    for name in ("prf_title", "prf_content", "prf_dense") if "prf" in groups else ():
+    derived = [column.removeprefix("rf_hop_") for g in groups for column in HOP_GROUPS[g]]
+    for name in (n for n in derived if n in _HOP_RANKED):
         series = pd.Series(out[f"hop_{name}"]).groupby(group)
-        if name != "prf_dense":
+        if name in _HOP_SHARED:
             best = series.transform("max").to_numpy()
             out[f"hop_{name}_share"] = np.divide(out[f"hop_{name}"], best,
                                                  out=np.zeros(len(best)), where=best > 0)

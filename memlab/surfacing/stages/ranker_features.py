@@ -187,14 +187,19 @@ def _body(content: str, title: str | None) -> str:
     return content
 
 
+def _hop_names(groups: tuple[str, ...]) -> tuple[str, ...]:
+    """The ``rf_hop_*`` columns ``groups`` record, in :data:`HOP_FEATURE_COLUMNS` order."""
+    names = {name for g in groups for name in HOP_GROUPS[g]}
+    return tuple(name for name in HOP_FEATURE_COLUMNS if name in names)
+
+
 def _hop_columns(run: QueryRun, table: CandidateTable, order: np.ndarray,
                  groups: tuple[str, ...] = tuple(HOP_GROUPS)) -> dict:
     """The ``rf_hop_*`` columns of ``groups`` (module notes) for ``table``, ``order`` the
     optional candidates' rows, best first."""
     n = len(table)
     ws, config, idx = run.ws, run.config, table.idx
-    names = [name for g in groups for name in HOP_GROUPS[g]]
-    cols = {name: np.zeros(n) for name in HOP_FEATURE_COLUMNS if name in names}
+    cols = {name: np.zeros(n) for name in _hop_names(groups)}
     if "homonym" in groups:
         cols["rf_hop_rank_nodup"] = np.full(n, float(n + 1))
     if not len(order):
@@ -288,8 +293,7 @@ class RankerFeatures(Stage):
     def __call__(self, run: QueryRun, table: CandidateTable) -> CandidateTable:
         n = len(table)
         base, hop = run.config.ranker_features, hop_groups(run.config.second_hop_features)
-        names = (RANKER_FEATURE_COLUMNS if base else ()) + tuple(
-            name for name in HOP_FEATURE_COLUMNS if any(name in HOP_GROUPS[g] for g in hop))
+        names = (RANKER_FEATURE_COLUMNS if base else ()) + _hop_names(hop)
         if n == 0 or not names:
             return table._with({name: np.zeros(n) for name in names})
         optional = np.flatnonzero(~table.mandatory & ~table.filtered)
