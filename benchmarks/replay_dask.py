@@ -77,7 +77,6 @@ import multiprocessing
 import os
 import pickle
 import statistics
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path

@@ -193,9 +193,9 @@ class SlowDisk:
 
 # ---------------------------------------------------------------- learned rankers
 def assert_live_ranks_as_the_frame(trace, live, kind: str, folder, option: str,
-                                   features: list, columns) -> Path:
+                                   features: list, columns, value=True) -> Path:
     """A ``kind`` model fitted on ``live`` (reading exactly ``features``) ranks a replay under
-    ``DEFAULT`` with ``option=True`` and the model as its reranker exactly as it ranks
+    ``DEFAULT`` with ``option=value`` and the model as its reranker exactly as it ranks
     ``live``'s recorded frame, and the live stage records the same ``columns``; returns the
     saved model's path."""
     import numpy as np
@@ -209,7 +209,7 @@ def assert_live_ranks_as_the_frame(trace, live, kind: str, folder, option: str,
     path = model.save(Path(folder) / f"{kind}.json")
     scores = model.predict(frame_features(live)[0])
     with pytest.warns(Warning, match="in-sample"):
-        staged = replay(trace, DEFAULT.replace(**{option: True}, reranker=str(path)),
+        staged = replay(trace, DEFAULT.replace(**{option: value}, reranker=str(path)),
                         measures=["R@10", "MRR"])
     for measure in ("R@10", "MRR"):
         offline = rank_frame(live.candidates, live.decisions, scores, measure)
@@ -220,3 +220,27 @@ def assert_live_ranks_as_the_frame(trace, live, kind: str, folder, option: str,
     recorded = live.candidates.set_index(key)[list(columns)].sort_index()
     assert recorded.equals(staged.candidates.set_index(key)[list(columns)].sort_index())
     return path
+
+
+#: the second-hop tests' question and passages: a painter's birthplace and its river, a
+#: homonym footballer, noise
+SECOND_HOP_QUERY = "Which river flows through the birthplace of Anna Weber the painter?"
+SECOND_HOP_PASSAGES = (
+    ("anna", "Anna Weber", "Anna Weber was a painter, the painter was born in Lindau."),
+    ("lindau", "Lindau", "Lindau is a town on Lake Constance where the Rhine flows."),
+    ("homonym", "Anna Weber (footballer)", "Anna Weber is a footballer from Bremen."),
+    ("other", "Rhine", "The Rhine is a river in Europe."),
+    ("noise", "Bremen", "Bremen hosts a painter festival."),
+)
+
+
+def second_hop_memory(second_hop_features=True, **options):
+    """A router ``Memory`` under ``DEFAULT`` with ``second_hop_features`` (and ``options``)
+    holding :data:`SECOND_HOP_PASSAGES`, each titled."""
+    from memlab import Memory
+    from memlab.surfacing.config import DEFAULT
+    mem = Memory(surfacing_mode="router",
+                 config=DEFAULT.replace(second_hop_features=second_hop_features, **options))
+    for item_id, title, text in SECOND_HOP_PASSAGES:
+        mem.add(f"{title}\n{text}", item_id=item_id, metadata={"title": title})
+    return mem

@@ -14,24 +14,13 @@ from memlab.surfacing.rerank import ALL_FEATURES, EXTRA_FEATURES, FEATURES, HOP_
 from memlab.surfacing.stages.ranker_features import (HOP_FEATURE_COLUMNS,
                                                      RANKER_FEATURE_COLUMNS, item_title)
 
-from _support import assert_live_ranks_as_the_frame  # noqa: E402
+from _support import SECOND_HOP_QUERY, assert_live_ranks_as_the_frame, second_hop_memory  # noqa: E402,E501
 
-QUERY = "Which river flows through the birthplace of Anna Weber the painter?"
+QUERY = SECOND_HOP_QUERY
 
 
 def _memory(**options) -> Memory:
-    mem = Memory(surfacing_mode="router",
-                 config=DEFAULT.replace(second_hop_features=True, **options))
-    passages = [
-        ("anna", "Anna Weber", "Anna Weber was a painter, the painter was born in Lindau."),
-        ("lindau", "Lindau", "Lindau is a town on Lake Constance where the Rhine flows."),
-        ("homonym", "Anna Weber (footballer)", "Anna Weber is a footballer from Bremen."),
-        ("other", "Rhine", "The Rhine is a river in Europe."),
-        ("noise", "Bremen", "Bremen hosts a painter festival."),
-    ]
-    for item_id, title, text in passages:
-        mem.add(f"{title}\n{text}", item_id=item_id, metadata={"title": title})
-    return mem
+    return second_hop_memory(True, **options)
 
 
 def _columns(mem: Memory, query: str, names=HOP_FEATURE_COLUMNS + ("bm25",)) -> dict:

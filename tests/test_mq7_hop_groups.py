@@ -17,7 +17,10 @@ from memlab.surfacing.rerank import (EXTRA_FEATURES, FEATURES, HOP_FEATURE_GROUP
 from memlab.surfacing.stages.ranker_features import (HOP_FEATURE_COLUMNS, HOP_GROUPS,
                                                      RANKER_FEATURE_COLUMNS, hop_groups)
 
-QUERY = "Which river flows through the birthplace of Anna Weber the painter?"
+from _support import (SECOND_HOP_QUERY, assert_live_ranks_as_the_frame,  # noqa: E402
+                      second_hop_memory)
+
+QUERY = SECOND_HOP_QUERY
 GROUPS = ("title", "prf", "homonym")
 
 
@@ -48,18 +51,7 @@ def test_a_bad_value_is_refused_by_name(value):
 
 
 def _memory(option, **more) -> Memory:
-    mem = Memory(surfacing_mode="router", config=DEFAULT.replace(second_hop_features=option,
-                                                                  **more))
-    passages = [
-        ("anna", "Anna Weber", "Anna Weber was a painter, the painter was born in Lindau."),
-        ("lindau", "Lindau", "Lindau is a town on Lake Constance where the Rhine flows."),
-        ("homonym", "Anna Weber (footballer)", "Anna Weber is a footballer from Bremen."),
-        ("other", "Rhine", "The Rhine is a river in Europe."),
-        ("noise", "Bremen", "Bremen hosts a painter festival."),
-    ]
-    for item_id, title, text in passages:
-        mem.add(f"{title}\n{text}", item_id=item_id, metadata={"title": title})
-    return mem
+    return second_hop_memory(option, **more)
 
 
 def _record(mem: Memory) -> dict:
@@ -159,26 +151,11 @@ def test_the_model_sees_its_groups_and_ranks_live_as_on_the_frame(trace, replays
                                                                   option, tmp_path):
     pytest.importorskip("sklearn")
     pytest.importorskip("lightgbm")
-    from memlab.learn import fit_ranker, frame_features
-    from memlab.tuning.evaluate import rank_frame
     live = replays[option]
-    model = fit_ranker(live, kind=kind, seed=3)
     expected = [name for g in hop_groups(option) for name in HOP_FEATURE_GROUPS[g]]
-    assert model.features == list(FEATURES) + expected
-    path = model.save(tmp_path / f"{kind}.json")
-    scores = model.predict(frame_features(live)[0])
-    with pytest.warns(Warning, match="in-sample"):
-        staged = replay(trace, DEFAULT.replace(second_hop_features=option, reranker=str(path)),
-                        measures=["R@10", "MRR"])
-    for measure in ("R@10", "MRR"):
-        offline = rank_frame(live.candidates, live.decisions, scores, measure)
-        online = staged.metrics[staged.metrics["measure"] == measure].set_index("qid")["value"]
-        assert offline.index.tolist() == online.index.tolist()
-        np.testing.assert_array_equal(offline.to_numpy(), online.to_numpy())
     columns = [c for g in hop_groups(option) for c in HOP_GROUPS[g]]
-    key = ["qid", "item_id"]
-    assert live.candidates.set_index(key)[columns].sort_index().equals(
-        staged.candidates.set_index(key)[columns].sort_index())
+    path = assert_live_ranks_as_the_frame(trace, live, kind, tmp_path, "second_hop_features",
+                                          list(FEATURES) + expected, columns, value=option)
     # a recipe recording other groups (or none) refuses the model, naming the features
     other = "homonym" if option == "prf" else "prf"
     for refused in (other, False):
