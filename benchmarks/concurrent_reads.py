@@ -435,11 +435,17 @@ def _tree_spec(tree: str) -> tuple[str, bool, str, list[str]]:
         flags = [f for f in extra.split(",") if f]
         if not flags:
             raise ValueError(f"tree {tree!r}: +serve= needs at least one memlab serve flag")
+    group_commit, stack = False, "auto"
     if tree.endswith("+group-commit"):
-        return tree[: -len("+group-commit")], True, "auto", flags
-    if tree.endswith("+h11"):
-        return tree[: -len("+h11")], False, "h11", flags
-    return tree, False, "auto", flags
+        tree, group_commit = tree[: -len("+group-commit")], True
+    elif tree.endswith("+h11"):
+        tree, stack = tree[: -len("+h11")], "h11"
+    # PYTHONPATH=PATH falls back to the installed memlab when PATH holds none: a mistyped path
+    # or suffix would measure another tree under this one's name
+    if not (Path(tree) / "memlab" / "__init__.py").is_file():
+        raise ValueError(f"tree {tree!r}: no memlab source tree there (memlab/__init__.py is "
+                         f"missing); the suffixes are +group-commit, +h11 and +serve=FLAGS")
+    return tree, group_commit, stack, flags
 
 
 def _unhonoured(mode: str, group_commit: bool, stack: str, serve_flags: list[str],
@@ -527,6 +533,10 @@ def main(argv: list[str] | None = None) -> None:
         summarise(runs, trees, modes, mixes)
         return
     args.trees = args.trees or [str(Path(__file__).parents[1])]
+    labels = [_label(tree) for tree in args.trees]
+    if len(set(labels)) < len(labels):  # the tables and the JSON summaries key on the label
+        parser.error(f"--trees: two trees share a name in the tables ({labels}): give each a "
+                     f"folder of its own name (a symlink will do) or a distinct suffix")
     for tree in args.trees:
         try:
             _, group_commit, stack, flags = _tree_spec(tree)

@@ -111,13 +111,14 @@ def test_importing_the_library_leaves_the_switch_interval_alone():
 
 def test_tree_specs_of_the_benchmark():
     bench = _bench()
-    assert bench._tree_spec("/a") == ("/a", False, "auto", [])
-    assert bench._tree_spec("/a+h11") == ("/a", False, "h11", [])
-    assert bench._tree_spec("/a+group-commit") == ("/a", True, "auto", [])
-    assert bench._tree_spec("/a+serve=--switch-interval=0.001,--no-maintenance") == (
-        "/a", False, "auto", ["--switch-interval=0.001", "--no-maintenance"])
+    a = str(Path(__file__).parents[1])  # a tree must hold memlab (tests/test_review7.py)
+    assert bench._tree_spec(a) == (a, False, "auto", [])
+    assert bench._tree_spec(a + "+h11") == (a, False, "h11", [])
+    assert bench._tree_spec(a + "+group-commit") == (a, True, "auto", [])
+    assert bench._tree_spec(a + "+serve=--switch-interval=0.001,--no-maintenance") == (
+        a, False, "auto", ["--switch-interval=0.001", "--no-maintenance"])
     with pytest.raises(ValueError, match=r"\+serve= needs at least one"):
-        bench._tree_spec("/a+serve=")
+        bench._tree_spec(a + "+serve=")
     assert bench._label(".") == "." and bench._label("/x/base") == "base"
 
 

@@ -51,3 +51,41 @@ def test_the_http_proc_client_sees_a_server_that_exited_as_gone_at_once():
     finally:
         child.wait()
     assert module._running(os.getpid())
+
+
+def _concurrent_reads():
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location(
+        "concurrent_reads_r7", Path(__file__).parents[1] / "benchmarks" / "concurrent_reads.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("suffix", ["", "+group-commit", "+h11", "+bogus", "+group-comit"])
+def test_a_tree_that_is_no_memlab_source_is_refused_not_measured(tmp_path, suffix, capsys):
+    """PYTHONPATH=PATH with no memlab there imports the installed one: the run printed a table
+    for another tree under this one's name."""
+    from pathlib import Path
+    bench = _concurrent_reads()
+    here = str(Path(__file__).parents[1])
+    for tree in (str(tmp_path / "nonexistent") + suffix, here + "+bogus", here + "+h1"):
+        with pytest.raises(SystemExit) as exit_:
+            bench.main(["--trees", tree, "--modes", "http-proc", "--rounds", "1"])
+        assert exit_.value.code == 2
+        assert "no memlab source tree there" in capsys.readouterr().err
+    assert bench._tree_spec(here + "+group-commit")[:2] == (here, True)
+
+
+def test_two_trees_with_one_name_are_refused(tmp_path, capsys):
+    from pathlib import Path
+    bench = _concurrent_reads()
+    here = Path(__file__).parents[1]
+    twin = tmp_path / here.name
+    twin.mkdir()
+    (twin / "memlab").symlink_to(here / "memlab")
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--trees", str(here), str(twin), "--modes", "threads", "--rounds", "1"])
+    assert exit_.value.code == 2
+    assert "two trees share a name" in capsys.readouterr().err
