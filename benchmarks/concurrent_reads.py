@@ -469,6 +469,44 @@ def _unhonoured(mode: str, group_commit: bool, stack: str, serve_flags: list[str
     return None
 
 
+#: what each mode's runs measure CPU of (their ``cpu_ms`` keys)
+CPU_PARTS = {"threads": ("process",), "http": ("process", "server"),
+             "http-proc": ("server", "clients")}
+
+
+def _saved_runs(name: str) -> list[dict]:
+    """The runs a ``--json`` file holds, checked: a list of runs, each naming its tree, mode,
+    mix and round, with numeric ``seconds``, ``cpu_ms`` and per-kind ``ms`` (p50, p99, n);
+    ValueError saying what is wrong (the file, its JSON, or the first bad run)."""
+    try:
+        runs = json.loads(Path(name).read_text())
+    except OSError as exc:
+        raise ValueError(f"cannot read it ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(runs, list) or not runs:
+        raise ValueError("not a --json file of this benchmark (a non-empty list of runs)")
+
+    def number(value) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    for i, r in enumerate(runs):
+        ok = (isinstance(r, dict) and all(isinstance(r.get(k), str) for k in ("tree", "mode",
+                                                                              "mix"))
+              and r["mode"] in CPU_PARTS
+              and isinstance(r.get("round"), int) and number(r.get("seconds"))
+              and isinstance(r.get("cpu_ms"), dict)
+              and all(number(r["cpu_ms"].get(part)) for part in CPU_PARTS[r["mode"]])
+              and isinstance(r.get("ms"), dict)
+              and all(isinstance(v, dict) and all(number(v.get(k)) for k in ("p50", "p99", "n"))
+                      for v in r["ms"].values()))
+        if not ok:
+            raise ValueError(f"run {i} is not one this benchmark writes (tree, mode of "
+                             f"{sorted(CPU_PARTS)}, mix and round; numeric seconds, the mode's "
+                             f"cpu_ms and ms p50/p99/n): {str(r)[:200]}")
+    return runs
+
+
 def _label(tree: str) -> str:
     """A short name of a ``--trees`` entry for the tables (its last path component)."""
     name = Path(tree).name
@@ -517,10 +555,16 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--timeout must be > 0 seconds, got {args.timeout}")
     args.serve_options = args.serve_options.split()
     if args.combine:  # the table over runs saved by earlier --json runs (rounds paired)
+        if len({Path(name).resolve() for name in args.combine}) < len(args.combine):
+            parser.error(f"--combine: a file is named twice ({args.combine}): its rounds "
+                         f"would count twice")
         runs = []
         for n, name in enumerate(args.combine):  # rounds restart at 0 in each file:
-            for r in json.loads(Path(name).read_text()):  # a round is (file, round)
-                runs.append(dict(r, file=n))
+            try:
+                saved = _saved_runs(name)
+            except ValueError as exc:
+                parser.error(f"--combine {name!r}: {exc}")
+            runs.extend(dict(r, file=n) for r in saved)  # a round is (file, round)
         trees = args.trees or list(dict.fromkeys(r["tree"] for r in runs))
         missing = [t for t in trees if not any(r["tree"] == t for r in runs)]
         if missing:
@@ -695,8 +739,7 @@ def summarise(runs: list[dict], trees: list[str], modes: list[str], mixes: list[
         seconds = {_label(t): round(statistics.median(r["seconds"] for r in rs), 2)
                    for t, rs in of.items()}
         print(f"median seconds per run, {mode}:", seconds)
-        parts = {"http": ("process", "server"), "http-proc": ("server", "clients")}
-        for part in parts.get(mode, ("process",)):
+        for part in CPU_PARTS[mode]:
             cpu = {_label(t): round(statistics.median(r["cpu_ms"][part] for r in rs), 2)
                    for t, rs in of.items()}
             print(f"median CPU ms per request, {mode}, {part}:", cpu)

@@ -89,3 +89,42 @@ def test_two_trees_with_one_name_are_refused(tmp_path, capsys):
         bench.main(["--trees", str(here), str(twin), "--modes", "threads", "--rounds", "1"])
     assert exit_.value.code == 2
     assert "two trees share a name" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "cannot read it"), ("not json", "not JSON"), ("[]", "non-empty list of runs"),
+    ('{"a": 1}', "non-empty list of runs"),
+    ('[{"tree": "t", "mix": "reads", "round": 0, "seconds": 1, "cpu_ms": {}, "ms": {}}]',
+     "run 0 is not one this benchmark writes"),
+    ('[{"tree": "t", "mode": "threads", "mix": "reads", "round": 0, "seconds": 1, '
+     '"cpu_ms": {"process": 1}, "ms": {"get": {"p50": "1", "p99": 2, "n": 3}}}]',
+     "run 0 is not one this benchmark writes"),
+    ('[{"tree": "t", "mode": "http-proc", "mix": "reads", "round": 0, "seconds": 1, '
+     '"cpu_ms": {"process": 1}, "ms": {"get": {"p50": 1, "p99": 2, "n": 3}}}]',
+     "run 0 is not one this benchmark writes")])
+def test_combine_refuses_what_is_not_a_saved_run_by_name(tmp_path, content, message, capsys):
+    """--combine used to answer these with raw tracebacks (KeyError, IndexError, format)."""
+    bench = _concurrent_reads()
+    saved = tmp_path / "run.json"
+    if content is not None:
+        saved.write_text(content)
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--combine", str(saved)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--combine {str(saved)!r}: " in err and message in err
+
+
+def test_combine_refuses_one_file_named_twice(tmp_path, capsys):
+    """Its rounds counted twice ("ahead in 2 of 2" from a one-round file)."""
+    bench = _concurrent_reads()
+    saved = tmp_path / "run.json"
+    saved.write_text('[{"tree": "t", "mode": "threads", "mix": "reads", "round": 0, '
+                     '"seconds": 1, "cpu_ms": {"process": 1}, '
+                     '"ms": {"get": {"p50": 1, "p99": 2, "n": 3}}}]')
+    bench.main(["--combine", str(saved)])  # once: a table
+    assert "1 runs from 1 file(s)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--combine", str(saved), str(tmp_path / "." / "run.json")])
+    assert exit_.value.code == 2
+    assert "named twice" in capsys.readouterr().err
