@@ -128,3 +128,12 @@ def test_combine_refuses_one_file_named_twice(tmp_path, capsys):
         bench.main(["--combine", str(saved), str(tmp_path / "." / "run.json")])
     assert exit_.value.code == 2
     assert "named twice" in capsys.readouterr().err
+
+
+def test_a_cached_embedder_encodes_no_texts_in_its_own_dimension(tmp_path):
+    """get_embedder(...).encode([]) was (0, 0) where the bare model gives (0, dim)."""
+    from memlab.signals.dense import EMBEDDERS, DenseConfig, get_embedder
+    embedder = get_embedder(DenseConfig(embedder="hashing", cache_dir=str(tmp_path)))
+    assert embedder.cache is not None
+    assert embedder.encode([]).shape == EMBEDDERS["hashing"]().encode([]).shape == (0, 256)
+    assert embedder.encode(["a b"]).shape == (1, 256)

@@ -262,7 +262,7 @@ class CachedEmbedder:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         texts = check_texts(texts)
-        if self.cache is None:
+        if self.cache is None or not texts:  # no texts: the model's own (0, dim) answer
             self.computed += len(texts)
             return np.asarray(self.embedder.encode(texts), np.float32)
         vectors, missing = self.cache.get(texts)
@@ -274,7 +274,7 @@ class CachedEmbedder:
             row = {text: r for r, text in enumerate(todo)}
             for pos in missing:
                 vectors[pos] = fresh[row[texts[pos]]]
-        return np.vstack(vectors) if vectors else np.empty((0, 0), np.float32)
+        return np.vstack(vectors)
 
 
 class HashingEmbedder:
