@@ -350,7 +350,9 @@ def _study_options(parser: argparse.ArgumentParser, *, by_default: str | None = 
     """--where, --by and --wide, shared by experiment, sweep and eval (issue 16)."""
     parser.add_argument("--where", action="append", default=[], metavar="FIELD=V1,V2",
                         help="keep only queries whose metadata match, repeatable: category, "
-                        "session_id, workspace_id or dataset (e.g. category=1,2)")
+                        "session_id, workspace_id or dataset (e.g. category=1,2); it filters "
+                        "the scoring, the whole trace is still replayed (and, with --dense, "
+                        "encoded)")
     parser.add_argument("--by", default=by_default, metavar="FIELD",
                         help="also report one table per value of this query metadata, e.g. "
                         f"category (default: {by_default or 'none'})")
