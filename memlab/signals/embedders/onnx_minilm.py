@@ -9,7 +9,7 @@ weights digest into :func:`~memlab.signals.embedders._assets.models_dir`, and it
 form (``onnxruntime.quantization.quantize_dynamic``: int8 per-channel weights on the MatMuls but
 the FFN output projections) beside it. ``smooth``: the int8 form of a SmoothQuant-scaled graph
 (:func:`smooth_minilm`, alpha :data:`SMOOTH_ALPHA`, activation ranges from the standard-library
-calibration text of :func:`~memlab.signals.embedders.openvino_int8.calibration_texts`): the
+calibration text of :func:`~memlab.signals.embedders.calibration.calibration_texts`): the
 float graph computes the same function, but the activations the int8 products see have their
 outlying channels scaled down (issue 19, round 7; ``minilm-onnx-int8-sq``: chosen by agreement
 with fp32 on Python's language reference, no evaluation text).
@@ -178,7 +178,7 @@ def export_minilm(directory: str | Path | None = None, *, quantize: bool = False
     elif not smooth:
         int8 = directory / f"{stem}-int8.onnx"
     else:
-        from memlab.signals.embedders.openvino_int8 import calibration_texts
+        from memlab.signals.embedders.calibration import calibration_texts
         texts = calibration_texts()
         calibration = hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:12]
         int8 = directory / f"{stem}-{INT8_VERSION}-c{calibration}-int8.onnx"
