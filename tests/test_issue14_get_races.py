@@ -80,9 +80,11 @@ def _rows(path) -> list[tuple[str, str]]:
         return conn.execute("SELECT op, payload FROM ops ORDER BY seq").fetchall()
 
 
-def _fail_a_write_while(mem: Memory, monkeypatch, item_id: str, content: str, read):
+def _fail_a_write_while(mem: Memory, monkeypatch, item_id: str, content: str, gated: str,
+                        read, query: str, before: bool = False):
     """Add ``item_id`` with a commit that stops and then fails; while it is stopped, run
-    ``read`` in the reading thread until it stops at its gate; then let the commit fail (the
+    ``read(query)`` in the reading thread until it stops at a :class:`_Gate` on the store's
+    method ``gated`` (``before``: ahead of the real call); then let the commit fail (the
     undo rebuilds the store) and add ``"other"``, which takes the undone item's number.
     Returns the reading thread, its output and the gate."""
     store = mem.store
@@ -91,7 +93,9 @@ def _fail_a_write_while(mem: Memory, monkeypatch, item_id: str, content: str, re
     writer, w_out = _start(mem.add, content, "semantic", None, item_id)
     assert disk.entered.wait(SAFETY_S)
     number = len(store.workspace("ws")) - 1
-    reader, r_out, gate = read()
+    gate = _Gate(getattr(store, gated), before=before)
+    monkeypatch.setattr(store, gated, gate)
+    reader, r_out = _start(read, query, name=READER)
     assert gate.inside.wait(SAFETY_S), r_out
     disk.release.set()
     writer.join(SAFETY_S)
@@ -108,14 +112,9 @@ def test_a_get_that_took_the_workspace_before_an_undo_does_not_return_the_undone
     mem = _memory(tmp_path / "m.db")
     store = mem.store
 
-    def read():
-        # the get is stopped right after it looked its workspace up (the old object)
-        gate = _Gate(store.workspace)
-        monkeypatch.setattr(store, "workspace", gate)
-        reader, r_out = _start(mem.get, "lost", name=READER)
-        return reader, r_out, gate
-
-    reader, r_out, gate = _fail_a_write_while(mem, monkeypatch, "lost", "never durable", read)
+    # the get is stopped right after it looked its workspace up (the old object)
+    reader, r_out, gate = _fail_a_write_while(mem, monkeypatch, "lost", "never durable",
+                                              "workspace", mem.get, "lost")
     gate.go.set()
     reader.join(SAFETY_S)
     assert r_out.get("done")
@@ -134,14 +133,9 @@ def test_a_get_reinforcement_submitted_after_an_undo_skips_the_item_that_took_it
     mem = _memory(tmp_path / "m.db")
     store = mem.store
 
-    def read():
-        # the get has read "lost" (during the failing commit's fsync) and stops before submit
-        gate = _Gate(store.retrieval_payload, before=True)
-        monkeypatch.setattr(store, "retrieval_payload", gate)
-        reader, r_out = _start(mem.get, "lost", name=READER)
-        return reader, r_out, gate
-
-    reader, r_out, gate = _fail_a_write_while(mem, monkeypatch, "lost", "never durable", read)
+    # the get has read "lost" (during the failing commit's fsync) and stops before submit
+    reader, r_out, gate = _fail_a_write_while(mem, monkeypatch, "lost", "never durable",
+                                              "retrieval_payload", mem.get, "lost", before=True)
     rows = _rows(tmp_path / "m.db")
     gate.go.set()
     reader.join(SAFETY_S)
@@ -162,14 +156,10 @@ def test_a_search_reinforcement_after_an_undo_keeps_only_the_items_it_returned(
     mem = _memory(tmp_path / "m.db", fsync_outside_lock=True)
     store = mem.store
 
-    def read():
-        gate = _Gate(store.retrieval_payload, before=True)
-        monkeypatch.setattr(store, "retrieval_payload", gate)
-        reader, r_out = _start(mem.search, "fridays", name=READER)
-        return reader, r_out, gate
-
     reader, r_out, gate = _fail_a_write_while(mem, monkeypatch, "lost",
-                                              "fridays fridays never durable", read)
+                                              "fridays fridays never durable",
+                                              "retrieval_payload", mem.search, "fridays",
+                                              before=True)
     gate.go.set()
     reader.join(SAFETY_S)
     hits = [hit["item_id"] for hit in r_out["value"]]
