@@ -236,6 +236,9 @@ def _grid(pairs: list[str]) -> dict[str, list[Any]]:
         for value in values.split(","):
             if not value.strip():
                 raise _Fail(f"--grid entry {pair!r} has an empty value")
+            if value.strip().lower() in ("true", "false"):  # True/FALSE too, as Python says
+                parsed.append(value.strip().lower() == "true")
+                continue
             try:
                 parsed.append(json.loads(value))
             except json.JSONDecodeError:
@@ -249,12 +252,19 @@ def _grid(pairs: list[str]) -> dict[str, list[Any]]:
 def _check_grid(grid: dict[str, list[Any]], base, entries: list[str]) -> None:
     """Every ``--grid`` value applied to the base now, so a bad one fails before any replay,
     named as the user wrote it (``--grid centrality_weight=a,b: …``)."""
+    import warnings
+
     from memlab.harness.sweep import apply_point
+    from memlab.surfacing.config import SurfacingConfig, check_reranker_file
     raw = {e.partition("=")[0].strip(): e for e in entries}
     for key, values in grid.items():
         for value in values:
             try:
-                apply_point(base, {key: value})
+                config = apply_point(base, {key: value})
+                if isinstance(config, SurfacingConfig):  # its ranker must read what it records
+                    with warnings.catch_warnings():  # unread groups warn again at the replay
+                        warnings.simplefilter("ignore")
+                        check_reranker_file(config, "config")
             except (ValueError, TypeError) as exc:
                 raise _Fail(f"--grid {raw.get(key, key)}: {exc}") from None
 
@@ -1349,6 +1359,8 @@ def _tune_nested(args) -> int:
                                                                  budget_ms=None)
                                       for stage in ("ppr", "spreading")
                                       if getattr(base, stage) is not None})
+    if grid:
+        _check_grid(grid, replay_base, args.grid)  # each value named as written, before work
     try:
         points = grid_configs(replay_base, grid)
     except (ValueError, TypeError) as exc:

@@ -137,3 +137,28 @@ def test_a_cached_embedder_encodes_no_texts_in_its_own_dimension(tmp_path):
     assert embedder.cache is not None
     assert embedder.encode([]).shape == EMBEDDERS["hashing"]().encode([]).shape == (0, 256)
     assert embedder.encode(["a b"]).shape == (1, 256)
+
+
+def test_grid_booleans_are_read_as_python_spells_them_too():
+    """`--grid second_hop_features=False` was refused while the error listed False as valid."""
+    from memlab.cli import _grid
+    assert _grid(["second_hop_features=False,TRUE,false,prf"]) == {
+        "second_hop_features": [False, True, False, "prf"]}
+
+
+def test_a_grid_value_its_recipes_ranker_cannot_read_is_blamed_on_the_grid(tmp_path, capsys):
+    """It used to fail at the trace's first event ("event 0 (line 2, add): …")."""
+    import json
+    from pathlib import Path
+
+    from memlab.cli import main
+    ranker = Path(__file__).parents[1] / "memlab" / "recipes" / "dense-multihop.ranker.json"
+    recipe = tmp_path / "prf.json"  # records prf, as its ranker reads (no dense extra needed)
+    recipe.write_text(json.dumps(DEFAULT.replace(second_hop_features="prf",
+                                                 reranker=str(ranker)).to_dict()))
+    code = main(["tune", "fixture:locomo_sample", "--config", str(recipe), "--folds", "3",
+                 "--group-by", "question", "--grid", "second_hop_features=false"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--grid second_hop_features=false: config: its reranker" in err
+    assert "event" not in err
