@@ -128,33 +128,48 @@ def test_issue14_checks_run_in_order_key_then_limits_then_the_body(monkeypatch):
     assert ok.status_code == 200 and ok.json()["item_id"]
 
 
-def test_issue14_a_route_takes_one_trip_to_the_thread_pool(monkeypatch):
-    trips: list[str] = []
+def test_issue14_a_route_takes_one_trip_to_a_worker_thread(monkeypatch):
+    """Each route runs once in memlab's own workers and never in anyio's thread pool (its
+    plan solves the key, the limits and the values on the event loop)."""
+    from memlab.service import _plan
+    anyio_trips: list[str] = []
 
     def counting(module):
         original = module.run_in_threadpool
 
         async def run_in_threadpool(func, *args, **kwargs):
-            trips.append(getattr(func, "__name__", repr(func)))
+            anyio_trips.append(getattr(func, "__name__", repr(func)))
             return await original(func, *args, **kwargs)
         monkeypatch.setattr(module, "run_in_threadpool", run_in_threadpool)
 
     counting(fastapi_routing)
     counting(fastapi_dependencies)
+    ran: list[str] = []
+    original_run = _plan.WORKERS.run
+
+    async def run(function, *args, **kwargs):
+        ran.append(function.__name__)
+        return await original_run(function, *args, **kwargs)
+    monkeypatch.setattr(_plan.WORKERS, "run", run)
     http = TestClient(_app(monkeypatch, fastapi_encoding=False))
     assert http.post("/v1/items", json={"content": "deploy notes", "item_id": "a"}) \
         .status_code == 200
-    for method, path, body in [("POST", "/v1/search", {"query": "deploy"}),
-                               ("POST", "/v1/context", {"session_id": "s", "query": "deploy"}),
-                               ("GET", "/v1/items/a", None),
-                               ("POST", "/v1/items", {"content": "more deploy notes"})]:
-        trips.clear()
+    for method, path, body, route in [
+            ("POST", "/v1/search", {"query": "deploy"}, "search"),
+            ("POST", "/v1/context", {"session_id": "s", "query": "deploy"}, "context"),
+            ("GET", "/v1/items/a", None, "get_item"),
+            ("POST", "/v1/items", {"content": "more deploy notes"}, "add_item")]:
+        ran.clear(), anyio_trips.clear()
         r = http.request(method, path, json=body)
         assert r.status_code == 200
-        assert len(trips) == 1, (path, trips)  # the route itself; was three
-    trips.clear()
+        assert (ran, anyio_trips) == ([route], []), path  # was three trips through anyio
+    # a request the plan does not answer itself (a body that does not validate) goes to
+    # FastAPI's handler, which answers its 422 without running the route
+    ran.clear()
+    assert http.post("/v1/search", json={"query": "deploy", "top_k": "many"}).status_code == 422
+    assert ran == []
     assert http.get("/health").json() == {"status": "ok"}
-    assert trips == []  # on the event loop
+    assert anyio_trips == [] and ran == []  # on the event loop
 
 
 def test_issue14_encoded_hands_back_what_it_cannot_encode():

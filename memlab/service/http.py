@@ -234,6 +234,7 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
 
     app = FastAPI(title="memlab", version=_version(), lifespan=lifespan,
                   description="Memory surfacing for LLM agents: one store, several surfaces.")
+    app.router.route_class = _route_class()  # each route's parameters inspected once
     app.state.memlab = state
     async def check_limits(request: Request) -> None:
         """Every text argument (JSON body, query and path parameters) against its limit by
@@ -259,6 +260,8 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
         key = authenticate(x_api_key, authorization)
         await check_limits(request)
         return key
+    # it reads and raises, changes nothing: a route's plan may run it again (memlab.service._plan)
+    caller.__memlab_pure__ = True
 
     app.add_middleware(_Guard, max_body_bytes=limits.max_body_bytes, hosts=hosts)
     _document_errors(app)
@@ -565,7 +568,14 @@ def encoded(endpoint):
             return out
         return Response(content=body, media_type="application/json")
 
+    run.__memlab_encoded__ = True  # a route's plan may run it (memlab.service._plan)
     return run
+
+
+def _route_class():
+    """The route class of the app's routes: :class:`memlab.service._plan.PlannedRoute`."""
+    from memlab.service._plan import PlannedRoute
+    return PlannedRoute
 
 
 class _Guard:
