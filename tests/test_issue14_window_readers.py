@@ -484,3 +484,69 @@ def test_while_admitting_a_second_writer_still_waits():
     f.join(SAFETY_S)
     s.join(SAFETY_S)
     assert order == ["first in", "first out", "second"]
+
+
+def test_mixed_reads_and_writes_with_failing_commits_reopen_to_the_live_state(
+        tmp_path, monkeypatch):
+    """Every third commit fails (deterministically, by count) while readers go in during the
+    commits: each failed write raises and is gone, each acknowledged one is on disk, and the
+    file reopens to exactly the live state."""
+    mem = _memory(tmp_path / "m.db", batch=1000)  # reinforcements ride with the writes' rows
+    store = mem.store
+    real = store.journal.around_commit
+    count = {"n": 0, "failed admitting": 0}
+    count_lock = threading.Lock()
+
+    def flaky():
+        with count_lock:
+            count["n"] += 1
+            fail = count["n"] % 3 == 0
+        gate = real()
+
+        class _Flaky:
+            def __enter__(self):
+                if gate.__enter__() and fail:
+                    count["failed admitting"] += 1
+                if fail:
+                    gate.__exit__(None, None, None)
+                    raise OSError("disk full")
+
+            def __exit__(self, *exc):
+                return gate.__exit__(*exc)
+
+        return _Flaky()
+
+    monkeypatch.setattr(store.journal, "around_commit", flaky)
+    start = threading.Barrier(4)
+    acked: dict[str, set] = {"a": set(), "b": set()}
+
+    def writer(tag: str) -> None:
+        start.wait(SAFETY_S)
+        for i in range(12):
+            try:
+                mem.add(f"release {tag} {i} leaves on fridays", item_id=f"{tag}{i}")
+                acked[tag].add(f"{tag}{i}")
+            except PersistenceError:
+                pass
+
+    def reader(kind: str) -> None:
+        start.wait(SAFETY_S)
+        for i in range(20):
+            if kind == "search":
+                mem.search("release fridays")
+            else:
+                mem.get_working_context(f"s{i % 3}", "release deploy")
+
+    threads = [_start(writer, "a"), _start(writer, "b"), _start(reader, "search"),
+               _start(reader, "context")]
+    for thread, _ in threads:
+        thread.join(SAFETY_S)
+    assert all(out.get("done") and "error" not in out for _, out in threads), threads
+    monkeypatch.undo()
+    ws = store.workspace("ws")
+    live = set(ws.item_ids) - {iid for iid, _ in TEXTS}
+    assert live == acked["a"] | acked["b"] and len(live) < 24  # some failed, none half-kept
+    assert count["failed admitting"] >= 1  # failures while readers were admitted
+    assert store.lock.readers == 0 and store.lock.waiting() == (0, 0)
+    store.reinforcements.drain()
+    assert _reopened_equals(mem, tmp_path / "m.db")
