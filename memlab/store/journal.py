@@ -381,7 +381,11 @@ class JournalMixin:
     def _around_commit(self):
         """The journal's :attr:`~memlab.persist.Journal.around_commit`: around the ``COMMIT``
         of a commit that may admit readers (:meth:`_lead_commit`), the store's lock admits
-        shared readers (:meth:`~memlab._rwlock.RWLock.admitting`); otherwise nothing."""
+        shared readers (:meth:`~memlab._rwlock.RWLock.admitting`); otherwise nothing.
+
+        The journal's own lock is held meanwhile (the end of the block waits for the readers
+        inside ``append_many``): a read must never use the journal, or it would wait for the
+        writer that waits for it."""
         if self._admit_at_commit and self._admit_at_commit == threading.get_ident():
             return self.lock.admitting()
         return contextlib.nullcontext()
