@@ -46,8 +46,10 @@ Run::
 
 A tree written ``PATH+group-commit`` is that tree with ``MemoryStore(fsync_outside_lock=True)``
 for the in-process clients (``threads``) or ``memlab serve --group-commit`` (``http-proc``).
-A tree flag that a mode cannot honour is refused (``+group-commit`` in ``http``, ``+serve=``
-outside ``http-proc``, ``+h11`` outside ``http``), never dropped. A client that fails breaks
+A tree written ``PATH+reads-during-fsync`` (after any other suffix) is that tree with
+``MemoryStore(reads_during_fsync=True)``, in ``threads`` only. A tree flag that a mode cannot
+honour is refused (``+group-commit`` in ``http``, ``+reads-during-fsync`` outside ``threads``,
+``+serve=`` outside ``http-proc``, ``+h11`` outside ``http``), never dropped. A client that fails breaks
 the start barrier for the others, and the benchmark stops with its error; ``--timeout``
 (default 600 s) bounds the barrier and every child process. A tree written
 ``PATH+h11`` serves with uvicorn's pure-Python stack (``--loop asyncio --http h11``) even when
@@ -128,6 +130,8 @@ def worker(mode: str, mix: str, clients: int, ops: int, items: int, seed: int,
 
     if mode == "threads":
         options = {"fsync_outside_lock": True} if os.environ.get(GROUP_COMMIT) else {}
+        if os.environ.get(READS_DURING_FSYNC):
+            options["reads_during_fsync"] = True
         store = MemoryStore(path=str(path), compact_after=None, **options)
         mem = Memory(store=store, surfacing_mode="router", config="default")
 
@@ -422,13 +426,19 @@ def _run(clients: int, client, barrier: threading.Barrier) -> float:
 
 # ---------------------------------------------------------------------------- the driver
 GROUP_COMMIT = "MEMLAB_BENCH_GROUP_COMMIT"
+READS_DURING_FSYNC = "MEMLAB_BENCH_READS_DURING_FSYNC"
 HTTP_STACK = "MEMLAB_BENCH_HTTP_STACK"
 
 
-def _tree_spec(tree: str) -> tuple[str, bool, str, list[str]]:
-    """``PATH``, ``PATH+group-commit``, ``PATH+h11`` or ``PATH+serve=FLAGS``: the source tree,
-    whether its in-process store commits outside the lock, its server's HTTP stack (``auto`` or
-    ``h11``), and extra ``memlab serve`` flags for ``http-proc`` (comma-separated in FLAGS)."""
+def _tree_spec(tree: str) -> tuple[str, bool, str, list[str], bool]:
+    """``PATH``, ``PATH+group-commit``, ``PATH+h11`` or ``PATH+serve=FLAGS``, each optionally
+    followed by ``+reads-during-fsync``: the source tree, whether its in-process store commits
+    outside the lock, its server's HTTP stack (``auto`` or ``h11``), extra ``memlab serve``
+    flags for ``http-proc`` (comma-separated in FLAGS), and whether its in-process store admits
+    readers during a write's fsync (``MemoryStore(reads_during_fsync=True)``)."""
+    reads_during_fsync = tree.endswith("+reads-during-fsync")
+    if reads_during_fsync:
+        tree = tree[: -len("+reads-during-fsync")]
     flags: list[str] = []
     if "+serve=" in tree:
         tree, _, extra = tree.partition("+serve=")
@@ -444,18 +454,23 @@ def _tree_spec(tree: str) -> tuple[str, bool, str, list[str]]:
     # or suffix would measure another tree under this one's name
     if not (Path(tree) / "memlab" / "__init__.py").is_file():
         raise ValueError(f"tree {tree!r}: no memlab source tree there (memlab/__init__.py is "
-                         f"missing); the suffixes are +group-commit, +h11 and +serve=FLAGS")
-    return tree, group_commit, stack, flags
+                         f"missing); the suffixes are +group-commit, +h11 and +serve=FLAGS, "
+                         f"then +reads-during-fsync")
+    return tree, group_commit, stack, flags, reads_during_fsync
 
 
 def _unhonoured(mode: str, group_commit: bool, stack: str, serve_flags: list[str],
-                http_stack: str = "auto") -> str | None:
+                http_stack: str = "auto", reads_during_fsync: bool = False) -> str | None:
     """Why ``mode`` cannot run a tree as its spec asks (:func:`_tree_spec`), or None.
 
     ``threads`` runs no server: no ``+serve=``, no ``h11``. ``http`` serves in the worker
     process with its ``ServiceState`` defaults: no ``+serve=``, no ``+group-commit``.
     ``http-proc`` runs ``memlab serve`` (``+group-commit`` becomes its ``--group-commit``):
-    no ``h11``."""
+    no ``h11``. Only ``threads`` builds the store its clients use: ``+reads-during-fsync``
+    there alone."""
+    if reads_during_fsync and mode != "threads":
+        return "+reads-during-fsync is a MemoryStore option of the clients' own store, which " \
+               "only threads builds (no service or memlab serve flag sets it)"
     if serve_flags and mode != "http-proc":
         return "+serve= flags are `memlab serve` flags, which only http-proc runs"
     if group_commit and mode == "http":
@@ -583,11 +598,12 @@ def main(argv: list[str] | None = None) -> None:
                      f"folder of its own name (a symlink will do) or a distinct suffix")
     for tree in args.trees:
         try:
-            _, group_commit, stack, flags = _tree_spec(tree)
+            _, group_commit, stack, flags, reads_during_fsync = _tree_spec(tree)
         except ValueError as exc:
             parser.error(str(exc))
         for mode in args.modes:  # a flag the mode cannot honour is refused, never dropped
-            problem = _unhonoured(mode, group_commit, stack, flags, args.http_stack)
+            problem = _unhonoured(mode, group_commit, stack, flags, args.http_stack,
+                                  reads_during_fsync)
             if problem:
                 parser.error(f"--modes {mode}: {problem} (tree {tree!r}, --http-stack "
                              f"{args.http_stack}); run that mode without it")
@@ -613,7 +629,8 @@ def main(argv: list[str] | None = None) -> None:
             for mix in args.mixes:
                 trees = args.trees if rnd % 2 == 0 else list(reversed(args.trees))
                 for tree in trees:
-                    path, group_commit, stack, serve_flags = _tree_spec(tree)
+                    path, group_commit, stack, serve_flags, reads_during_fsync = \
+                        _tree_spec(tree)
                     if mode == "http-proc":
                         if group_commit and "--group-commit" not in serve_flags:
                             serve_flags = [*serve_flags, "--group-commit"]
@@ -621,8 +638,11 @@ def main(argv: list[str] | None = None) -> None:
                     else:
                         env = dict(os.environ, PYTHONPATH=str(Path(path).resolve()))
                         env.pop(GROUP_COMMIT, None)
+                        env.pop(READS_DURING_FSYNC, None)
                         if group_commit:
                             env[GROUP_COMMIT] = "1"
+                        if reads_during_fsync:
+                            env[READS_DURING_FSYNC] = "1"
                         env[HTTP_STACK] = args.http_stack if stack == "auto" else stack
                         result = _child(
                             [sys.executable, __file__, "--worker", mode, mix, "--clients",

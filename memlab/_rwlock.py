@@ -21,7 +21,9 @@ Short reads need not take the lock at all: :meth:`RWLock.optimistic` runs a read
 keeps the result only if no exclusive section that may change state overlapped it (a sequence
 lock: :attr:`RWLock.epoch` is odd while one may), else runs it again under the shared side. A
 writer whose state is complete and that only waits for its disk I/O opens
-:meth:`RWLock.io_window`, so that such reads go on during its fsync.
+:meth:`RWLock.io_window`, so that such reads go on during its fsync. Inside that window it may
+also open :meth:`RWLock.admitting`, so that shared readers (searches, contexts) go in beside
+it; it waits for them before it changes anything again.
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ class RWLock:
         #: exclusive section that may change state began or ended in between.
         self.epoch = 0
         self._io = False  # the exclusive holder is inside an io_window
+        self._admit = False  # the holder admits shared readers beside it (admitting)
         self.optimistic_hits = 0  # optimistic reads kept without the lock (for tests, reports)
         self._shared = _Shared(self)
         #: Called (no arguments) by a thread right after its outermost exclusive holding ends,
@@ -132,11 +135,21 @@ class RWLock:
     def _reenter(self) -> None:
         """The exclusive holder takes the lock again (the caller holds ``_cond``). Inside an
         :meth:`io_window` that closes the window: a nested section may change state, so the
-        epoch goes odd again (the window's own end then does nothing)."""
+        epoch goes odd again (the window's own end then does nothing). Readers it admitted
+        (:meth:`admitting`) are waited for first: none may see the nested section's changes."""
+        self._close_admission()
         self._writer_depth += 1
         if self._io:
             self._io = False
             self.epoch += 1
+
+    def _close_admission(self) -> None:
+        """Admit no more readers beside the exclusive holder, and wait until those admitted
+        (every thread holding the shared side while a writer holds the exclusive one) have
+        left (the caller holds ``_cond`` and the exclusive side)."""
+        self._admit = False
+        while self._readers:
+            self._cond.wait()
 
     def depth(self) -> int:
         """How many times the calling thread holds the lock exclusively (0: not at all)."""
@@ -240,6 +253,7 @@ class RWLock:
         ahead of any waiting writer, and wake everyone."""
         self.epoch += 1 + ((self.epoch & 1) == 0)  # even again (odd + 1, or even + 2 in a window)
         self._io = False
+        self._admit = False
         self._phase += 1
         self._admitted += self._waiting_since.pop(self._phase - self.reader_turn, 0)
         self._cond.notify_all()
@@ -279,9 +293,54 @@ class RWLock:
         finally:
             if opened:
                 with self._cond:
+                    if self._writer == threading.get_ident():
+                        self._close_admission()  # (admitting's own end did it already)
                     if self._io:
                         self._io = False
                         self.epoch += 1  # odd again: the holder may change state
+
+    @contextlib.contextmanager
+    def admitting(self):
+        """For the exclusive holder inside its :meth:`io_window` (its state complete, waiting
+        only for I/O): while the block runs, other threads' :meth:`acquire_shared` succeeds
+        beside it, so shared reads (searches, contexts) go on during its fsync, not only
+        :meth:`optimistic` ones. When the block ends, or when the holder takes the lock again
+        inside it (a nested section, e.g. the undo of a failed commit), the holder first waits
+        until every reader admitted meanwhile has left: no reader sees a change the holder
+        makes afterwards. The holder keeps the exclusive side throughout, so no other writer
+        gets in and writers keep their order. Yields whether it admits (False, doing nothing,
+        for a thread that does not hold the lock exclusively or outside an open io_window).
+
+        The cost falls on the holder: it returns only once the readers it admitted are done.
+
+        Examples
+        --------
+        >>> lock = RWLock(); seen = []
+        >>> def read():
+        ...     with lock.shared():
+        ...         seen.append(lock.readers)
+        >>> with lock, lock.io_window(), lock.admitting() as admits:
+        ...     reader = threading.Thread(target=read)
+        ...     reader.start(); reader.join()  # without admitting: it would wait forever
+        >>> admits, seen
+        (True, [1])
+        >>> with lock, lock.admitting() as admits:  # no io_window: nothing admitted
+        ...     pass
+        >>> admits
+        False
+        """
+        with self._cond:
+            opened = self._writer == threading.get_ident() and self._io and not self._admit
+            if opened:
+                self._admit = True
+                self._cond.notify_all()  # readers waiting now may go in
+        try:
+            yield opened
+        finally:
+            if opened:
+                with self._cond:
+                    if self._writer == threading.get_ident():
+                        self._close_admission()
 
     def optimistic(self, read: Callable[[], T]) -> T:
         """``read()``, without the lock if possible: run it unlocked and keep its value (or
@@ -326,8 +385,9 @@ class RWLock:
 
     # ------------------------------------------------------------------ shared
     def acquire_shared(self) -> None:
-        """Take the lock shared (with other readers). Blocks while a writer holds it, and while
-        a writer waits, until a writer's turn ends after this reader began to wait."""
+        """Take the lock shared (with other readers). Blocks while a writer holds it (unless it
+        is :meth:`admitting` readers), and while a writer waits, until a writer's turn ends
+        after this reader began to wait."""
         me = threading.get_ident()
         with self._cond:
             if self._writer == me:
@@ -337,8 +397,8 @@ class RWLock:
             if depth:
                 self._readers[me] = depth + 1  # re-entry never waits (a writer would wait on it)
                 return
-            if self._writer is None and not self._writers_waiting:
-                self._readers[me] = 1
+            if self._admit or (self._writer is None and not self._writers_waiting):
+                self._readers[me] = 1  # (self._admit: beside a writer waiting for its fsync)
                 return
             arrived = self._phase
             self._readers_waiting += 1
@@ -346,8 +406,8 @@ class RWLock:
             try:
                 # in once no writer holds the lock, and either none waits or a writer's turn
                 # has ended since this reader arrived (it was admitted: phase-fair)
-                while self._writer is not None or (
-                        self._writers_waiting and self._phase - arrived < self.reader_turn):
+                while not self._admit and (self._writer is not None or (
+                        self._writers_waiting and self._phase - arrived < self.reader_turn)):
                     self._cond.wait()
             finally:
                 self._readers_waiting -= 1

@@ -95,6 +95,7 @@ lists every problem of a file without changing it; :func:`~memlab.journal_repair
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -513,6 +514,10 @@ class Journal:
         # [first, last] runs: compaction deletes only these (see write_snapshot)
         self._known: list[list[int]] = []
         self._snap_id = 0  # the file's snapshot when this object last read or wrote it
+        #: Called (no arguments) by :meth:`append_many` for a context manager wrapped around
+        #: its ``COMMIT`` alone (the fsync), not around the row inserts; the store sets it to
+        #: admit readers during a write's fsync (``MemoryStore(reads_during_fsync=True)``).
+        self.around_commit: Callable[[], Any] = contextlib.nullcontext
         try:
             self._conn = sqlite3.connect(str(self.path), check_same_thread=False,
                                          isolation_level=None)
@@ -606,7 +611,8 @@ class Journal:
                     self._conn.execute(_ITEM_SUMS_TABLE)
                     self._conn.executemany("INSERT OR REPLACE INTO item_sums (seq, data) "
                                            "VALUES (?, ?)", sums)
-                self._conn.execute("COMMIT")
+                with self.around_commit():
+                    self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise

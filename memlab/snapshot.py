@@ -1052,6 +1052,7 @@ _NOT_STATE = frozenset([
     "_stale", "rebuilds", "_okapi_cache", "_pending", "_depth", "_applying", "_batch",
     "_replaying", "_compactor", "_compact_lock", "_tail_rows", "last_compaction_error",
     "compact_after", "_closing", "reinforcements", "fsync_outside_lock",
+    "reads_during_fsync", "_admit_at_commit",
     # the journal's group commit (memlab.store.journal): rows on their way to disk
     "_commit_cond", "_commit_queue", "_commit_issued", "_durable_upto", "_committing",
     "_commit_failure", "_commit_errors", "_owed", "_undoing",

@@ -191,6 +191,51 @@ class SlowDisk:
         return self.real(ops)
 
 
+class SlowCommit:
+    """Replaces a journal's ``around_commit`` (the context around the ``COMMIT`` alone, inside
+    ``append_many``, after the rows are inserted): the first commit enters the journal's own
+    context (the store's: it admits readers when the commit may), records what it yielded in
+    ``admits``, announces itself (``entered``) and waits for ``release``; then it commits, or
+    raises ``fail`` (rolled back), and sets ``committed`` before the journal's own context
+    ends (where a commit that admitted readers waits for them). Later commits go straight
+    through. Unlike :class:`SlowDisk` it holds a writer *inside* its commit."""
+
+    def __init__(self, journal, fail: BaseException | None = None) -> None:
+        self.real = journal.around_commit
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.committed = threading.Event()
+        self.fail, self.calls, self.admits = fail, 0, None
+
+    @contextlib.contextmanager
+    def __call__(self):
+        self.calls += 1
+        first = self.calls == 1
+        with self.real() as admits:
+            if first:
+                self.admits = admits
+                self.entered.set()
+                assert self.release.wait(SAFETY_S)
+                if self.fail is not None:
+                    self.committed.set()
+                    raise self.fail
+            try:
+                yield admits
+            finally:
+                if first:
+                    self.committed.set()
+
+
+def waiting_in(thread: threading.Thread, function: str) -> bool:
+    """Whether ``thread`` is now running inside a function named ``function`` (for a test to
+    know that a thread reached a wait, without timing it)."""
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None:
+        if frame.f_code.co_name == function:
+            return True
+        frame = frame.f_back
+    return False
+
+
 # ---------------------------------------------------------------- learned rankers
 def assert_live_ranks_as_the_frame(trace, live, kind: str, folder, option: str,
                                    features: list, columns, value=True) -> Path:

@@ -112,14 +112,18 @@ def test_importing_the_library_leaves_the_switch_interval_alone():
 def test_tree_specs_of_the_benchmark():
     bench = _bench()
     a = str(Path(__file__).parents[1])  # a tree must hold memlab (tests/test_review7.py)
-    assert bench._tree_spec(a) == (a, False, "auto", [])
-    assert bench._tree_spec(a + "+h11") == (a, False, "h11", [])
-    assert bench._tree_spec(a + "+group-commit") == (a, True, "auto", [])
+    assert bench._tree_spec(a) == (a, False, "auto", [], False)
+    assert bench._tree_spec(a + "+h11") == (a, False, "h11", [], False)
+    assert bench._tree_spec(a + "+group-commit") == (a, True, "auto", [], False)
     assert bench._tree_spec(a + "+serve=--switch-interval=0.001,--no-maintenance") == (
-        a, False, "auto", ["--switch-interval=0.001", "--no-maintenance"])
+        a, False, "auto", ["--switch-interval=0.001", "--no-maintenance"], False)
+    assert bench._tree_spec(a + "+reads-during-fsync") == (a, False, "auto", [], True)
+    assert bench._tree_spec(a + "+group-commit+reads-during-fsync") == (
+        a, True, "auto", [], True)
     with pytest.raises(ValueError, match=r"\+serve= needs at least one"):
         bench._tree_spec(a + "+serve=")
     assert bench._label(".") == "." and bench._label("/x/base") == "base"
+    assert bench._unhonoured("threads", False, "auto", [], reads_during_fsync=True) is None
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -128,6 +132,10 @@ def test_tree_specs_of_the_benchmark():
     (["--warmup", "-1"], "--warmup must be >= 0, got -1"),
     (["--ops", "0"], "--ops must be >= 1, got 0"),
     (["--trees", ".+serve="], "+serve= needs at least one"),
+    (["--modes", "http", "--trees", ".+reads-during-fsync"],
+     "--modes http: +reads-during-fsync is a MemoryStore option"),
+    (["--modes", "http-proc", "--trees", ".", ".+group-commit+reads-during-fsync"],
+     "--modes http-proc: +reads-during-fsync is a MemoryStore option"),
 ])
 def test_the_benchmark_refuses_bad_arguments(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:

@@ -47,6 +47,23 @@ def validate_fsync_outside_lock(value: Any) -> bool:
     return value
 
 
+def validate_reads_during_fsync(value: Any) -> bool:
+    """``value`` if it is a bool, else a ValueError naming ``reads_during_fsync``.
+
+    Examples
+    --------
+    >>> validate_reads_during_fsync(False)
+    False
+    >>> validate_reads_during_fsync(1)
+    Traceback (most recent call last):
+    ...
+    ValueError: reads_during_fsync must be a bool, got 1
+    """
+    if not isinstance(value, bool):
+        raise ValueError(f"reads_during_fsync must be a bool, got {value!r}")
+    return value
+
+
 class MemoryStore(JournalMixin, ItemsMixin, EdgesMixin, SessionsMixin):
     """Holds every workspace. Create one and share it between facades.
 
@@ -69,6 +86,21 @@ class MemoryStore(JournalMixin, ItemsMixin, EdgesMixin, SessionsMixin):
         2 cores (README, "Concurrency"), True cuts search/get p99 2-7x on a mixed load but makes
         adds 8-12x slower at p50 and contexts' p99 higher (readers and the commit compete for
         the GIL), which is why it is not the default.
+    reads_during_fsync : bool
+        Durable stores only (without ``path`` it changes nothing, as ``fsync_outside_lock``).
+        False (default): while a write fsyncs its journal rows under the exclusive lock, gets
+        read beside it (:meth:`~memlab._rwlock.RWLock.optimistic`) but searches and contexts
+        (the shared side) wait for the fsync. True: an outermost write whose state is complete
+        admits them during the ``COMMIT`` of its rows (:meth:`~memlab._rwlock.RWLock.admitting`;
+        not during the row inserts, not inside a caller's ``with store.lock:`` around several
+        writes, nor in a transaction's middle); it keeps the lock against other writers and,
+        before it returns (or undoes a failed commit), waits for the readers it admitted. So
+        a write may return later by the length of a search that went in during its fsync;
+        that cost on writes is why it is off by default. A reader admitted during a commit
+        that then fails saw the write that is undone: its reinforcement is dropped, as for a
+        get during a failed commit. With ``fsync_outside_lock=True`` the commit of a write
+        already runs after the lock is released (readers never wait for it), so this option
+        then changes nothing.
 
     Examples
     --------
@@ -78,13 +110,28 @@ class MemoryStore(JournalMixin, ItemsMixin, EdgesMixin, SessionsMixin):
     >>> _ = a.add("the deploy runs on fridays")
     >>> store.workspace_ids(), len(b.search("deploy"))
     (['ws-a', 'ws-b'], 0)
+
+    A durable store whose writes admit searches and contexts during their fsync:
+
+    >>> import tempfile, pathlib
+    >>> durable = MemoryStore(path=pathlib.Path(tempfile.mkdtemp()) / "m.db",
+    ...                       reads_during_fsync=True)
+    >>> c = Memory(store=durable, workspace_id="ws")
+    >>> _ = c.add("the deploy runs on fridays"); len(c.search("deploy"))
+    1
+    >>> durable.close()
+    >>> MemoryStore(reads_during_fsync="yes")
+    Traceback (most recent call last):
+    ...
+    ValueError: reads_during_fsync must be a bool, got 'yes'
     """
 
     def __init__(self, memory_types: Iterable[str] = (), *, analyzer: str = "porter",
                  path: str | Path | None = None,
                  reinforce_batch: int = REINFORCE_BATCH,
                  compact_after: int | None = COMPACT_AFTER,
-                 fsync_outside_lock: bool = False) -> None:
+                 fsync_outside_lock: bool = False,
+                 reads_during_fsync: bool = False) -> None:
         if analyzer not in ANALYZERS:
             raise ValueError(f"analyzer must be one of {sorted(ANALYZERS)}, got {analyzer!r}")
         if isinstance(reinforce_batch, bool) or not isinstance(reinforce_batch, int) \
@@ -96,6 +143,7 @@ class MemoryStore(JournalMixin, ItemsMixin, EdgesMixin, SessionsMixin):
             raise ValueError(f"compact_after must be a positive int or None, got "
                              f"{compact_after!r}")
         self.fsync_outside_lock = validate_fsync_outside_lock(fsync_outside_lock)
+        self.reads_during_fsync = validate_reads_during_fsync(reads_during_fsync)
         self.reinforce_batch = reinforce_batch
         self.compact_after = compact_after  # journal rows after the snapshot that trigger one
         self._tail_rows = 0  # store rows after the latest snapshot (what a reopen replays)
@@ -121,6 +169,7 @@ class MemoryStore(JournalMixin, ItemsMixin, EdgesMixin, SessionsMixin):
         self._journal = None if path is None else Journal(
             path, classes=_CLASSES, known_ops=JOURNALED_OPS)
         if self._journal is not None:
+            self._journal.around_commit = self._around_commit  # (reads_during_fsync)
             self._replay()
             # a clean exit must not lose what group commit buffered (reinforcements): close
             # the store at interpreter exit unless the caller closed it (weakly held)

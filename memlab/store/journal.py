@@ -112,7 +112,7 @@ def journaled(method):
                 elif deferred:
                     self._defer(op[1])  # group commit (see MemoryStore.flush)
                 else:
-                    self._write_journal([op], method.__name__)
+                    self._write_journal([op], method.__name__, last=True)
             return result
 
     return wrapper
@@ -223,10 +223,11 @@ class JournalMixin:
         self._undoing = False  # a thread is undoing a failed batch (holds the store's lock)
         self._owed = threading.local()  # .ticket: this thread's last write not yet waited for
         self._window_depth = 1  # the lock depth whose commit may open an io window (single_write)
+        self._admit_at_commit = 0  # the thread whose commit admits readers now (reads_during_fsync)
         self.lock.after_release = self._after_release
 
     def _write_journal(self, ops: list[tuple[str, str]], what: str,
-                       reinforcement: str | None = None) -> None:
+                       reinforcement: str | None = None, last: bool = False) -> None:
         """Queue ``ops`` for the journal, after the buffered reinforcements (and
         ``reinforcement``, the one being made) as one ``store.record_retrievals`` row; the
         caller holds the store's lock exclusively and has applied them in memory.
@@ -240,6 +241,10 @@ class JournalMixin:
         in which the writes applied. If the rows cannot be written, every write queued from the
         failed batch on is undone (the store is rebuilt from disk: :meth:`_undo_failed_commit`)
         and each of them raises :class:`~memlab.persist.PersistenceError`.
+
+        ``last``: the caller is the outermost write (or transaction), whose section ends with
+        this commit; with ``reads_during_fsync`` its commit under the lock may admit shared
+        readers during the fsync (:meth:`_lead_commit`).
         """
         kept = self._pending
         calls = kept + ([] if reinforcement is None else [reinforcement])
@@ -252,7 +257,9 @@ class JournalMixin:
             self._commit_queue.append(_Commit(ticket, ops, kept, what))
         self._owed.ticket = ticket
         if not self.fsync_outside_lock:
-            self._commit_all()  # on disk before the lock is released (readers wait)
+            # on disk before the lock is released (readers wait, but for gets, and with
+            # reads_during_fsync for every reader when the section ends with this commit)
+            self._commit_all(admit_readers=last)
 
     def _after_release(self) -> None:
         """The store's lock's :attr:`~memlab._rwlock.RWLock.after_release`: wait until this
@@ -262,7 +269,7 @@ class JournalMixin:
             self._owed.ticket = 0
             self._await_commit(ticket, own=True)
 
-    def _commit_queued(self, window: bool = False) -> None:
+    def _commit_queued(self, window: bool = False, admit_readers: bool = False) -> None:
         """Write every queued row now and wait for a write under way (the caller holds the
         store's lock exclusively, so nothing can be queued meanwhile). Raises nothing: a
         failed write's error goes to the thread that made it (:meth:`_commit_all`).
@@ -270,7 +277,8 @@ class JournalMixin:
         ``window``: the caller's state is complete (a write that applied whole, at the end of
         its section), so gets may read during the fsync (:meth:`_lead_commit`). False for
         :meth:`_replay`, which calls it before it rebuilds (an error path: the state may be
-        half-applied)."""
+        half-applied). ``admit_readers``: shared readers too may go in during the fsync
+        (:meth:`_lead_commit`)."""
         cond = self._commit_cond
         while True:
             with cond:
@@ -290,12 +298,13 @@ class JournalMixin:
             if batch is None:
                 self._undo_failed_commit()
             else:
-                self._lead_commit(batch, window)
+                self._lead_commit(batch, window, admit_readers)
 
-    def _commit_all(self) -> None:
+    def _commit_all(self, admit_readers: bool = False) -> None:
         """:meth:`_commit_queued`, then raise this thread's own write's error if it failed
-        (the caller's write applied whole: the commit may open an io window)."""
-        self._commit_queued(window=True)
+        (the caller's write applied whole: the commit may open an io window, and with
+        ``admit_readers`` admit shared readers in it)."""
+        self._commit_queued(window=True, admit_readers=admit_readers)
         self._after_release()
 
     def _await_commit(self, ticket: int, *, own: bool) -> None:
@@ -329,20 +338,29 @@ class JournalMixin:
             else:
                 self._lead_commit(batch)
 
-    def _lead_commit(self, batch: list[_Commit], window: bool = False) -> None:
+    def _lead_commit(self, batch: list[_Commit], window: bool = False,
+                     admit_readers: bool = False) -> None:
         """Write ``batch`` (the whole queue when it was taken) in one transaction.
 
         With ``window`` (and the conditions of :meth:`_may_open_window`) gets read during the
-        fsync although it runs under the exclusive lock."""
+        fsync although it runs under the exclusive lock. With ``admit_readers`` too and
+        ``reads_during_fsync`` on, shared readers (searches, contexts) go in during the
+        transaction's ``COMMIT`` (:meth:`_around_commit`), and the commit returns once they
+        have left (so does a failed one, before its undo)."""
         ops = [op for commit in batch for op in commit.ops]
         try:
             # every write of the batch has applied: optimistic reads (RWLock.optimistic) go
             # on during the commit even when it runs under the exclusive lock, unless a
             # caller's section goes on after it, or this is an error path
-            io = self.lock.io_window() if window and self._may_open_window() \
-                else contextlib.nullcontext()
+            window = window and self._may_open_window()
+            io = self.lock.io_window() if window else contextlib.nullcontext()
+            admit = window and admit_readers and self.reads_during_fsync
             with io:
-                self._journal.append_many(ops)
+                self._admit_at_commit = threading.get_ident() if admit else 0
+                try:
+                    self._journal.append_many(ops)
+                finally:
+                    self._admit_at_commit = 0
         except Exception as exc:  # noqa: BLE001 - every write of the batch gets it
             with self._commit_cond:
                 self._commit_failure = (batch, exc)
@@ -359,6 +377,18 @@ class JournalMixin:
                        and not self._foreign_writer)
         if compact:
             self._start_compaction()
+
+    def _around_commit(self):
+        """The journal's :attr:`~memlab.persist.Journal.around_commit`: around the ``COMMIT``
+        of a commit that may admit readers (:meth:`_lead_commit`), the store's lock admits
+        shared readers (:meth:`~memlab._rwlock.RWLock.admitting`); otherwise nothing.
+
+        The journal's own lock is held meanwhile (the end of the block waits for the readers
+        inside ``append_many``): a read must never use the journal, or it would wait for the
+        writer that waits for it."""
+        if self._admit_at_commit and self._admit_at_commit == threading.get_ident():
+            return self.lock.admitting()
+        return contextlib.nullcontext()
 
     def _may_open_window(self) -> bool:
         """Whether a commit under the exclusive lock may let gets read during its fsync: the
@@ -548,7 +578,7 @@ class JournalMixin:
                 raise
             ops, self._batch = self._batch, None
             if ops:
-                self._write_journal(ops, "transaction")
+                self._write_journal(ops, "transaction", last=True)
 
     def _check_open(self, what: str) -> None:
         """StoreClosedError for a write after :meth:`close`, before it changes anything (its
