@@ -329,16 +329,14 @@ def test_the_option_is_not_state(tmp_path):
     assert state_digest(MemoryStore(path=tmp_path / "on.db")) == state_digest(off.store)
 
 
-def test_mixed_reads_and_writes_with_the_option_reopen_to_the_live_state(tmp_path):
-    mem = _memory(tmp_path / "m.db", batch=4)
+def _mixed_load(mem: Memory, writes) -> None:
+    """Two writer threads (``writes("a")``, ``writes("b")``), a searching and a context
+    reader, released together; every thread ends without an error."""
     start = threading.Barrier(4)
 
     def writer(tag: str) -> None:
         start.wait(SAFETY_S)
-        for i in range(12):
-            mem.add(f"release {tag} {i} leaves on fridays", item_id=f"{tag}{i}")
-            if i % 4 == 3:
-                mem.add_edge(f"{tag}{i}", f"{tag}{i - 1}")
+        writes(tag)
 
     def reader(kind: str) -> None:
         start.wait(SAFETY_S)
@@ -353,6 +351,18 @@ def test_mixed_reads_and_writes_with_the_option_reopen_to_the_live_state(tmp_pat
     for thread, _ in threads:
         thread.join(SAFETY_S)
     assert all(out.get("done") and "error" not in out for _, out in threads), threads
+
+
+def test_mixed_reads_and_writes_with_the_option_reopen_to_the_live_state(tmp_path):
+    mem = _memory(tmp_path / "m.db", batch=4)
+
+    def writes(tag: str) -> None:
+        for i in range(12):
+            mem.add(f"release {tag} {i} leaves on fridays", item_id=f"{tag}{i}")
+            if i % 4 == 3:
+                mem.add_edge(f"{tag}{i}", f"{tag}{i - 1}")
+
+    _mixed_load(mem, writes)
     assert len(mem.store.workspace("ws")) == 3 + 24
     assert mem.store.lock.readers == 0 and mem.store.lock.waiting() == (0, 0)
     assert _reopened_equals(mem, tmp_path / "m.db")
@@ -517,11 +527,9 @@ def test_mixed_reads_and_writes_with_failing_commits_reopen_to_the_live_state(
         return _Flaky()
 
     monkeypatch.setattr(store.journal, "around_commit", flaky)
-    start = threading.Barrier(4)
     acked: dict[str, set] = {"a": set(), "b": set()}
 
-    def writer(tag: str) -> None:
-        start.wait(SAFETY_S)
+    def writes(tag: str) -> None:
         for i in range(12):
             try:
                 mem.add(f"release {tag} {i} leaves on fridays", item_id=f"{tag}{i}")
@@ -529,19 +537,7 @@ def test_mixed_reads_and_writes_with_failing_commits_reopen_to_the_live_state(
             except PersistenceError:
                 pass
 
-    def reader(kind: str) -> None:
-        start.wait(SAFETY_S)
-        for i in range(20):
-            if kind == "search":
-                mem.search("release fridays")
-            else:
-                mem.get_working_context(f"s{i % 3}", "release deploy")
-
-    threads = [_start(writer, "a"), _start(writer, "b"), _start(reader, "search"),
-               _start(reader, "context")]
-    for thread, _ in threads:
-        thread.join(SAFETY_S)
-    assert all(out.get("done") and "error" not in out for _, out in threads), threads
+    _mixed_load(mem, writes)
     monkeypatch.undo()
     ws = store.workspace("ws")
     live = set(ws.item_ids) - {iid for iid, _ in TEXTS}

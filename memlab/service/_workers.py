@@ -114,13 +114,13 @@ class Workers:
                 outcome = (context.run(function, *args, **kwargs), None)
             except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
                 outcome = (None, exc)
+            with self._mutex:  # idle before the caller hears: its next call finds this thread
+                self._idle += 1
             try:
                 loop.call_soon_threadsafe(_settle, done, outcome)
             except RuntimeError:  # the loop has closed: no one awaits the outcome
                 pass
             del loop, done, context, function, args, kwargs, outcome
-            with self._mutex:
-                self._idle += 1
 
 
 def _settle(done: asyncio.Future, outcome: tuple) -> None:
