@@ -119,7 +119,7 @@ def test_issue14_planned_routes_answer_byte_for_byte_as_fastapi(monkeypatch, hea
 
 def test_issue14_every_encoded_route_has_a_plan(monkeypatch):
     app = _app(monkeypatch, planned=True)
-    routes = {r.path + " " + ",".join(sorted(r.methods)): r for r in app.routes
+    routes = {r.path_format + " " + ",".join(sorted(r.methods)): r for r in app.routes
               if isinstance(r, APIRoute)}
     planned = {name for name, r in routes.items() if r.plan is not None}
     encoded = {name for name, r in routes.items()

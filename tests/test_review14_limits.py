@@ -65,8 +65,8 @@ def _http_cases():
     for route in _write_routes():
         method = sorted(route.methods & {"POST", "DELETE", "PUT", "PATCH"})[0]
         for where, name, kind in _text_fields(route):
-            cases.append(pytest.param(method, route.path, where, name, kind,
-                                      id=f"{method} {route.path} {name}"))
+            cases.append(pytest.param(method, route.path_format, where, name, kind,
+                                      id=f"{method} {route.path_format} {name}"))
     return cases
 
 

@@ -26,6 +26,7 @@ that may write keeps reinforcing its reads); a request whose ``Host`` header is 
 
 
 import contextlib
+import contextvars
 import functools
 import inspect
 from pathlib import Path
@@ -78,7 +79,9 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     from memlab.session import (get_memory_status, promote_to_long_term, resolve_context,
                                 search_graph, upsert_node)
     from memlab.topics import ingest, query
-    from fastapi.exception_handlers import request_validation_exception_handler
+    from fastapi.exception_handlers import (http_exception_handler,
+                                            request_validation_exception_handler)
+    from starlette.exceptions import HTTPException as StarletteHTTPException
     from fastapi.exceptions import RequestValidationError
     from memlab.model import check_text
 
@@ -213,7 +216,8 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
     # maintenance only when the key may also write the workspace: a key that may only read
     # changes nothing in it, so one tenant's reads never move the salience another sees.
     def reinforces(key: ApiKey, workspace_id: str) -> bool:
-        return key.can_write(workspace_id)
+        # HEAD is safe (RFC 9110 §9.2.1): answered as the GET, it reinforces nothing
+        return key.can_write(workspace_id) and not _HEAD_REQUEST.get()
 
     def write_existing(key: ApiKey, workspace_id: str):
         """A write that needs existing items: an unknown workspace is not created."""
@@ -282,12 +286,34 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
                     check_text(error["input"], name)
                 except ValueError as bad:
                     return JSONResponse(status_code=400, content={"detail": str(bad)})
+        if not _is_json(request.headers.get("content-type")) and any(
+                tuple(error.get("loc", ())) == ("body",) for error in exc.errors()):
+            # the body was not read as JSON at all: say why, and do not echo it (it may be
+            # megabytes of anything)
+            return JSONResponse(status_code=422, content={"detail": [{
+                "type": "content_type", "loc": ["header", "content-type"],
+                "msg": f"Content-Type must be application/json, got "
+                       f"{request.headers.get('content-type')!r:.80}: the body was not read "
+                       f"as JSON"}]})
         try:
             return await request_validation_exception_handler(request, exc)
         except UnicodeEncodeError:
             return JSONResponse(status_code=422, content={"detail": [
                 {key: error[key] for key in ("type", "loc", "msg") if key in error}
                 for error in exc.errors()]})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        # FastAPI answers a body that json cannot decode for another reason than its syntax
+        # (not UTF-8, nested too deeply, an integer of over 4,300 digits, a compressed body)
+        # with a bare 400: answer as for any malformed body, a 422 saying what was wrong
+        if exc.status_code == 400 and exc.detail == _FASTAPI_BODY_ERROR \
+                and exc.__cause__ is not None:
+            return JSONResponse(status_code=422, content={"detail": [{
+                "type": "json_invalid", "loc": ["body"],
+                "msg": f"the body could not be read as JSON: "
+                       f"{_why_not_json(exc.__cause__, request.headers)}"}]})
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(LimitExceeded)
     async def limit_exceeded(request: Request, exc: LimitExceeded):
@@ -334,7 +360,7 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
                          memory_type=item.get("memory_type"), metadata=item.get("metadata"))
         return {"item_ids": ids}
 
-    @app.get("/v1/items/{item_id}")
+    @app.get("/v1/items/{item_id:path}")  # an id may hold "/"
     @encoded
     def get_item(item_id: str, workspace_id: str = "default",
                  key: ApiKey = Depends(caller)) -> dict[str, Any]:
@@ -383,17 +409,28 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
                      item_id=body.item_id, weight=body.weight)
         return {"pins": mem.get_pins(sid)}
 
-    @app.delete("/v1/pins/{session_id}/{item_id}")
-    @encoded
-    def unpin(session_id: str, item_id: str, workspace_id: str = "default",
-              key: ApiKey = Depends(caller)) -> dict[str, Any]:
+    def unpin_item(key: ApiKey, session_id: str, item_id: str, workspace_id: str):
         mem = write_existing(key, workspace_id)  # nothing is pinned in an unknown workspace
         sid = session(workspace_id, session_id)
         mem.unpin_item(sid, item_id)
         state.record("unpin", workspace_id, session_id=session_id, item_id=item_id)
         return {"pins": mem.get_pins(sid)}
 
-    @app.get("/v1/pins/{session_id}")
+    @app.delete("/v1/pins/{session_id}/{item_id:path}")
+    @encoded
+    def unpin(session_id: str, item_id: str, workspace_id: str = "default",
+              key: ApiKey = Depends(caller)) -> dict[str, Any]:
+        return unpin_item(key, session_id, item_id, workspace_id)
+
+    @app.delete("/v1/pins")
+    @encoded
+    def unpin_by_query(session_id: str, item_id: str, workspace_id: str = "default",
+                       key: ApiKey = Depends(caller)) -> dict[str, Any]:
+        """The same as ``DELETE /v1/pins/{session_id}/{item_id}``, for any session id (one
+        holding "/" is not a path segment)."""
+        return unpin_item(key, session_id, item_id, workspace_id)
+
+    @app.get("/v1/pins/{session_id:path}")
     @encoded
     def pins(session_id: str, workspace_id: str = "default",
              key: ApiKey = Depends(caller)) -> dict[str, Any]:
@@ -578,6 +615,11 @@ def _route_class():
     return PlannedRoute
 
 
+#: True while a HEAD request is answered as its GET (read by ``reinforces``).
+_HEAD_REQUEST: contextvars.ContextVar[bool] = contextvars.ContextVar("memlab_head_request",
+                                                                     default=False)
+
+
 class _Guard:
     """ASGI middleware: the ``Host`` allow-list (400) and the body-size limit (413); and
     ``HEAD`` on every ``GET`` route, answered as the ``GET`` (status and headers, keys and
@@ -596,6 +638,15 @@ class _Guard:
             return
         if scope["method"] == "HEAD":
             scope, send = {**scope, "method": "GET"}, _without_body(send)
+            token = _HEAD_REQUEST.set(True)  # read by the routes' workers (context copied)
+            try:
+                await self._guarded(scope, receive, send)
+            finally:
+                _HEAD_REQUEST.reset(token)
+            return
+        await self._guarded(scope, receive, send)
+
+    async def _guarded(self, scope, receive, send) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1")
                    for k, v in scope.get("headers", [])}
         if "*" not in self.hosts:
@@ -661,6 +712,32 @@ def _without_body(send):
 async def _reply(scope, receive, send, status: int, content: dict) -> None:
     from starlette.responses import JSONResponse
     await JSONResponse(status_code=status, content=content)(scope, receive, send)
+
+
+#: The detail of FastAPI's 400 for a body it could not parse (other than a JSON syntax error).
+_FASTAPI_BODY_ERROR = "There was an error parsing the body"
+
+
+def _is_json(content_type: str | None) -> bool:
+    """Whether FastAPI reads a body of this ``Content-Type`` as JSON (``application/json`` or
+    ``application/*+json``, parameters ignored)."""
+    if not content_type:
+        return False
+    kind = content_type.split(";", 1)[0].strip().lower()
+    main, _, sub = kind.partition("/")
+    return main == "application" and (sub == "json" or sub.endswith("+json"))
+
+
+def _why_not_json(cause: BaseException, headers) -> str:
+    """What kept a body from being read as JSON, in a few words (never the body itself)."""
+    encoding = headers.get("content-encoding")
+    if encoding and encoding.strip().lower() != "identity":
+        return f"Content-Encoding {encoding!r:.40} is not supported; send it uncompressed"
+    if isinstance(cause, UnicodeDecodeError):
+        return f"it is not UTF-8 ({cause.reason} at byte {cause.start})"
+    if isinstance(cause, RecursionError):
+        return "it nests too deeply"
+    return f"{cause}"[:200]
 
 
 def _host_name(header: str) -> str:

@@ -1,0 +1,112 @@
+"""Round 8's outside check of the HTTP service: HEAD is safe, ids holding "/" reach their
+routes, and a body that is not read as JSON is a 422 saying why, never echoing the body."""
+
+import gzip
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+pytest.importorskip("fastapi")
+
+from _service_client import TestClient  # noqa: E402
+
+from memlab import ManualClock  # noqa: E402
+from memlab.service import ServiceState, create_app  # noqa: E402
+
+T0 = datetime(2024, 3, 1, 9, tzinfo=timezone.utc)
+JSON = {"content-type": "application/json"}
+
+
+@pytest.fixture
+def served():
+    state = ServiceState(clock=ManualClock(T0), maintenance=False)
+    with TestClient(create_app(state)) as http:
+        yield state, http
+
+
+def _reinforcements(state, item_id: str) -> int:
+    item = state.memory("default").get(item_id, reinforce=False)
+    return sum(1 for event in item["history"] if event["kind"] == "reinforced")
+
+
+def test_head_answers_as_the_get_and_reinforces_nothing(served):
+    state, http = served
+    assert http.post("/v1/items", json={"content": "deploy notes", "item_id": "a"}) \
+        .status_code == 200
+    before = _reinforcements(state, "a")
+    head = http.head("/v1/items/a")
+    assert head.status_code == 200 and head.content == b""
+    assert _reinforcements(state, "a") == before
+    # the GET's headers: its length is that of the answer a GET gives now (a GET reinforces)
+    assert int(head.headers["content-length"]) == len(json.dumps(
+        state.memory("default").get("a", reinforce=False), separators=(",", ":")).encode())
+    assert http.get("/v1/items/a").status_code == 200
+    assert _reinforcements(state, "a") == before + 1  # the GET only
+    for _ in range(3):
+        http.head("/v1/items/a")
+    assert _reinforcements(state, "a") == before + 1
+
+
+def test_ids_holding_a_slash_reach_every_route(served):
+    _, http = served
+    assert http.post("/v1/items", json={"content": "slash item", "item_id": "doc/12"}) \
+        .status_code == 200
+    got = http.get("/v1/items/doc%2F12")
+    assert got.status_code == 200 and got.json()["item_id"] == "doc/12"
+    assert http.get("/v1/items/doc/12").json()["item_id"] == "doc/12"
+    assert http.post("/v1/pins", json={"session_id": "s1", "item_id": "doc/12"}) \
+        .status_code == 200
+    assert list(http.get("/v1/pins/s1").json()["pins"]) == ["doc/12"]
+    gone = http.delete("/v1/pins/s1/doc%2F12")
+    assert gone.status_code == 200 and gone.json()["pins"] == {}
+    # a session id holding "/" is read by path and unpinned by query parameters
+    assert http.post("/v1/pins", json={"session_id": "team/s", "item_id": "doc/12"}) \
+        .status_code == 200
+    assert len(http.get("/v1/pins/team%2Fs").json()["pins"]) == 1
+    gone = http.delete("/v1/pins", params={"session_id": "team/s", "item_id": "doc/12"})
+    assert gone.status_code == 200 and gone.json()["pins"] == {}
+    assert http.delete("/v1/pins", params={"session_id": "team/s"}).status_code == 422
+
+
+@pytest.mark.parametrize("body, headers, says", [
+    (b'{"query": "bad \xff"}', JSON, "not UTF-8"),
+    (b'{"query": "x", "top_k": ' + b"9" * 5000 + b"}", JSON, "4300"),
+    (b"[" * 5000 + b"]" * 5000, JSON, "nests too deeply"),
+    (gzip.compress(b'{"query": "x"}'), {**JSON, "content-encoding": "gzip"},
+     "Content-Encoding 'gzip' is not supported"),
+])
+def test_a_body_json_cannot_read_is_a_422_saying_why(served, body, headers, says):
+    _, http = served
+    r = http.post("/v1/search", content=body, headers=headers)
+    assert r.status_code == 422, r.text
+    (error,) = r.json()["detail"]
+    assert error["type"] == "json_invalid" and error["loc"] == ["body"]
+    assert says in error["msg"]
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded",
+                                          None])
+def test_a_json_body_sent_as_another_type_is_named_and_not_echoed(served, content_type):
+    _, http = served
+    body = json.dumps({"items": [{"content": "x" * 500} for _ in range(50)]}).encode()
+    headers = {} if content_type is None else {"content-type": content_type}
+    r = http.post("/v1/items/bulk", content=body, headers=headers)
+    assert r.status_code == 422
+    (error,) = r.json()["detail"]
+    assert error["type"] == "content_type" and error["loc"] == ["header", "content-type"]
+    assert "application/json" in error["msg"] and repr(content_type) in error["msg"]
+    assert len(r.content) < 400  # the body is not echoed
+    # a JSON content type with a wrong shape keeps FastAPI's own answer
+    r = http.post("/v1/items/bulk", content=b"[1]", headers=JSON)
+    assert r.status_code == 422 and r.json()["detail"][0]["type"] != "content_type"
+    assert http.post("/v1/search", content=b'{"query": "x"}',
+                     headers={"content-type": "application/vnd.memlab+json"}).status_code == 200
+
+
+def test_other_http_errors_keep_fastapis_answers(served):
+    _, http = served
+    r = http.get("/v1/nowhere")
+    assert r.status_code == 404 and r.json() == {"detail": "Not Found"}
+    r = http.put("/v1/search", json={"query": "x"})
+    assert r.status_code == 405 and r.json() == {"detail": "Method Not Allowed"}
