@@ -294,7 +294,7 @@ class RWLock:
             if opened:
                 with self._cond:
                     if self._writer == threading.get_ident():
-                        self._close_admission()  # (admitting's own end did it already)
+                        self._close_admission()  # the readers admitted inside it
                     if self._io:
                         self._io = False
                         self.epoch += 1  # odd again: the holder may change state
@@ -305,9 +305,10 @@ class RWLock:
         only for I/O): while the block runs, other threads' :meth:`acquire_shared` succeeds
         beside it, so shared reads (searches, contexts) go on during its fsync, not only
         :meth:`optimistic` ones. When the block ends, or when the holder takes the lock again
-        inside it (a nested section, e.g. the undo of a failed commit), the holder first waits
-        until every reader admitted meanwhile has left: no reader sees a change the holder
-        makes afterwards. The holder keeps the exclusive side throughout, so no other writer
+        inside it (a nested section, e.g. the undo of a failed commit), no more readers are
+        admitted; when the :meth:`io_window` ends, or when the holder takes the lock again,
+        the holder first waits until every reader admitted meanwhile has left: no reader sees
+        a change the holder makes afterwards. The holder keeps the exclusive side throughout, so no other writer
         gets in and writers keep their order. Yields whether it admits (False, doing nothing,
         for a thread that does not hold the lock exclusively or outside an open io_window).
 
@@ -339,8 +340,11 @@ class RWLock:
         finally:
             if opened:
                 with self._cond:
-                    if self._writer == threading.get_ident():
-                        self._close_admission()
+                    # admit no more; those admitted are waited for when the io_window ends
+                    # (or the holder takes the lock again), outside whatever the holder held
+                    # for its I/O: a reader that needs that (a durable cache's journal row)
+                    # then finishes instead of waiting for the holder that waits for it
+                    self._admit = False
 
     def optimistic(self, read: Callable[[], T]) -> T:
         """``read()``, without the lock if possible: run it unlocked and keep its value (or

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from _service_client import TestClient  # noqa: E402
+from _service_client import EVERY_ROUTE, TestClient  # noqa: E402
 from fastapi.routing import APIRoute  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -115,6 +115,18 @@ def test_issue14_planned_routes_answer_byte_for_byte_as_fastapi(monkeypatch, hea
     assert ours == theirs
     if headers is KEY:  # the script reaches the plain case and each kind of hand-over
         assert {a[2] for a in ours} >= {200, 400, 403, 413, 422}
+
+
+def test_issue14_every_route_answers_as_fastapi_with_its_plan(monkeypatch):
+    answers = []
+    for planned in (True, False):
+        with TestClient(_app(monkeypatch, planned=planned),
+                        raise_server_exceptions=False) as http:
+            answers.append([_answer(http, m, p, kw, {}) for m, p, kw in EVERY_ROUTE])
+    assert answers[0] == answers[1]
+    assert {a[1] for a in answers[0] if a[2] == 200} >= {
+        "/v1/ingest", "/v1/query", "/v1/resolve", "/v1/promote", "/v1/cache/peek",
+        "/v1/graph/nodes", "/v1/graph/search", "/v1/pins", "/v1/status"}
 
 
 def test_issue14_every_encoded_route_has_a_plan(monkeypatch):
@@ -280,3 +292,30 @@ def test_issue14_the_service_uses_the_shared_workers(monkeypatch):
     http = TestClient(_app(monkeypatch, planned=True))
     assert http.post("/v1/items", json={"content": "deploy"}).status_code == 200
     assert len(ran) == 1
+
+
+def test_issue14_a_call_cancelled_before_it_starts_never_runs():
+    workers = Workers(max_threads=1)
+    entered, release = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def hold() -> str:
+        entered.set()
+        assert release.wait(SAFETY_S)
+        return "first"
+
+    async def main():
+        first = asyncio.ensure_future(workers.run(hold))
+        while not entered.is_set():
+            await asyncio.sleep(0.001)
+        queued = asyncio.ensure_future(workers.run(ran.append, "queued"))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        queued.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await queued  # at once: its call had not started
+        release.set()
+        value = await first
+        return value, await workers.run(lambda: "after")
+    assert asyncio.run(main()) == ("first", "after")
+    assert ran == [] and workers.threads == 1  # the thread skipped it and stays usable

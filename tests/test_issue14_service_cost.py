@@ -17,7 +17,7 @@ pytest.importorskip("fastapi")
 
 import fastapi.dependencies.utils as fastapi_dependencies  # noqa: E402
 import fastapi.routing as fastapi_routing  # noqa: E402
-from _service_client import TestClient  # noqa: E402
+from _service_client import EVERY_ROUTE, TestClient  # noqa: E402
 from starlette.responses import Response  # noqa: E402
 
 from memlab import ManualClock  # noqa: E402
@@ -26,50 +26,6 @@ from memlab.service import http as service_http  # noqa: E402
 from memlab.service.auth import KeyRing  # noqa: E402
 
 T0 = datetime(2024, 3, 1, 9, tzinfo=timezone.utc)
-
-# one request of every route with a JSON answer, and the errors each kind of check gives
-SCRIPT = [
-    ("GET", "/health", {}),
-    ("POST", "/v1/items", {"json": {"content": "deploy checklist for the api server",
-                                    "item_id": "a1", "metadata": {"n": 1.5, "tags": ["x"]}}}),
-    ("POST", "/v1/items", {"json": {"content": "the api server needs a deploy key"}}),
-    ("POST", "/v1/items/bulk", {"json": {"items": [
-        {"content": f"bulk note {i} about the deploy", "item_id": f"b{i}"} for i in range(4)]}}),
-    ("GET", "/v1/items/a1", {}),
-    ("GET", "/v1/items/missing", {}),
-    ("POST", "/v1/search", {"json": {"query": "deploy server"}}),
-    ("POST", "/v1/search", {"json": {"query": "deploy", "top_k": 0}}),
-    ("POST", "/v1/search", {"content": b"{not json",
-                            "headers": {"content-type": "application/json"}}),
-    ("POST", "/v1/search", {"content": b'{"query": "deploy"}',
-                            "headers": {"content-type": "text/plain"}}),
-    ("POST", "/v1/context", {"json": {"session_id": "s1", "query": "deploy checklist"}}),
-    ("POST", "/v1/context", {"json": {"session_id": "s1", "query": "deploy", "k": 3,
-                                      "max_tokens": 40}}),
-    ("POST", "/v1/edges", {"json": {"src": "a1", "dst": "b1"}}),
-    ("GET", "/v1/edges", {"params": {"item_id": "a1"}}),
-    ("POST", "/v1/pins", {"json": {"session_id": "s1", "item_id": "a1"}}),
-    ("GET", "/v1/pins/s1", {}),
-    ("DELETE", "/v1/pins/s1/a1", {}),
-    ("POST", "/v1/ingest", {"json": {"placement": "new_topic", "title": "Deploys",
-                                     "fields": {"owner": "ops"}}}),
-    ("POST", "/v1/query", {"json": {"q": "deploy", "explain": True}}),
-    ("POST", "/v1/cache/set", {"json": {"key": "k1", "value": "v1"}}),
-    ("POST", "/v1/cache/peek", {"json": {"key": "k1"}}),
-    ("POST", "/v1/resolve", {"json": {"session_id": "s1", "key": "k1"}}),
-    ("POST", "/v1/promote", {"json": {"session_id": "s1", "key": "k1", "value": "v1"}}),
-    ("GET", "/v1/status", {"params": {"session_id": "s1"}}),
-    ("POST", "/v1/cache/flush", {}),
-    ("POST", "/v1/graph/nodes", {"json": {"session_id": "s1", "node_type": "concept",
-                                          "label": "L", "content": "c"}}),
-    ("POST", "/v1/graph/search", {"json": {"session_id": "s1", "query": "L"}}),
-    ("POST", "/v1/maintenance", {"json": {"dry_run": True}}),
-    ("POST", "/v1/maintenance", {"json": {"dry_run": False}}),
-    ("GET", "/health/graph", {}),
-    ("POST", "/v1/items", {"json": {"content": "y" * 200_000}}),
-    ("POST", "/v1/items", {"json": {"content": "ok", "item_id": "z\x00"}}),
-]
-
 
 def _answers(app, script) -> list[tuple]:
     out = []
@@ -89,8 +45,8 @@ def _app(monkeypatch, *, fastapi_encoding: bool, **options):
 
 
 def test_issue14_answers_are_byte_identical_to_fastapis_own_encoding(monkeypatch):
-    ours = _answers(_app(monkeypatch, fastapi_encoding=False), SCRIPT)
-    theirs = _answers(_app(monkeypatch, fastapi_encoding=True), SCRIPT)
+    ours = _answers(_app(monkeypatch, fastapi_encoding=False), EVERY_ROUTE)
+    theirs = _answers(_app(monkeypatch, fastapi_encoding=True), EVERY_ROUTE)
     assert [a[:3] for a in ours] == [a[:3] for a in theirs]
     assert ours == theirs
     assert {a[2] for a in ours} >= {200, 202, 400, 413, 422}  # the script reaches every kind

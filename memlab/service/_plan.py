@@ -28,9 +28,10 @@ import inspect
 from copy import deepcopy
 from typing import Any
 
-from fastapi import params
+from fastapi import BackgroundTasks, params
+from fastapi import routing as fastapi_routing
+from fastapi.datastructures import DefaultPlaceholder
 from fastapi.routing import APIRoute, serialize_response
-from starlette.background import BackgroundTasks
 from starlette.responses import Response
 
 from memlab.service._workers import Workers
@@ -41,6 +42,13 @@ __all__ = ["PlannedRoute", "RoutePlan", "WORKERS"]
 WORKERS = Workers()
 
 _MISSING = object()
+
+# FastAPI's request telemetry (0.165+, on when an OpenTelemetry provider is set) records spans
+# and data inside its own handler: a request it observes is handed to that handler.
+_telemetry = getattr(fastapi_routing, "get_telemetry_data", lambda: None)
+# FastAPI builds the handler of a route copied by include_router under this context variable
+# (the include's dependencies, overrides, limits): such a route keeps FastAPI's handler.
+_included = getattr(fastapi_routing, "_effective_route_context_var", None)
 
 
 class _Param:
@@ -79,10 +87,7 @@ def _scalar_param(field, where: str) -> _Param | None:
     annotation = info.annotation
     if annotation not in (str, int, float, bool) and annotation != (str | None):
         return None  # sequences, parameter models, unions of several types: FastAPI reads them
-    key = field.alias
-    if where == "header" and getattr(info, "convert_underscores", True) and key == field.name:
-        key = key.replace("_", "-")
-    return _Param(field, key, where)
+    return _Param(field, field.alias, where)  # (a header's alias is already "x-api-key")
 
 
 class RoutePlan:
@@ -91,8 +96,10 @@ class RoutePlan:
     Built by :meth:`of`, which returns None for a route whose shape it does not cover.
     """
 
-    def __init__(self, route: APIRoute, fallback) -> None:
-        self.route, self.fallback = route, fallback
+    def __init__(self, route: APIRoute, fallback, *, call, background: str | None,
+                 path: list[_Param], query: list[_Param], body, dependency) -> None:
+        self.route, self.fallback, self.call, self.background = route, fallback, call, background
+        self.path, self.query, self.body, self.dependency = path, query, body, dependency
 
     @classmethod
     def of(cls, route: APIRoute, fallback) -> RoutePlan | None:
@@ -106,6 +113,8 @@ class RoutePlan:
     def _build(cls, route: APIRoute, fallback) -> RoutePlan | None:
         if "dump_json" not in inspect.signature(serialize_response).parameters:
             return None  # an older FastAPI: _as_fastapi_would could not answer as it does
+        if _included is not None and _included.get() is not None:
+            return None  # a route copied by include_router: its include's context applies
         dependant = route.dependant
         call = dependant.call
         if not getattr(call, "__memlab_encoded__", False) or inspect.iscoroutinefunction(call):
@@ -114,25 +123,24 @@ class RoutePlan:
                 or dependant.http_connection_param_name or dependant.response_param_name
                 or dependant.security_scopes_param_name or dependant.cookie_params
                 or dependant.header_params or len(dependant.body_params) > 1
-                or len(dependant.dependencies) > 1 or route.response_field is None):
+                or len(dependant.dependencies) > 1 or route.response_field is None
+                or not isinstance(route.response_class, DefaultPlaceholder)
+                or route.status_code not in (None, 200)):
             return None
-        plan = cls(route, fallback)
-        plan.call = call
-        plan.background = dependant.background_tasks_param_name
-        plan.path = [_scalar_param(f, "path") for f in dependant.path_params]
-        plan.query = [_scalar_param(f, "query") for f in dependant.query_params]
-        if None in plan.path or None in plan.query:
+        path = [_scalar_param(f, "path") for f in dependant.path_params]
+        query = [_scalar_param(f, "query") for f in dependant.query_params]
+        if None in path or None in query:
             return None
-        plan.body = None
+        body = None
         if dependant.body_params:
-            (body,) = dependant.body_params
-            if (route.body_field is None or isinstance(body.field_info, (params.Form,
-                                                                          params.File))
+            (param,) = dependant.body_params
+            if (route.body_field is None or isinstance(param.field_info, (params.Form,
+                                                                           params.File))
                     or getattr(route, "_embed_body_fields", False)
-                    or not body.field_info.is_required()):
+                    or not param.field_info.is_required()):
                 return None
-            plan.body = route.body_field
-        plan.dependency = None
+            body = route.body_field
+        dependency = None
         if dependant.dependencies:
             (sub,) = dependant.dependencies
             if (not getattr(sub.call, "__memlab_pure__", False)
@@ -140,31 +148,33 @@ class RoutePlan:
                     or sub.path_params or sub.query_params or sub.cookie_params
                     or sub.body_params or sub.background_tasks_param_name
                     or sub.response_param_name or sub.security_scopes_param_name
-                    or sub.websocket_param_name or sub.http_connection_param_name):
+                    or sub.websocket_param_name or sub.http_connection_param_name
+                    or getattr(sub, "concurrency", None) is not None):
                 return None
             headers = [_scalar_param(f, "header") for f in sub.header_params]
             if None in headers:
                 return None
-            plan.dependency = (sub.name, sub.call, sub.request_param_name, headers)
-        return plan
+            dependency = (sub.name, sub.call, sub.request_param_name, headers)
+        return cls(route, fallback, call=call, background=dependant.background_tasks_param_name,
+                   path=path, query=query, body=body, dependency=dependency)
 
     async def __call__(self, request) -> Response:
         """Answer ``request`` as FastAPI's handler would; hand it over when it is not the
         plain case."""
         overrides = getattr(self.route.dependency_overrides_provider, "dependency_overrides",
                             None)
-        if overrides:
+        if overrides or _telemetry() is not None:
             return await self.fallback(request)
         body = _MISSING
         if self.body is not None:
             content_type = request.headers.get("content-type", "")
             if content_type.split(";", 1)[0].strip().lower() != "application/json":
                 return await self.fallback(request)
-            if not await request.body():
-                return await self.fallback(request)
             try:
-                body = await request.json()
-            except Exception:  # noqa: BLE001 - not JSON: FastAPI's own 422 names it
+                body = await request.json() if await request.body() else _MISSING
+            except Exception:  # noqa: BLE001 - not JSON, or the client left: FastAPI answers
+                return await self.fallback(request)
+            if body is _MISSING:
                 return await self.fallback(request)
         values: dict[str, Any] = {}
         if self.dependency is not None:  # FastAPI solves it before the route's own values
@@ -234,9 +244,10 @@ class PlannedRoute(APIRoute):
 
     def get_route_handler(self):
         fallback = super().get_route_handler()
-        plan = self.plan = RoutePlan.of(self, fallback)
+        plan = RoutePlan.of(self, fallback)
         if plan is None:
             return fallback
+        self.plan = plan
 
         async def planned(request) -> Response:
             try:

@@ -308,7 +308,7 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
         # (not UTF-8, nested too deeply, an integer of over 4,300 digits, a compressed body)
         # with a bare 400: answer as for any malformed body, a 422 saying what was wrong
         if exc.status_code == 400 and exc.detail == _FASTAPI_BODY_ERROR \
-                and exc.__cause__ is not None:
+                and isinstance(exc.__cause__, (ValueError, RecursionError)):
             return JSONResponse(status_code=422, content={"detail": [{
                 "type": "json_invalid", "loc": ["body"],
                 "msg": f"the body could not be read as JSON: "

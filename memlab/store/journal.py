@@ -112,7 +112,7 @@ def journaled(method):
                 elif deferred:
                     self._defer(op[1])  # group commit (see MemoryStore.flush)
                 else:
-                    self._write_journal([op], method.__name__, last=True)
+                    self._write_journal([op], method.__name__, admit_readers=True)
             return result
 
     return wrapper
@@ -227,7 +227,7 @@ class JournalMixin:
         self.lock.after_release = self._after_release
 
     def _write_journal(self, ops: list[tuple[str, str]], what: str,
-                       reinforcement: str | None = None, last: bool = False) -> None:
+                       reinforcement: str | None = None, admit_readers: bool = False) -> None:
         """Queue ``ops`` for the journal, after the buffered reinforcements (and
         ``reinforcement``, the one being made) as one ``store.record_retrievals`` row; the
         caller holds the store's lock exclusively and has applied them in memory.
@@ -242,9 +242,9 @@ class JournalMixin:
         failed batch on is undone (the store is rebuilt from disk: :meth:`_undo_failed_commit`)
         and each of them raises :class:`~memlab.persist.PersistenceError`.
 
-        ``last``: the caller is the outermost write (or transaction), whose section ends with
-        this commit; with ``reads_during_fsync`` its commit under the lock may admit shared
-        readers during the fsync (:meth:`_lead_commit`).
+        ``admit_readers``: the caller is the outermost write (or transaction), whose section
+        ends with this commit; with ``reads_during_fsync`` its commit under the lock may admit
+        shared readers during the fsync (:meth:`_lead_commit`).
         """
         kept = self._pending
         calls = kept + ([] if reinforcement is None else [reinforcement])
@@ -259,7 +259,7 @@ class JournalMixin:
         if not self.fsync_outside_lock:
             # on disk before the lock is released (readers wait, but for gets, and with
             # reads_during_fsync for every reader when the section ends with this commit)
-            self._commit_all(admit_readers=last)
+            self._commit_all(admit_readers=admit_readers)
 
     def _after_release(self) -> None:
         """The store's lock's :attr:`~memlab._rwlock.RWLock.after_release`: wait until this
@@ -383,9 +383,10 @@ class JournalMixin:
         of a commit that may admit readers (:meth:`_lead_commit`), the store's lock admits
         shared readers (:meth:`~memlab._rwlock.RWLock.admitting`); otherwise nothing.
 
-        The journal's own lock is held meanwhile (the end of the block waits for the readers
-        inside ``append_many``): a read must never use the journal, or it would wait for the
-        writer that waits for it."""
+        The block only opens and closes the admission; the writer waits for the readers it
+        admitted when its io_window ends, after ``append_many`` has released the journal's
+        own lock, so an admitted reader that writes the journal (a durable cache in the same
+        shared section) waits for that lock, not for a writer that waits for it."""
         if self._admit_at_commit and self._admit_at_commit == threading.get_ident():
             return self.lock.admitting()
         return contextlib.nullcontext()
@@ -578,7 +579,7 @@ class JournalMixin:
                 raise
             ops, self._batch = self._batch, None
             if ops:
-                self._write_journal(ops, "transaction", last=True)
+                self._write_journal(ops, "transaction", admit_readers=True)
 
     def _check_open(self, what: str) -> None:
         """StoreClosedError for a write after :meth:`close`, before it changes anything (its
