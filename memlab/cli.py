@@ -1015,11 +1015,18 @@ def _run(args: argparse.Namespace) -> int:
         interval = sys.getswitchinterval()
         if args.switch_interval is not None:  # this process only, while it serves
             sys.setswitchinterval(args.switch_interval)
+        print(f"memlab serve: starting on http://{args.host}:{args.port} (store: "
+              f"{args.db or 'in memory'}; {'open, no key' if keys.open else 'keys required'})",
+              file=sys.stderr)
         try:
             uvicorn.run(create_app(state, keys=keys, allowed_hosts=hosts),
                         host=args.host, port=args.port, log_level="warning", loop="auto",
                         http="auto", limit_concurrency=args.limit_concurrency,
                         timeout_keep_alive=args.timeout_keep_alive)
+        except SystemExit as exc:  # uvicorn exits 3 when it cannot start (port in use)
+            raise _Fail(f"--port {args.port}: the server could not start on "
+                        f"{args.host}:{args.port} (exit {exc.code}; uvicorn's reason above)") \
+                from None
         finally:
             sys.setswitchinterval(interval)
         return 0

@@ -110,3 +110,39 @@ def test_other_http_errors_keep_fastapis_answers(served):
     assert r.status_code == 404 and r.json() == {"detail": "Not Found"}
     r = http.put("/v1/search", json={"query": "x"})
     assert r.status_code == 405 and r.json() == {"detail": "Method Not Allowed"}
+
+
+def test_a_reopened_store_digests_as_the_live_one_after_a_recency_context(tmp_path):
+    """The recency and creation orders are derived indexes, synced lazily by reads: a store
+    whose reads re-sorted them digests as its reopened copy (outside check, round 8: 2,000
+    items and one `fast:recency` context used to differ)."""
+    from memlab import Memory, MemoryStore
+    from memlab.snapshot import state_digest
+    store = MemoryStore(path=tmp_path / "m.db")
+    mem = Memory(store=store, surfacing_mode="router", clock=ManualClock(T0))
+    mem.add_many([f"note {i} about deploy" for i in range(2000)])
+    assert mem.get_working_context("s", "what happened recently?")["strategy_used"] \
+        == "fast:recency"
+    store.flush()
+    live = state_digest(store)
+    store.close()
+    assert state_digest(MemoryStore(path=tmp_path / "m.db")) == live
+
+
+def test_serve_says_where_it_starts_and_fails_in_one_line_when_it_cannot(monkeypatch, capsys):
+    uvicorn = pytest.importorskip("uvicorn")
+    from memlab.cli import main
+    monkeypatch.delenv("MEMLAB_API_KEY", raising=False)
+    monkeypatch.setenv("MEMLAB_API_KEY", "a-long-secret")
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: None)
+    assert main(["serve", "--port", "8799"]) == 0
+    assert capsys.readouterr().err == ("memlab serve: starting on http://127.0.0.1:8799 "
+                                       "(store: in memory; keys required)\n")
+
+    def in_use(app, **kw):
+        raise SystemExit(3)  # what uvicorn does when it cannot bind
+    monkeypatch.setattr(uvicorn, "run", in_use)
+    assert main(["serve", "--port", "8799"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("memlab serve: error: --port 8799: the server could not start on "
+                              "127.0.0.1:8799")

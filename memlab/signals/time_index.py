@@ -103,6 +103,12 @@ class RecencyOrder:
         self._touched: list[int] = []  # the same, as a list (with repeats)
         self._lock = threading.Lock()
 
+    def oracle_state(self) -> tuple:
+        """Nothing: the order is derived from the reference times and eligibility (compared
+        as the workspace's columns), re-sorted lazily by reads, so a store and its reopened
+        copy hold it at different stages (:func:`memlab.snapshot.state_digest`)."""
+        return ()
+
     def touch(self, rows) -> None:
         """Mark items whose reference time or eligibility changed (called under the store's
         write lock)."""
@@ -161,6 +167,11 @@ class CreatedOrder:
         self._rows = Growable(np.int64, 64)
         self._ts = Growable(np.float64, 64)
         self._lock = threading.Lock()
+
+    def oracle_state(self) -> tuple:
+        """Nothing: derived from the creation times, synced lazily by reads (as
+        :meth:`RecencyOrder.oracle_state`)."""
+        return ()
 
     def _sync(self, created: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:
