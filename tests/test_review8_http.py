@@ -146,3 +146,15 @@ def test_serve_says_where_it_starts_and_fails_in_one_line_when_it_cannot(monkeyp
     err = capsys.readouterr().err.splitlines()
     assert err[-1].startswith("memlab serve: error: --port 8799: the server could not start on "
                               "127.0.0.1:8799")
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/cache/set", {"key": "k\x00", "value": "v"}),
+    ("/v1/cache/peek", {"key": "k\x00"}),
+    ("/v1/promote", {"session_id": "s", "key": "k\x00", "value": "v"}),
+    ("/v1/resolve", {"session_id": "s", "key": "k\x00"}),
+])
+def test_a_cache_key_holding_nul_is_refused_as_ids_are(served, path, body):
+    _, http = served
+    r = http.post(path, json=body)
+    assert r.status_code == 400 and "key must not contain NUL" in r.json()["detail"]

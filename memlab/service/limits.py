@@ -272,5 +272,5 @@ def check_id_args(args: dict[str, Any]) -> None:
     ValueError: src must not contain NUL characters, got 'a\\x00b'
     """
     for name, value in args.items():
-        if name.endswith("_id") or name in ("src", "dst", "cache"):
+        if name.endswith("_id") or name in ("src", "dst", "cache", "key"):  # key: a cache key
             check_id_text(value, name)
