@@ -1,10 +1,11 @@
 """Issue 14, item 9 over HTTP: the service's own work per request, with unchanged answers.
 
-Each route takes one trip to the thread pool (its own work, with the answer encoded there),
-its key and limits are checked by one async dependency on the event loop, and ``/health``
-stays on the event loop. These tests pin the answers (status, headers, bytes) to those of the
-same app with FastAPI's own encoding, the order of the checks (401, then 413 / 400, then
-422), and the number of thread-pool trips; they assert nothing about time.
+Each route takes one trip to a worker thread (its own work, with the answer encoded there;
+memlab's own workers since the route plans, ``tests/test_issue14_http_cpu.py``), its key and
+limits are checked by one async dependency on the event loop, and ``/health`` stays on the
+event loop. These tests pin the answers (status, headers, bytes) to those of the same app with
+FastAPI's own encoding, the order of the checks (401, then 413 / 400, then 422), and the
+number of worker trips; they assert nothing about time.
 """
 
 import json

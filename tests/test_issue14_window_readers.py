@@ -41,6 +41,15 @@ def _memory(path, on: bool = True, batch: int = 64, **options) -> Memory:
     return mem
 
 
+def _held_commits(tmp_path, monkeypatch, **options):
+    """A durable memory (:func:`_memory`) whose first journal COMMIT waits inside
+    ``around_commit`` for ``slow.release``: ``(mem, store, slow)``."""
+    mem = _memory(tmp_path / "m.db", **options)
+    slow = SlowCommit(mem.store.journal)
+    monkeypatch.setattr(mem.store.journal, "around_commit", slow)
+    return mem, mem.store, slow
+
+
 def _reads(mem: Memory) -> dict:
     return {"search": lambda: mem.search("fridays"),
             "context": lambda: mem.get_working_context("s", "deploy fridays"),
@@ -73,10 +82,7 @@ def _reopened_equals(mem: Memory, path) -> bool:
 @pytest.mark.parametrize("read", ["search", "context", "search_many"])
 def test_with_the_option_a_shared_read_completes_while_a_writer_is_inside_its_fsync(
         tmp_path, monkeypatch, read):
-    mem = _memory(tmp_path / "m.db")
-    store = mem.store
-    slow = SlowCommit(store.journal)
-    monkeypatch.setattr(store.journal, "around_commit", slow)
+    mem, store, slow = _held_commits(tmp_path, monkeypatch)
     writer, w_out = _start(mem.add, "the release train leaves on fridays", "semantic", None,
                            "w")
     try:
@@ -121,10 +127,7 @@ def test_without_the_option_a_shared_read_waits_for_the_fsync(tmp_path, monkeypa
 
 def test_fsync_outside_lock_with_the_option_still_lets_readers_in(tmp_path, monkeypatch):
     """Group commit runs the commit after the lock is released: the option changes nothing."""
-    mem = _memory(tmp_path / "m.db", fsync_outside_lock=True)
-    store = mem.store
-    slow = SlowCommit(store.journal)
-    monkeypatch.setattr(store.journal, "around_commit", slow)
+    mem, store, slow = _held_commits(tmp_path, monkeypatch, fsync_outside_lock=True)
     writer, w_out = _start(mem.add, "the release train leaves on fridays", "semantic", None,
                            "w")
     try:
@@ -142,10 +145,7 @@ def test_fsync_outside_lock_with_the_option_still_lets_readers_in(tmp_path, monk
 
 # ------------------------------------------------------------------ writers keep their order
 def test_a_second_writer_waits_for_the_first_while_readers_go_in(tmp_path, monkeypatch):
-    mem = _memory(tmp_path / "m.db")
-    store = mem.store
-    slow = SlowCommit(store.journal)
-    monkeypatch.setattr(store.journal, "around_commit", slow)
+    mem, store, slow = _held_commits(tmp_path, monkeypatch)
     first, f_out = _start(mem.add, "first write", "semantic", None, "a")
     try:
         assert slow.entered.wait(SAFETY_S) and slow.admits
@@ -170,10 +170,7 @@ def test_a_second_writer_waits_for_the_first_while_readers_go_in(tmp_path, monke
 
 # ------------------------------------------------------------------ the writer waits for them
 def test_a_writer_waits_for_the_reader_it_admitted_before_it_returns(tmp_path, monkeypatch):
-    mem = _memory(tmp_path / "m.db")
-    store = mem.store
-    slow = SlowCommit(store.journal)
-    monkeypatch.setattr(store.journal, "around_commit", slow)
+    mem, store, slow = _held_commits(tmp_path, monkeypatch)
     held = _HeldSearch(monkeypatch)
     writer, w_out = _start(mem.add, "the release train leaves on fridays", "semantic", None,
                            "w")
@@ -248,10 +245,7 @@ def test_a_failed_fsync_waits_for_its_admitted_reader_then_undoes_and_drops_its_
 # ------------------------------------------------------------------ a caller's own section
 def test_a_callers_section_of_two_writes_never_admits_readers_between_them(
         tmp_path, monkeypatch):
-    mem = _memory(tmp_path / "m.db")
-    store = mem.store
-    slow = SlowCommit(store.journal)
-    monkeypatch.setattr(store.journal, "around_commit", slow)
+    mem, store, slow = _held_commits(tmp_path, monkeypatch)
 
     def two_writes():
         with store.lock:
@@ -275,10 +269,7 @@ def test_a_callers_section_of_two_writes_never_admits_readers_between_them(
 
 
 def test_a_transaction_admits_readers_only_at_its_end(tmp_path, monkeypatch):
-    mem = _memory(tmp_path / "m.db")
-    store = mem.store
-    slow = SlowCommit(store.journal)
-    monkeypatch.setattr(store.journal, "around_commit", slow)
+    mem, store, slow = _held_commits(tmp_path, monkeypatch)
 
     def group():
         with store.transaction():
