@@ -158,3 +158,10 @@ def test_a_cache_key_holding_nul_is_refused_as_ids_are(served, path, body):
     _, http = served
     r = http.post(path, json=body)
     assert r.status_code == 400 and "key must not contain NUL" in r.json()["detail"]
+
+
+def test_no_body_at_all_keeps_fastapis_missing_body_answer(served):
+    _, http = served
+    r = http.post("/v1/search")
+    assert r.status_code == 422
+    assert [e["type"] for e in r.json()["detail"]] == ["missing"]

@@ -286,8 +286,8 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
                     check_text(error["input"], name)
                 except ValueError as bad:
                     return JSONResponse(status_code=400, content={"detail": str(bad)})
-        if not _is_json(request.headers.get("content-type")) and any(
-                tuple(error.get("loc", ())) == ("body",) for error in exc.errors()):
+        if not _is_json(request.headers.get("content-type")) and await request.body() \
+                and any(tuple(error.get("loc", ())) == ("body",) for error in exc.errors()):
             # the body was not read as JSON at all: say why, and do not echo it (it may be
             # megabytes of anything)
             return JSONResponse(status_code=422, content={"detail": [{
