@@ -436,6 +436,7 @@ def test_issue14_cli_serve_takes_a_keys_file_and_mcp_takes_allowed_workspaces(
     assert http.post("/v1/search", headers=A, json={"workspace_id": "team-b-1",
                                                     "query": "x"}).status_code == 403
     assert http.get("/health/graph", headers={"X-API-Key": "old-single-key"}).status_code == 200
+    assert capsys.readouterr().err.startswith("memlab serve: starting on ")
     (tmp_path / "bad.toml").write_text('[[keys]]\nname = "x"\nkey = "long-secret"\n')
     assert main(["serve", "--keys-file", str(tmp_path / "bad.toml")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
