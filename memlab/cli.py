@@ -1015,6 +1015,7 @@ def _run(args: argparse.Namespace) -> int:
         interval = sys.getswitchinterval()
         if args.switch_interval is not None:  # this process only, while it serves
             sys.setswitchinterval(args.switch_interval)
+        # printed before uvicorn binds the port: not a readiness signal (GET /health is)
         print(f"memlab serve: starting on http://{args.host}:{args.port} (store: "
               f"{args.db or 'in memory'}; {'open, no key' if keys.open else 'keys required'})",
               file=sys.stderr)
@@ -1024,9 +1025,9 @@ def _run(args: argparse.Namespace) -> int:
                         http="auto", limit_concurrency=args.limit_concurrency,
                         timeout_keep_alive=args.timeout_keep_alive)
         except SystemExit as exc:  # uvicorn exits 3 when it cannot start (port in use)
-            raise _Fail(f"--port {args.port}: the server could not start on "
-                        f"{args.host}:{args.port} (exit {exc.code}; uvicorn's reason above)") \
-                from None
+            raise _Fail(f"--host {args.host!r} --port {args.port}: the server could not "
+                        f"start on {args.host}:{args.port} (uvicorn stopped with code "
+                        f"{exc.code}; its reason is above)") from None
         finally:
             sys.setswitchinterval(interval)
         return 0

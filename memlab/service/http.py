@@ -246,8 +246,10 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
         body is validated or anything is read or written."""
         limits.check_args(request.path_params)
         limits.check_args(request.query_params)
+        check_id_args(request.path_params)  # a NUL in an id is 400 before any scope's 403
+        check_id_args(request.query_params)
         raw = await request.body()
-        if raw:
+        if raw and _is_json(request.headers.get("content-type")):  # else FastAPI's 422
             try:  # FastAPI has parsed a JSON body already: Request.json() keeps the result
                 body = await request.json()
             except (ValueError, RecursionError):
@@ -295,24 +297,25 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
                 "msg": f"Content-Type must be application/json, got "
                        f"{request.headers.get('content-type')!r:.80}: the body was not read "
                        f"as JSON"}]})
-        try:
-            return await request_validation_exception_handler(request, exc)
-        except UnicodeEncodeError:
-            return JSONResponse(status_code=422, content={"detail": [
-                {key: error[key] for key in ("type", "loc", "msg") if key in error}
-                for error in exc.errors()]})
+        errors = _bounded(exc.errors())
+        if errors is None:  # small, plain inputs: FastAPI's own answer, byte for byte
+            try:
+                return await request_validation_exception_handler(request, exc)
+            except (UnicodeEncodeError, ValueError):  # a NaN or a surrogate in an input
+                errors = _bounded(exc.errors(), force=True)
+        return JSONResponse(status_code=422, content={"detail": errors})
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
         # FastAPI answers a body that json cannot decode for another reason than its syntax
-        # (not UTF-8, nested too deeply, an integer of over 4,300 digits, a compressed body)
+        # (not UTF-8, nested too deeply, an integer of over 4,300 digits)
         # with a bare 400: answer as for any malformed body, a 422 saying what was wrong
         if exc.status_code == 400 and exc.detail == _FASTAPI_BODY_ERROR \
                 and isinstance(exc.__cause__, (ValueError, RecursionError)):
             return JSONResponse(status_code=422, content={"detail": [{
                 "type": "json_invalid", "loc": ["body"],
                 "msg": f"the body could not be read as JSON: "
-                       f"{_why_not_json(exc.__cause__, request.headers)}"}]})
+                       f"{_why_not_json(exc.__cause__)}"}]})
         return await http_exception_handler(request, exc)
 
     @app.exception_handler(LimitExceeded)
@@ -656,6 +659,12 @@ class _Guard:
                     "detail": f"Host header {headers.get('host', '')!r:.100} is not allowed; "
                               f"allowed: {sorted(self.hosts)}"})
                 return
+        coding = headers.get("content-encoding", "").strip().lower()
+        if coding and coding != "identity":  # RFC 9110 §15.5.16: an unsupported coding is 415
+            await _reply(scope, receive, send, 415, {
+                "detail": f"Content-Encoding {headers['content-encoding']!r:.40} is not "
+                          f"supported; send the body uncompressed"})
+            return
         declared = headers.get("content-length")
         if declared is not None:
             try:
@@ -714,6 +723,63 @@ async def _reply(scope, receive, send, status: int, content: dict) -> None:
     await JSONResponse(status_code=status, content=content)(scope, receive, send)
 
 
+#: How much of a request's input a 422 echoes (FastAPI echoes each invalid value whole).
+_ECHO_CHARS, _ECHO_ERRORS = 200, 20
+
+
+def _bounded(errors: list[dict], force: bool = False) -> list[dict] | None:
+    """``errors`` (pydantic's, as FastAPI answers them) with every ``input`` that is large,
+    or not plain JSON (NaN, infinities, a lone surrogate), replaced by a short description,
+    and at most ``_ECHO_ERRORS`` of them; None when nothing needed it (and not ``force``).
+    A 30 KB body of 10,000 wrong items would otherwise be answered by a megabyte."""
+    from fastapi.encoders import jsonable_encoder
+    changed = force or len(errors) > _ECHO_ERRORS
+    out = []
+    for error in errors[:_ECHO_ERRORS]:
+        error = dict(error)
+        if "input" in error and (force or not _small_plain(error["input"], [_ECHO_CHARS])):
+            value = error["input"]
+            size = f" of {len(value)}" if hasattr(value, "__len__") else ""
+            error["input"] = f"<{type(value).__name__}{size}, not echoed>"
+            changed = True
+        out.append(error)
+    if not changed:
+        return None
+    if len(errors) > _ECHO_ERRORS:
+        out.append({"type": "too_many_errors", "loc": ["body"],
+                    "msg": f"{len(errors) - _ECHO_ERRORS} more errors not shown"})
+    return jsonable_encoder(out)
+
+
+def _small_plain(value, budget: list[int]) -> bool:
+    """Whether ``value`` is JSON-plain (finite numbers, encodable strings) and its strings and
+    containers stay within ``budget[0]`` characters and entries in all (spent as it goes)."""
+    if value is None or isinstance(value, bool) or isinstance(value, int):
+        budget[0] -= 1
+        return budget[0] >= 0
+    if isinstance(value, float):
+        budget[0] -= 1
+        return budget[0] >= 0 and value == value and value not in (float("inf"),
+                                                                      float("-inf"))
+    if isinstance(value, str):
+        budget[0] -= len(value)
+        if budget[0] < 0:
+            return False
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if isinstance(value, (list, tuple)):
+        budget[0] -= 1
+        return budget[0] >= 0 and all(_small_plain(v, budget) for v in value)
+    if isinstance(value, dict):
+        budget[0] -= 1
+        return budget[0] >= 0 and all(_small_plain(k, budget) and _small_plain(v, budget)
+                                      for k, v in value.items())
+    return False
+
+
 #: The detail of FastAPI's 400 for a body it could not parse (other than a JSON syntax error).
 _FASTAPI_BODY_ERROR = "There was an error parsing the body"
 
@@ -728,11 +794,8 @@ def _is_json(content_type: str | None) -> bool:
     return main == "application" and (sub == "json" or sub.endswith("+json"))
 
 
-def _why_not_json(cause: BaseException, headers) -> str:
+def _why_not_json(cause: BaseException) -> str:
     """What kept a body from being read as JSON, in a few words (never the body itself)."""
-    encoding = headers.get("content-encoding")
-    if encoding and encoding.strip().lower() != "identity":
-        return f"Content-Encoding {encoding!r:.40} is not supported; send it uncompressed"
     if isinstance(cause, UnicodeDecodeError):
         return f"it is not UTF-8 ({cause.reason} at byte {cause.start})"
     if isinstance(cause, RecursionError):
@@ -756,6 +819,7 @@ _ERRORS = {
            "an admin key.",
     "413": "Over a limit (body size, content length, items per bulk request, metadata size or "
            "depth); `detail` names it, `limit`, `allowed` and `got` give the numbers.",
+    "415": "A `Content-Encoding` other than identity (send the body uncompressed).",
     "503": "The memory store cannot be read; `detail`, `path` and `hint` say why.",
 }
 
@@ -775,7 +839,7 @@ def _document_errors(app) -> None:
                 if path != "/health":
                     codes += ["401", "403"]
                 if "requestBody" in operation:
-                    codes.append("413")
+                    codes += ["413", "415"]
                 if path == "/health/graph":
                     codes.append("503")
                 for code in codes:
