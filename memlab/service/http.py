@@ -247,7 +247,9 @@ def create_app(state: ServiceState | None = None, *, api_key: str | None = None,
         limits.check_args(request.path_params)
         limits.check_args(request.query_params)
         check_id_args(request.path_params)  # a NUL in an id is 400 before any scope's 403
-        check_id_args(request.query_params)
+        route = getattr(request.scope.get("route"), "dependant", None)  # the route's own
+        taken = {field.alias for field in getattr(route, "query_params", ())}  # parameters
+        check_id_args({k: v for k, v in request.query_params.items() if k in taken})
         raw = await request.body()
         if raw and _is_json(request.headers.get("content-type")):  # else FastAPI's 422
             try:  # FastAPI has parsed a JSON body already: Request.json() keeps the result
@@ -659,11 +661,14 @@ class _Guard:
                     "detail": f"Host header {headers.get('host', '')!r:.100} is not allowed; "
                               f"allowed: {sorted(self.hosts)}"})
                 return
-        coding = headers.get("content-encoding", "").strip().lower()
-        if coding and coding != "identity":  # RFC 9110 §15.5.16: an unsupported coding is 415
+        codings = ",".join(v.decode("latin-1") for k, v in scope.get("headers", [])
+                           if k.lower() == b"content-encoding")  # every line of it
+        if codings and _has_body(headers) and any(
+                c.strip().lower() not in ("", "identity") for c in codings.split(",")):
+            # RFC 9110 §15.5.16: a body in a coding the server does not read is 415
             await _reply(scope, receive, send, 415, {
-                "detail": f"Content-Encoding {headers['content-encoding']!r:.40} is not "
-                          f"supported; send the body uncompressed"})
+                "detail": f"Content-Encoding {codings!r:.40} is not supported; send the "
+                          f"body uncompressed"}, headers={"Accept-Encoding": "identity"})
             return
         declared = headers.get("content-length")
         if declared is not None:
@@ -718,9 +723,19 @@ def _without_body(send):
     return send_headers_only
 
 
-async def _reply(scope, receive, send, status: int, content: dict) -> None:
+async def _reply(scope, receive, send, status: int, content: dict,
+                 headers: dict | None = None) -> None:
     from starlette.responses import JSONResponse
-    await JSONResponse(status_code=status, content=content)(scope, receive, send)
+    await JSONResponse(status_code=status, content=content, headers=headers)(scope, receive,
+                                                                              send)
+
+
+def _has_body(headers: dict[str, str]) -> bool:
+    """Whether a request declares a body: a Content-Length above 0, or chunked."""
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        return True
+    length = headers.get("content-length", "").strip()
+    return not length.isdigit() or int(length) > 0 if length else False
 
 
 #: How much of a request's input a 422 echoes (FastAPI echoes each invalid value whole).
@@ -737,6 +752,12 @@ def _bounded(errors: list[dict], force: bool = False) -> list[dict] | None:
     out = []
     for error in errors[:_ECHO_ERRORS]:
         error = dict(error)
+        loc = error.get("loc", ())
+        if any(isinstance(part, str) and len(part) > _ECHO_CHARS for part in loc):
+            error["loc"] = [f"{part[:_ECHO_CHARS]}… ({len(part)} characters)"
+                            if isinstance(part, str) and len(part) > _ECHO_CHARS else part
+                            for part in loc]  # an unknown key of 100,000 characters
+            changed = True
         if "input" in error and (force or not _small_plain(error["input"], [_ECHO_CHARS])):
             value = error["input"]
             size = f" of {len(value)}" if hasattr(value, "__len__") else ""
@@ -754,8 +775,11 @@ def _bounded(errors: list[dict], force: bool = False) -> list[dict] | None:
 def _small_plain(value, budget: list[int]) -> bool:
     """Whether ``value`` is JSON-plain (finite numbers, encodable strings) and its strings and
     containers stay within ``budget[0]`` characters and entries in all (spent as it goes)."""
-    if value is None or isinstance(value, bool) or isinstance(value, int):
+    if value is None or isinstance(value, bool):
         budget[0] -= 1
+        return budget[0] >= 0
+    if isinstance(value, int):  # its digits (at most 4,300: json's own limit)
+        budget[0] -= len(str(abs(value))) if abs(value) >= 10 ** 6 else 1
         return budget[0] >= 0
     if isinstance(value, float):
         budget[0] -= 1
