@@ -304,15 +304,17 @@ class RWLock:
         """For the exclusive holder inside its :meth:`io_window` (its state complete, waiting
         only for I/O): while the block runs, other threads' :meth:`acquire_shared` succeeds
         beside it, so shared reads (searches, contexts) go on during its fsync, not only
-        :meth:`optimistic` ones. When the block ends, or when the holder takes the lock again
-        inside it (a nested section, e.g. the undo of a failed commit), no more readers are
-        admitted; when the :meth:`io_window` ends, or when the holder takes the lock again,
-        the holder first waits until every reader admitted meanwhile has left: no reader sees
-        a change the holder makes afterwards. The holder keeps the exclusive side throughout, so no other writer
-        gets in and writers keep their order. Yields whether it admits (False, doing nothing,
-        for a thread that does not hold the lock exclusively or outside an open io_window).
+        :meth:`optimistic` ones. The block's end stops the admission without waiting (the
+        holder may still hold what its I/O needed, which an admitted reader may need too).
+        When the io_window ends, or when the holder takes the lock again (a nested section,
+        e.g. the undo of a failed commit), the holder first waits until every reader admitted
+        meanwhile has left: no reader sees a change the holder makes afterwards. The holder
+        keeps the exclusive side throughout, so no other writer gets in and writers keep their
+        order. Yields whether it admits (False, doing nothing, for a thread that does not hold
+        the lock exclusively or outside an open io_window).
 
-        The cost falls on the holder: it returns only once the readers it admitted are done.
+        The cost falls on the holder: its io_window ends only once the readers it admitted
+        are done.
 
         Examples
         --------
@@ -339,11 +341,7 @@ class RWLock:
             yield opened
         finally:
             if opened:
-                with self._cond:
-                    # admit no more; those admitted are waited for when the io_window ends
-                    # (or the holder takes the lock again), outside whatever the holder held
-                    # for its I/O: a reader that needs that (a durable cache's journal row)
-                    # then finishes instead of waiting for the holder that waits for it
+                with self._cond:  # admit no more (the wait for them is io_window's)
                     self._admit = False
 
     def optimistic(self, read: Callable[[], T]) -> T:

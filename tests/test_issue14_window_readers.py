@@ -72,6 +72,15 @@ class _HeldSearch:
         monkeypatch.setattr(memlab.memory, "bm25_hits", held)
 
 
+def _let_go(held, slow, *threads) -> None:
+    """End a test's held search and held commit, then join its threads (None: not started)."""
+    held.release.set()
+    slow.release.set()
+    for thread in threads:
+        if thread is not None:
+            thread.join(SAFETY_S)
+
+
 def _reopened_equals(mem: Memory, path) -> bool:
     mem.store.flush()
     reopened = MemoryStore(path=path, reinforce_batch=mem.store.reinforce_batch)
@@ -189,11 +198,7 @@ def test_a_writer_waits_for_the_reader_it_admitted_before_it_returns(tmp_path, m
         assert _until(lambda: store.lock.waiting()[1] == 1)
         assert "done" not in o_out
     finally:
-        held.release.set()
-        slow.release.set()
-        writer.join(SAFETY_S)
-        if reader is not None:
-            reader.join(SAFETY_S)
+        _let_go(held, slow, writer, reader)
     other.join(SAFETY_S)
     assert w_out.get("value") == "w" and o_out.get("value") == "later"
     assert "w" in [hit["item_id"] for hit in r_out["value"]]
@@ -221,11 +226,7 @@ def test_a_failed_fsync_waits_for_its_admitted_reader_then_undoes_and_drops_its_
         assert _until(lambda: _waiting_in(writer, "_close_admission"))
         assert "doomed" in store.workspace("ws").index_of and "done" not in w_out
     finally:
-        held.release.set()
-        slow.release.set()
-        writer.join(SAFETY_S)
-        if reader is not None:
-            reader.join(SAFETY_S)
+        _let_go(held, slow, writer, reader)
     # the reader saw the write that was then undone
     assert [hit["item_id"] for hit in r_out["value"]] == ["doomed"]
     assert isinstance(w_out.get("error"), PersistenceError) and "disk full" in str(w_out["error"])

@@ -54,12 +54,15 @@ _included = getattr(fastapi_routing, "_effective_route_context_var", None)
 class _Param:
     """One path, query or header parameter: where it is read, and its field."""
 
-    __slots__ = ("name", "key", "field", "required", "default", "validate_default", "loc")
+    __slots__ = ("name", "key", "field", "required", "default", "copy_default",
+                 "validate_default", "loc")
 
     def __init__(self, field, key: str, where: str) -> None:
         self.name, self.key, self.field = field.name, key, field
         self.required = field.field_info.is_required()
         self.default = None if self.required else field.default
+        # FastAPI deep-copies a default per request; an immutable one needs no copy
+        self.copy_default = not isinstance(self.default, (str, int, float, bool, type(None)))
         self.validate_default = bool(field.field_info.validate_default)
         self.loc = (where, key)
 
@@ -70,9 +73,9 @@ class _Param:
         if raw is None:
             if self.required:
                 return _MISSING
+            raw = deepcopy(self.default) if self.copy_default else self.default
             if not self.validate_default:
-                return deepcopy(self.default)
-            raw = deepcopy(self.default)
+                return raw
         value, errors = self.field.validate(raw, {}, loc=self.loc)
         return _MISSING if errors else value
 

@@ -223,7 +223,7 @@ class JournalMixin:
         self._undoing = False  # a thread is undoing a failed batch (holds the store's lock)
         self._owed = threading.local()  # .ticket: this thread's last write not yet waited for
         self._window_depth = 1  # the lock depth whose commit may open an io window (single_write)
-        self._admit_at_commit = 0  # the thread whose commit admits readers now (reads_during_fsync)
+        self._admit_at_commit = 0  # thread whose commit admits readers (reads_during_fsync)
         self.lock.after_release = self._after_release
 
     def _write_journal(self, ops: list[tuple[str, str]], what: str,
